@@ -1,0 +1,15 @@
+"""mlcal: probability calibration for binary classifiers, from fitting to serving.
+
+Every calibrator reduces to one canonical map (:class:`StepMap`, :class:`LinearMap` or
+:class:`SigmoidMap`) stored as JSON; :class:`CalibratedModel` wraps a fitted classifier with one.
+"""
+
+__version__ = "0.1.0"
+
+from mlcal.calibrators import *  # noqa: E402,F401,F403
+from mlcal.calibrators import __all__ as _calibrator_names  # noqa: E402
+from mlcal.maps import LinearMap, MapFormatError, SigmoidMap, StepMap, map_from_dict  # noqa: E402
+from mlcal.model import CalibratedModel  # noqa: E402
+
+__all__ = [*_calibrator_names, "CalibratedModel", "LinearMap", "MapFormatError", "SigmoidMap",
+           "StepMap", "map_from_dict", "__version__"]

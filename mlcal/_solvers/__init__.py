@@ -1,0 +1,1 @@
+"""Numerical kernels: pure functions on arrays, no estimator logic."""

@@ -1,0 +1,12 @@
+"""Calibrators. Importing a method's module registers it under its name."""
+
+from mlcal.calibrators.base import (BaseCalibrator, CalibratorFormatError, load_calibrator,
+                                    save_calibrator)
+from mlcal.calibrators.histogram import HistogramBinning
+from mlcal.calibrators.isotonic import Isotonic
+from mlcal.calibrators.platt import Platt
+from mlcal.calibrators.registry import available_calibrators, get_calibrator, register
+
+__all__ = ["BaseCalibrator", "CalibratorFormatError", "HistogramBinning", "Isotonic", "Platt",
+           "available_calibrators", "get_calibrator", "load_calibrator", "register",
+           "save_calibrator"]

@@ -1,0 +1,267 @@
+"""The three canonical calibration maps.
+
+Every fitted calibrator reduces to exactly one of these, so prediction, JSON artifacts, ONNX
+graphs and plots are written once:
+
+* :class:`StepMap` -- ``values[searchsorted(thresholds, s, side="right")]``
+* :class:`LinearMap` -- ``interp(s, knots, values)``, flat outside the first/last knot
+* :class:`SigmoidMap` -- ``1 / (1 + exp(a * s + b))``
+
+A map also records its *input transform* (``"identity"`` or ``"sigmoid"``, the logistic function
+applied to raw scores such as SVM margins before the map) and the score *domain* it was fitted
+on. Outputs always lie in [0, 1].
+
+The dict form (``to_dict`` / :func:`map_from_dict`) is plain JSON data with a format version;
+loading validates every field and never executes code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+from scipy.special import expit
+
+from mlcal._validation import as_scores
+
+MAP_FORMAT_VERSION = 1
+INPUT_TRANSFORMS = ("identity", "sigmoid")
+
+
+class MapFormatError(ValueError):
+    """A serialised map is malformed, of an unknown type or of an unsupported version."""
+
+
+def apply_input_transform(scores: np.ndarray, transform: str) -> np.ndarray:
+    """Apply a map's input transform to already-validated scores."""
+    if transform == "identity":
+        return scores
+    if transform == "sigmoid":
+        return expit(scores)
+    raise ValueError(f"unknown input transform {transform!r}; expected one of {INPUT_TRANSFORMS}")
+
+
+def _float_array(doc: dict, key: str, where: str) -> np.ndarray:
+    if key not in doc:
+        raise MapFormatError(f"{where}: missing field {key!r}")
+    raw = doc[key]
+    if not isinstance(raw, list) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in raw):
+        raise MapFormatError(f"{where}: field {key!r} must be a list of numbers")
+    arr = np.asarray(raw, dtype=np.float64)
+    if not np.isfinite(arr).all():
+        raise MapFormatError(f"{where}: field {key!r} contains non-finite numbers")
+    return arr
+
+
+def _float_scalar(doc: dict, key: str, where: str) -> float:
+    raw = doc.get(key)
+    if not isinstance(raw, (int, float)) or isinstance(raw, bool) or not np.isfinite(raw):
+        raise MapFormatError(f"{where}: field {key!r} must be a finite number")
+    return float(raw)
+
+
+def _check_increasing(arr: np.ndarray, what: str, where: str) -> None:
+    if arr.size > 1 and not (np.diff(arr) > 0).all():
+        raise MapFormatError(f"{where}: {what} must be strictly increasing")
+
+
+def _check_unit_values(values: np.ndarray, where: str) -> None:
+    if values.size and (values.min() < 0.0 or values.max() > 1.0):
+        raise MapFormatError(f"{where}: values must lie in [0, 1]")
+
+
+@dataclass(frozen=True, eq=False)
+class _BaseMap:
+    """Fields and behaviour shared by the three maps."""
+
+    kind: ClassVar[str] = ""
+    input_transform: str = field(default="identity", kw_only=True)
+    domain: tuple[float, float] | None = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        if self.input_transform not in INPUT_TRANSFORMS:
+            raise MapFormatError(f"{self.kind} map: unknown input_transform "
+                                 f"{self.input_transform!r}; expected one of {INPUT_TRANSFORMS}")
+        if self.domain is not None:
+            lo, hi = (float(v) for v in self.domain)
+            if not (np.isfinite(lo) and np.isfinite(hi) and lo <= hi):
+                raise MapFormatError(f"{self.kind} map: domain must be two finite numbers lo <= hi")
+            object.__setattr__(self, "domain", (lo, hi))
+
+    def __call__(self, scores) -> np.ndarray:
+        """Calibrated probabilities for ``scores``; NaN or infinite scores raise ``ValueError``."""
+        s = apply_input_transform(as_scores(scores), self.input_transform)
+        return self._evaluate(s)
+
+    def _evaluate(self, s: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _common_dict(self) -> dict[str, Any]:
+        return {"type": self.kind, "format_version": MAP_FORMAT_VERSION,
+                "input_transform": self.input_transform,
+                "domain": None if self.domain is None else list(self.domain)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict that :func:`map_from_dict` turns back into an identical map."""
+        raise NotImplementedError  # pragma: no cover
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash(repr(self.to_dict()))
+
+
+@dataclass(frozen=True, eq=False)
+class StepMap(_BaseMap):
+    """Piecewise-constant map: ``values[searchsorted(thresholds, s, side="right")]``.
+
+    Parameters
+    ----------
+    thresholds : array of shape (K-1,)
+        Strictly increasing cut points. A score equal to a cut takes the upper bin's value.
+    values : array of shape (K,)
+        Bin probabilities in [0, 1].
+    """
+
+    kind: ClassVar[str] = "step"
+    thresholds: np.ndarray = field(default_factory=lambda: np.empty(0))
+    values: np.ndarray = field(default_factory=lambda: np.empty(0))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        t = np.array(self.thresholds, dtype=np.float64).reshape(-1)
+        v = np.array(self.values, dtype=np.float64).reshape(-1)
+        where = "step map"
+        if v.size == 0:
+            raise MapFormatError(f"{where}: needs at least one value")
+        if t.size != v.size - 1:
+            raise MapFormatError(f"{where}: {t.size} thresholds need {t.size + 1} values, "
+                                 f"got {v.size}")
+        if not (np.isfinite(t).all() and np.isfinite(v).all()):
+            raise MapFormatError(f"{where}: thresholds and values must be finite")
+        _check_increasing(t, "thresholds", where)
+        _check_unit_values(v, where)
+        t.flags.writeable = False
+        v.flags.writeable = False
+        object.__setattr__(self, "thresholds", t)
+        object.__setattr__(self, "values", v)
+
+    def _evaluate(self, s: np.ndarray) -> np.ndarray:
+        return self.values[np.searchsorted(self.thresholds, s, side="right")]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self._common_dict()
+        d.update(thresholds=self.thresholds.tolist(), values=self.values.tolist())
+        return d
+
+
+@dataclass(frozen=True, eq=False)
+class LinearMap(_BaseMap):
+    """Piecewise-linear map through ``(knots, values)``, constant outside the first/last knot.
+
+    Parameters
+    ----------
+    knots : array of shape (K,)
+        Strictly increasing abscissae (K >= 1).
+    values : array of shape (K,)
+        Probabilities in [0, 1] at the knots.
+    """
+
+    kind: ClassVar[str] = "linear"
+    knots: np.ndarray = field(default_factory=lambda: np.empty(0))
+    values: np.ndarray = field(default_factory=lambda: np.empty(0))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        x = np.array(self.knots, dtype=np.float64).reshape(-1)
+        v = np.array(self.values, dtype=np.float64).reshape(-1)
+        where = "linear map"
+        if x.size == 0:
+            raise MapFormatError(f"{where}: needs at least one knot")
+        if x.size != v.size:
+            raise MapFormatError(f"{where}: {x.size} knots but {v.size} values")
+        if not (np.isfinite(x).all() and np.isfinite(v).all()):
+            raise MapFormatError(f"{where}: knots and values must be finite")
+        _check_increasing(x, "knots", where)
+        _check_unit_values(v, where)
+        x.flags.writeable = False
+        v.flags.writeable = False
+        object.__setattr__(self, "knots", x)
+        object.__setattr__(self, "values", v)
+
+    def _evaluate(self, s: np.ndarray) -> np.ndarray:
+        return np.interp(s, self.knots, self.values)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self._common_dict()
+        d.update(knots=self.knots.tolist(), values=self.values.tolist())
+        return d
+
+
+@dataclass(frozen=True, eq=False)
+class SigmoidMap(_BaseMap):
+    """Logistic map ``1 / (1 + exp(a * s + b))`` (Platt's sign convention)."""
+
+    kind: ClassVar[str] = "sigmoid"
+    a: float = 0.0
+    b: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        a, b = float(self.a), float(self.b)
+        if not (np.isfinite(a) and np.isfinite(b)):
+            raise MapFormatError("sigmoid map: a and b must be finite")
+        object.__setattr__(self, "a", a)
+        object.__setattr__(self, "b", b)
+
+    def _evaluate(self, s: np.ndarray) -> np.ndarray:
+        return expit(-(self.a * s + self.b))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self._common_dict()
+        d.update(a=self.a, b=self.b)
+        return d
+
+
+CalibrationMap = StepMap | LinearMap | SigmoidMap
+_MAP_TYPES: dict[str, type] = {m.kind: m for m in (StepMap, LinearMap, SigmoidMap)}
+
+
+def map_from_dict(doc: Any) -> CalibrationMap:
+    """Rebuild a map from :meth:`to_dict` output, validating every field.
+
+    Raises
+    ------
+    MapFormatError
+        If the document is not a dict, names an unknown map type or format version, or holds
+        malformed, non-finite, unsorted or mismatched arrays.
+    """
+    if not isinstance(doc, dict):
+        raise MapFormatError(f"a map document must be a JSON object, got {type(doc).__name__}")
+    kind = doc.get("type")
+    if kind not in _MAP_TYPES:
+        raise MapFormatError(f"unknown map type {kind!r}; expected one of {sorted(_MAP_TYPES)}")
+    where = f"{kind} map"
+    version = doc.get("format_version")
+    if version != MAP_FORMAT_VERSION:
+        raise MapFormatError(f"{where}: unsupported format_version {version!r} "
+                             f"(this mlcal reads version {MAP_FORMAT_VERSION})")
+    transform = doc.get("input_transform", "identity")
+    if transform not in INPUT_TRANSFORMS:
+        raise MapFormatError(f"{where}: unknown input_transform {transform!r}")
+    domain = doc.get("domain")
+    if domain is not None:
+        if not isinstance(domain, list) or len(domain) != 2:
+            raise MapFormatError(f"{where}: domain must be null or [lo, hi]")
+        domain = tuple(_float_array({"domain": domain}, "domain", where).tolist())
+    common = {"input_transform": transform, "domain": domain}
+    if kind == "step":
+        return StepMap(_float_array(doc, "thresholds", where), _float_array(doc, "values", where),
+                       **common)
+    if kind == "linear":
+        return LinearMap(_float_array(doc, "knots", where), _float_array(doc, "values", where),
+                         **common)
+    return SigmoidMap(_float_scalar(doc, "a", where), _float_scalar(doc, "b", where), **common)

@@ -1,0 +1,139 @@
+"""CalibratedModel: a fitted binary classifier followed by a calibration map."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.validation import check_is_fitted
+
+from mlcal._validation import as_weights
+from mlcal.calibrators.base import BaseCalibrator
+from mlcal.calibrators.registry import get_calibrator
+
+SCORE_SOURCES = ("auto", "predict_proba", "decision_function")
+
+
+def read_scores(estimator, X, source: str) -> np.ndarray:
+    """The base model's score for the positive class: ``predict_proba[:, 1]`` or the
+    ``decision_function`` value."""
+    if source == "predict_proba":
+        proba = np.asarray(estimator.predict_proba(X))
+        if proba.ndim != 2 or proba.shape[1] != 2:
+            raise ValueError(f"the base model's predict_proba returned shape {proba.shape}; "
+                             "mlcal calibrates binary classifiers (two columns)")
+        return proba[:, 1]
+    scores = np.asarray(estimator.decision_function(X), dtype=np.float64)
+    if scores.ndim != 1:
+        raise ValueError(f"the base model's decision_function returned shape {scores.shape}; "
+                         "mlcal calibrates binary classifiers (one score per row)")
+    return scores
+
+
+class CalibratedModel(ClassifierMixin, BaseEstimator):
+    """A fitted scikit-learn binary classifier plus a calibrator fitted on held-out data.
+
+    The base model is never refitted: :meth:`fit` only reads its scores on the calibration set
+    and fits a clone of ``calibrator`` to them.
+
+    Parameters
+    ----------
+    base_estimator : fitted classifier
+        Must expose ``predict_proba`` or ``decision_function`` and have two classes.
+    calibrator : BaseCalibrator or str, default="isotonic"
+        An unfitted calibrator, or a registered method name (see
+        :func:`mlcal.available_calibrators`).
+    score : {"auto", "predict_proba", "decision_function"}, default="auto"
+        Which base-model output to calibrate. ``"auto"`` takes ``predict_proba[:, 1]`` when the
+        model has it, else ``decision_function``. Methods that need scores in [0, 1] squash a
+        decision function with the logistic sigmoid, as the papers do; the squashing is recorded
+        on the map (``map_.input_transform == "sigmoid"``).
+    threshold : float, default=0.5
+        ``predict`` returns the positive class when the calibrated probability is >= threshold.
+
+    Attributes
+    ----------
+    calibrator_ : BaseCalibrator
+        The fitted calibrator.
+    score_source_ : str
+        The base-model method actually read.
+    classes_ : ndarray of shape (2,)
+        The base model's classes; ``classes_[1]`` is the positive class.
+    """
+
+    def __init__(self, base_estimator=None, calibrator="isotonic", score: str = "auto",
+                 threshold: float = 0.5):
+        self.base_estimator = base_estimator
+        self.calibrator = calibrator
+        self.score = score
+        self.threshold = threshold
+
+    def _resolve_source(self) -> str:
+        if self.score not in SCORE_SOURCES:
+            raise ValueError(f"score must be one of {SCORE_SOURCES}, got {self.score!r}")
+        est = self.base_estimator
+        if self.score != "auto":
+            if not hasattr(est, self.score):
+                raise ValueError(f"the base model has no {self.score} method")
+            return self.score
+        for name in ("predict_proba", "decision_function"):
+            if hasattr(est, name):
+                return name
+        raise ValueError("the base model has neither predict_proba nor decision_function")
+
+    def fit(self, X, y, sample_weight=None) -> "CalibratedModel":
+        """Fit the calibrator on the base model's scores for a held-out calibration set.
+
+        ``y`` holds the base model's class labels (``classes_``); ``classes_[1]`` is positive.
+        """
+        est = self.base_estimator
+        if est is None:
+            raise ValueError("base_estimator is required")
+        try:
+            check_is_fitted(est)
+        except NotFittedError:
+            raise ValueError("the base model is not fitted; CalibratedModel never trains it, "
+                             "fit it on training data first") from None
+        classes = np.asarray(getattr(est, "classes_", [0, 1]))
+        if classes.shape[0] != 2:
+            raise ValueError(f"the base model has {classes.shape[0]} classes; mlcal calibrates "
+                             "binary classifiers")
+        y = np.asarray(y).reshape(-1)
+        unknown = ~np.isin(y, classes)
+        if unknown.any():
+            raise ValueError(f"y contains labels {np.unique(y[unknown])[:5].tolist()} that are not "
+                             f"among the base model's classes {classes.tolist()}")
+        source = self._resolve_source()
+        cal = (get_calibrator(self.calibrator) if isinstance(self.calibrator, str)
+               else clone(self.calibrator))
+        if not isinstance(cal, BaseCalibrator):
+            raise ValueError("calibrator must be an mlcal calibrator or a registered method name")
+        if (source == "decision_function" and cal.requires_unit_interval
+                and cal.get_params().get("input_transform") == "auto"):
+            cal.set_params(input_transform="sigmoid")
+        scores = read_scores(est, X, source)
+        w = None if sample_weight is None else as_weights(sample_weight, scores.shape[0])
+        cal.fit(scores, (y == classes[1]).astype(np.float64), sample_weight=w)
+        self.calibrator_ = cal
+        self.score_source_ = source
+        self.classes_ = classes
+        return self
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "calibrator_"):
+            raise NotFittedError("this CalibratedModel is not fitted yet; call "
+                                 "fit(X_cal, y_cal) first")
+
+    def predict_uncalibrated(self, X) -> np.ndarray:
+        """The base model's raw score for the positive class (the calibrator's input)."""
+        self._check_fitted()
+        return read_scores(self.base_estimator, X, self.score_source_)
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Calibrated class probabilities, shape (n, 2), columns ordered as ``classes_``."""
+        return self.calibrator_.predict_proba(self.predict_uncalibrated(X))
+
+    def predict(self, X) -> np.ndarray:
+        """Class labels: ``classes_[1]`` where the calibrated probability >= ``threshold``."""
+        p = self.predict_proba(X)[:, 1]
+        return self.classes_[(p >= self.threshold).astype(np.int64)]

@@ -149,6 +149,11 @@ class StepMap(_BaseMap):
         object.__setattr__(self, "thresholds", t)
         object.__setattr__(self, "values", v)
 
+    @property
+    def size(self) -> int:
+        """Number of bins (values)."""
+        return int(self.values.size)
+
     def _evaluate(self, s: np.ndarray) -> np.ndarray:
         return self.values[np.searchsorted(self.thresholds, s, side="right")]
 
@@ -192,6 +197,11 @@ class LinearMap(_BaseMap):
         object.__setattr__(self, "knots", x)
         object.__setattr__(self, "values", v)
 
+    @property
+    def size(self) -> int:
+        """Number of knots."""
+        return int(self.knots.size)
+
     def _evaluate(self, s: np.ndarray) -> np.ndarray:
         return np.interp(s, self.knots, self.values)
 
@@ -216,6 +226,11 @@ class SigmoidMap(_BaseMap):
             raise MapFormatError("sigmoid map: a and b must be finite")
         object.__setattr__(self, "a", a)
         object.__setattr__(self, "b", b)
+
+    @property
+    def size(self) -> int:
+        """Number of parameters (a, b)."""
+        return 2
 
     def _evaluate(self, s: np.ndarray) -> np.ndarray:
         return expit(-(self.a * s + self.b))

@@ -131,7 +131,8 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
 
     def predict_proba(self, X) -> np.ndarray:
         """Calibrated class probabilities, shape (n, 2), columns ordered as ``classes_``."""
-        return self.calibrator_.predict_proba(self.predict_uncalibrated(X))
+        scores = self.predict_uncalibrated(X)  # checks fitted first
+        return self.calibrator_.predict_proba(scores)
 
     def predict(self, X) -> np.ndarray:
         """Class labels: ``classes_[1]`` where the calibrated probability >= ``threshold``."""

@@ -2,11 +2,14 @@
 
 from mlcal.calibrators.base import (BaseCalibrator, CalibratorFormatError, load_calibrator,
                                     save_calibrator)
+from mlcal.calibrators.bbq import BBQ
 from mlcal.calibrators.histogram import HistogramBinning
 from mlcal.calibrators.isotonic import Isotonic
+from mlcal.calibrators.kde import KDECalibrator
 from mlcal.calibrators.platt import Platt
 from mlcal.calibrators.registry import available_calibrators, get_calibrator, register
 
-__all__ = ["BaseCalibrator", "CalibratorFormatError", "HistogramBinning", "Isotonic", "Platt",
+__all__ = ["BBQ", "BaseCalibrator", "CalibratorFormatError", "HistogramBinning", "Isotonic",
+           "KDECalibrator", "Platt",
            "available_calibrators", "get_calibrator", "load_calibrator", "register",
            "save_calibrator"]

@@ -19,7 +19,8 @@ def sort_and_collapse(scores: np.ndarray, y: np.ndarray, w: np.ndarray):
     wsum : ndarray
         Total weight at each unique score (> 0).
     """
-    order = np.argsort(scores, kind="stable")
+    # stability buys nothing once ties are merged, and the default sort is ~3x faster
+    order = np.argsort(scores)
     s = scores[order]
     ws = w[order]
     wy = ws * y[order]

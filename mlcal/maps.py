@@ -192,6 +192,9 @@ class LinearMap(_BaseMap):
             raise MapFormatError(f"{where}: knots and values must be finite")
         _check_increasing(x, "knots", where)
         _check_unit_values(v, where)
+        with np.errstate(over="ignore", divide="ignore"):
+            if x.size > 1 and not np.isfinite(np.diff(v) / np.diff(x)).all():
+                raise MapFormatError(f"{where}: knots are so close that a slope overflows")
         x.flags.writeable = False
         v.flags.writeable = False
         object.__setattr__(self, "knots", x)

@@ -8,7 +8,7 @@ import importlib
 import sys
 
 # sub-command modules, in the order `mlcal --help` lists them
-COMMAND_MODULES = ("fit", "evaluate", "demo")
+COMMAND_MODULES = ("fit", "evaluate", "demo", "export_onnx")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +35,3 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError, KeyError) as exc:
         print(f"mlcal {args.command}: error: {exc}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

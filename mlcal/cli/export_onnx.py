@@ -1,0 +1,41 @@
+"""``mlcal export-onnx``: turn a calibrator JSON file into an ONNX graph."""
+
+from __future__ import annotations
+
+import os
+
+
+def run(args) -> int:
+    from mlcal.calibrators.base import load_calibrator
+    from mlcal.onnx import error_bound, save, to_onnx
+
+    if os.path.exists(args.out) and not args.force:   # fail before doing any work
+        raise FileExistsError(f"{args.out} already exists; pass --force to replace it")
+    cal = load_calibrator(args.calibrator)
+    model = to_onnx(cal, dtype=args.dtype, opset=args.opset)
+    save(model, args.out, overwrite=args.force)
+    m = cal.map_
+    bound = error_bound(m, args.dtype)
+    exact = "bit-identical to predict" if bound == 0 else f"within {bound:.2g} of predict"
+    print(f"exported {type(cal).__name__} ({m.kind} map of size {m.size}, input transform "
+          f"{m.input_transform}) as {args.dtype}, opset {args.opset}: input 'scores' [N], "
+          f"output 'p_calibrated' [N], {exact}")
+    print(f"saved {args.out}")
+    return 0
+
+
+def register(sub) -> None:
+    from mlcal.onnx import DEFAULT_OPSET, DTYPES
+
+    p = sub.add_parser("export-onnx", help="export a fitted calibrator (JSON) to ONNX",
+                       description="Write an ONNX graph (standard operators only) mapping scores "
+                                   "[N] to calibrated probabilities [N]. NaN or infinite scores "
+                                   "give NaN.")
+    p.add_argument("--calibrator", required=True, help="calibrator JSON written by `mlcal fit`")
+    p.add_argument("--out", required=True, help="where to write the .onnx file")
+    p.add_argument("--opset", type=int, default=DEFAULT_OPSET,
+                   help=f"ai.onnx opset version (default: {DEFAULT_OPSET})")
+    p.add_argument("--dtype", choices=DTYPES, default="float64",
+                   help="input/compute dtype (default: float64, exact)")
+    p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    p.set_defaults(handler=run)

@@ -1,0 +1,188 @@
+"""ONNX export of mlcal calibrators and calibrated models, with standard operators only.
+
+Every calibrator ends in one of three maps, so one exporter covers every method:
+
+>>> import numpy as np, mlcal
+>>> from mlcal.onnx import to_onnx
+>>> cal = mlcal.Isotonic().fit(np.linspace(0, 1, 50), np.arange(50) % 3 == 0)
+>>> model = to_onnx(cal)                      # input "scores" [N], output "p_calibrated" [N]
+>>> [i.name for i in model.graph.input], [o.name for o in model.graph.output]
+(['scores'], ['p_calibrated'])
+
+Graph contract
+--------------
+* Calibrator (or bare map): input ``scores``, a 1-D float tensor of shape [N] (reshape an
+  [N, 1] column first); output ``p_calibrated`` of shape [N], same dtype.
+* :class:`~mlcal.CalibratedModel`: input ``X`` [N, n_features]; outputs ``label`` [N] (int64 or
+  string, ``classes_[1]`` where ``p >= threshold``) and ``probabilities`` [N, 2] =
+  ``[1 - p, p]``, like skl2onnx classifiers with ``zipmap=False``. The base model is converted by
+  skl2onnx; its probability column (or its decision function, followed by the sigmoid when the
+  map's input transform says so) feeds the map.
+* NaN scores give NaN probabilities (label ``classes_[0]``), never a silent end value, and so
+  do infinite scores; Python's ``predict`` keeps rejecting both with ``ValueError``.
+* Exactness (see :func:`error_bound`): in float64, step maps and linear maps are bit-identical
+  to ``predict``; anything evaluating ``exp`` (SigmoidMap, the sigmoid input transform of a
+  linear map) is within a few ulp, because no two ``exp`` implementations agree bit for bit. In
+  float32, step maps equal ``predict(x).astype(float32)`` exactly and linear maps stay within a
+  derived bound (~1e-7 for fitted isotonic maps, where a naive float32 graph is off by ~1e-5).
+* Operators: ai.onnx only (opset 13 or later; ``Where``, ``IsNaN``, ``Floor``, ``Clip``,
+  ``Cast``, ``GatherElements``, ``LessOrEqual``, arithmetic, ``Exp``); the composed model also
+  holds whatever skl2onnx emits for the base model (often ai.onnx.ml).
+* Opset: ``opset`` is checked against the installed onnx (13 to its newest); onnxruntime 1.31
+  loads up to 26.
+* Metadata (``model.metadata_props``): ``mlcal_version``, ``mlcal_method``, ``mlcal_map_type``,
+  ``mlcal_map_format_version``, ``mlcal_input_transform``, ``mlcal_dtype``,
+  ``mlcal_index_search`` and, for a CalibratedModel, ``mlcal_score_source``,
+  ``mlcal_threshold``, ``mlcal_base_model``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from mlcal.onnx._bounds import error_bound
+from mlcal.onnx._compose import compose, convert_base
+from mlcal.onnx._graph import ONNX_FLOAT_TYPES, GraphBuilder
+from mlcal.onnx._maps import map_nodes
+from mlcal.onnx._search import SEARCH_METHODS
+
+DEFAULT_OPSET = 17
+MIN_OPSET = 13   # Clip/Unsqueeze/ReduceSum/Squeeze take their bounds and axes as inputs from 13
+DTYPES = ("float32", "float64")
+
+__all__ = ["DEFAULT_OPSET", "DTYPES", "MIN_OPSET", "SEARCH_METHODS", "error_bound", "save",
+           "to_onnx"]
+
+
+def _check_args(dtype, opset, index_search) -> np.dtype:
+    if str(dtype) not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    max_opset = onnx.defs.onnx_opset_version()
+    if isinstance(opset, bool) or not isinstance(opset, (int, np.integer)) \
+            or not MIN_OPSET <= opset <= max_opset:
+        raise ValueError(f"opset must be an integer in [{MIN_OPSET}, {max_opset}] (the installed "
+                         f"onnx's newest), got {opset!r}")
+    if index_search not in SEARCH_METHODS:
+        raise ValueError(f"index_search must be one of {SEARCH_METHODS}, got {index_search!r}")
+    return np.dtype(str(dtype))
+
+
+def _unpack(obj):
+    """``(map, method name, CalibratedModel or None)`` for any exportable object."""
+    from mlcal.calibrators.base import BaseCalibrator
+    from mlcal.maps import LinearMap, SigmoidMap, StepMap
+    from mlcal.model import CalibratedModel
+
+    if isinstance(obj, CalibratedModel):
+        obj._check_fitted()
+        return obj.calibrator_.map_, obj.calibrator_.method_name, obj
+    if isinstance(obj, BaseCalibrator):
+        obj._check_fitted()
+        return obj.map_, obj.method_name, None
+    if isinstance(obj, (StepMap, LinearMap, SigmoidMap)):
+        return obj, "", None
+    raise ValueError(f"cannot export {type(obj).__name__}: expected a fitted mlcal calibrator, a "
+                     "CalibratedModel or a StepMap/LinearMap/SigmoidMap")
+
+
+def _metadata(model, items: dict) -> None:
+    for key, value in items.items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, str(value)
+
+
+def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
+            index_search: str = "auto") -> onnx.ModelProto:
+    """Export a fitted calibrator, a bare map or a :class:`~mlcal.CalibratedModel` to ONNX.
+
+    Parameters
+    ----------
+    obj : BaseCalibrator, StepMap, LinearMap, SigmoidMap or CalibratedModel
+        A calibrator gives a graph from scores to calibrated probabilities; a CalibratedModel
+        gives the whole classifier (its base model must be convertible by skl2onnx in ``dtype``).
+    dtype : {"float64", "float32"}, default="float64"
+        Input and compute dtype. float64 reproduces ``predict`` exactly (see the module notes);
+        float32 suits runtimes without double kernels.
+    opset : int, default=17
+        ai.onnx opset version, from 13 up to the installed onnx's newest. For a CalibratedModel
+        it is also skl2onnx's target opset.
+    index_search : {"auto", "lut", "bsearch", "broadcast"}, default="auto"
+        How step/linear maps find a score's bin (see ``mlcal/onnx/_search.py``; ``"auto"`` is
+        the design measured fastest in ``benchmarks/bench_onnx.py``).
+
+    Returns
+    -------
+    onnx.ModelProto
+        Checked with ``onnx.checker.check_model(full_check=True)``; save it with :func:`save`.
+
+    Raises
+    ------
+    ValueError
+        Unfitted object, bad argument, or a base model skl2onnx cannot convert.
+    """
+    from mlcal import __version__
+    from mlcal.maps import MAP_FORMAT_VERSION
+
+    np_dtype = _check_args(dtype, opset, index_search)
+    m, method, calibrated = _unpack(obj)
+    used = {}
+
+    def build_map(g, scores):
+        p, used["search"] = map_nodes(g, scores, m, np_dtype, index_search)
+        return p
+
+    elem = ONNX_FLOAT_TYPES[np_dtype.name]
+    meta = {"mlcal_version": __version__, "mlcal_method": method, "mlcal_map_type": m.kind,
+            "mlcal_map_format_version": MAP_FORMAT_VERSION,
+            "mlcal_input_transform": m.input_transform, "mlcal_dtype": np_dtype.name}
+    if calibrated is None:
+        g = GraphBuilder("mlcal_")
+        p = build_map(g, "scores")
+        g.rename(p, "p_calibrated")
+        graph = helper.make_graph(
+            g.nodes, "mlcal_calibrator",
+            [helper.make_tensor_value_info("scores", elem, [None])],
+            [helper.make_tensor_value_info("p_calibrated", elem, [None])], g.initializers)
+        imports = {"": int(opset)}
+        ir_version = 0
+        doc = ("mlcal calibration map: scores [N] -> p_calibrated [N] (probability of the "
+               "positive class). NaN scores give NaN.")
+    else:
+        base = convert_base(calibrated.base_estimator, calibrated.score_source_, np_dtype,
+                            int(opset))
+        graph = compose(base, build_map, calibrated.classes_, calibrated.threshold, np_dtype)
+        graph.name = "mlcal_calibrated_model"
+        imports = {}
+        for entry in base.opset_import:   # skl2onnx may list the default domain twice
+            domain = "" if entry.domain == "ai.onnx" else entry.domain
+            imports[domain] = max(imports.get(domain, 0), entry.version)
+        # skl2onnx declares the lowest version its ops need; every op it emitted for target
+        # `opset` keeps its meaning at `opset`, so declaring `opset` is exact
+        imports[""] = int(opset)
+        ir_version = base.ir_version
+        meta.update(mlcal_score_source=calibrated.score_source_,
+                    mlcal_threshold=repr(float(calibrated.threshold)),
+                    mlcal_base_model=type(calibrated.base_estimator).__name__)
+        doc = ("mlcal calibrated classifier: X [N, n_features] -> label [N], probabilities "
+               "[N, 2] = [1 - p, p]. NaN scores give NaN probabilities.")
+    meta["mlcal_index_search"] = used["search"]
+    opset_ids = [helper.make_opsetid(d, v) for d, v in sorted(imports.items())]
+    model = helper.make_model(graph, opset_imports=opset_ids, producer_name="mlcal",
+                              producer_version=__version__, doc_string=doc)
+    model.ir_version = max(ir_version, helper.find_min_ir_version_for(opset_ids))
+    _metadata(model, meta)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def save(model: onnx.ModelProto, path: str, *, overwrite: bool = False) -> str:
+    """Write ``model`` to ``path``; refuses to replace an existing file unless ``overwrite``."""
+    if os.path.exists(path) and not overwrite:
+        raise FileExistsError(f"{path} already exists; pass overwrite=True (CLI: --force) "
+                              "to replace it")
+    onnx.save_model(model, path)
+    return path

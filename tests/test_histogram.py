@@ -49,3 +49,12 @@ def test_weighted_bins_equal_repeated_rows():
 def test_bad_bin_count_is_rejected(bad):
     with pytest.raises(ValueError, match="n_bins"):
         HistogramBinning(n_bins=bad).fit([0.1, 0.9], [0, 1])
+
+
+def test_adjacent_float_scores_keep_their_own_bins():
+    a = 0.3
+    b = np.nextafter(a, 1.0)
+    s = np.array([a, a, b, b])
+    y = np.array([0, 0, 1, 1.0])
+    for cal in (HistogramBinning(n_bins=2).fit(s, y),):
+        np.testing.assert_array_equal(cal.predict([a, b]), [0.0, 1.0])

@@ -70,3 +70,10 @@ def test_tied_scores_get_one_value_and_integer_weights_equal_repeats():
     b = Isotonic().fit(np.repeat(s, reps), np.repeat(y, reps))
     grid = np.linspace(-0.1, 1.1, 999)
     np.testing.assert_allclose(a.predict(grid), b.predict(grid), atol=1e-12)
+
+
+def test_step_variant_with_adjacent_float_scores():
+    a = 0.7
+    b = np.nextafter(a, 1.0)
+    cal = Isotonic(interpolate=False).fit([a, b], [0, 1])
+    np.testing.assert_array_equal(cal.predict([a, b]), [0.0, 1.0])

@@ -32,6 +32,8 @@ import numpy as np
 from numba import njit
 from scipy.special import logsumexp
 
+from mlcal._solvers.ties import midpoint_cuts
+
 PRIOR_CLIP = 0.005  # the code clips the prior mean p_b to [0.005, 0.995]
 
 
@@ -53,8 +55,7 @@ def cut_values(x: np.ndarray) -> np.ndarray:
     ``x[j]``; then ``x[j+1]`` is used), so with ``side="right"`` each training score stays in its
     own bin.
     """
-    mid = 0.5 * (x[:-1] + x[1:])
-    return np.where(mid > x[:-1], mid, x[1:])
+    return midpoint_cuts(x[:-1], x[1:])
 
 
 

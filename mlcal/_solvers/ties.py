@@ -38,3 +38,15 @@ def sort_and_collapse(scores: np.ndarray, y: np.ndarray, w: np.ndarray):
     if not keep.all():
         x, wsum, wysum = x[keep], wsum[keep], wysum[keep]
     return x, wysum / wsum, wsum
+
+
+def midpoint_cuts(lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """Step-map cuts halfway between ``lower[i] < upper[i]`` (the last score of one bin and the
+    first of the next).
+
+    Guarantees ``lower < cut <= upper``: the midpoint of two adjacent doubles may round down onto
+    ``lower``, and then ``upper`` itself is used, so with ``side="right"`` every training score
+    stays in its own bin.
+    """
+    mid = 0.5 * (lower + upper)
+    return np.where(mid > lower, mid, upper)

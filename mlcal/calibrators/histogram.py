@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlcal._solvers.ties import sort_and_collapse
+from mlcal._solvers.ties import midpoint_cuts, sort_and_collapse
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.registry import register
 from mlcal.maps import StepMap
@@ -61,6 +61,6 @@ class HistogramBinning(BaseCalibrator):
         pos = np.bincount(bins, weights=ybar * wsum, minlength=n_realised)
         tot = np.bincount(bins, weights=wsum, minlength=n_realised)
         first = np.flatnonzero(np.diff(bins)) + 1      # first point of bins 1..B'-1
-        cuts = 0.5 * (x[first - 1] + x[first])
+        cuts = midpoint_cuts(x[first - 1], x[first])
         self.n_bins_ = n_realised
         return StepMap(cuts, np.clip(pos / tot, 0.0, 1.0))

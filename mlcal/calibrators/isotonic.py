@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mlcal._solvers.pava import pava_blocks
-from mlcal._solvers.ties import sort_and_collapse
+from mlcal._solvers.ties import midpoint_cuts, sort_and_collapse
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.registry import register
 from mlcal.maps import LinearMap, StepMap
@@ -50,7 +50,7 @@ class Isotonic(BaseCalibrator):
         ends = np.append(starts[1:], x.size) - 1
         self.n_blocks_ = int(values.size)
         if not self.interpolate:
-            cuts = 0.5 * (x[ends[:-1]] + x[starts[1:]])
+            cuts = midpoint_cuts(x[ends[:-1]], x[starts[1:]])
             return StepMap(cuts, np.clip(values, 0.0, 1.0))
         # the block end points carry the whole piecewise-linear function
         idx = np.unique(np.concatenate((starts, ends)))

@@ -2,14 +2,16 @@
 
 from mlcal.calibrators.base import (BaseCalibrator, CalibratorFormatError, load_calibrator,
                                     save_calibrator)
+from mlcal.calibrators.bayesian_binning import ABB, SBB, PreAggregationWarning
 from mlcal.calibrators.bbq import BBQ
+from mlcal.calibrators.enir import ENIR
 from mlcal.calibrators.histogram import HistogramBinning
 from mlcal.calibrators.isotonic import Isotonic
 from mlcal.calibrators.kde import KDECalibrator
 from mlcal.calibrators.platt import Platt
 from mlcal.calibrators.registry import available_calibrators, get_calibrator, register
 
-__all__ = ["BBQ", "BaseCalibrator", "CalibratorFormatError", "HistogramBinning", "Isotonic",
-           "KDECalibrator", "Platt",
+__all__ = ["ABB", "BBQ", "BaseCalibrator", "CalibratorFormatError", "ENIR", "HistogramBinning",
+           "Isotonic", "KDECalibrator", "Platt", "PreAggregationWarning", "SBB",
            "available_calibrators", "get_calibrator", "load_calibrator", "register",
            "save_calibrator"]

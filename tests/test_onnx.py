@@ -396,7 +396,10 @@ def test_composed_float32(calibrated_models):
                                f"composed/{kind}/{name}")
         carried = np.abs(m(s_onnx) - m(s_py))
         err = np.abs(proba[:, 1] - cm.predict_proba(X)[:, 1])
-        assert np.all(err <= 1e-5 + carried), f"{kind}/{name}: {err.max():.3g}"
+        # a steep map evaluated in float32 (e.g. ENIR after the sigmoid transform) may exceed
+        # 1e-5 by itself; its derived float32 bound is then the honest promise
+        allowed = max(1e-5, error_bound(m, "float32"))
+        assert np.all(err <= allowed + carried), f"{kind}/{name}: {err.max():.3g}"
         if name == "platt":
             assert err.max() <= 1e-5
         np.testing.assert_array_equal(proba[:, 0], np.float32(1) - proba[:, 1])

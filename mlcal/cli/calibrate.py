@@ -1,0 +1,134 @@
+"""``mlcal calibrate``: calibrate an MLflow model on a CSV file and log the result to MLflow."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mlcal.calibrators.registry import available_calibrators, get_calibrator
+from mlcal.cli.fit import _parse_params
+
+
+def _read_frame(path: str):
+    import pandas as pd
+
+    try:
+        return pd.read_csv(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"data file not found: {path}") from None
+
+
+def _feature_columns(frame, label: str, info, base) -> list[str]:
+    """The base model's input columns: its signature, else ``feature_names_in_``, else all
+    columns but the label."""
+    names = None
+    if info.signature is not None and info.signature.inputs.has_input_names():
+        names = info.signature.inputs.input_names()
+    elif hasattr(base, "feature_names_in_"):
+        names = [str(c) for c in base.feature_names_in_]
+    if names is None:
+        return [c for c in frame.columns if c != label]
+    missing = [c for c in names if c not in frame.columns]
+    if missing:
+        raise ValueError(f"the data has no column(s) {missing} that the base model needs")
+    return list(names)
+
+
+def load_base_model(uri: str, *, output_column=None, kind: str = "probability", classes=(0, 1)):
+    """Returns (base estimator, ModelInfo): the native estimator for scikit-learn models, else a
+    :class:`~mlcal.mlflow.PyfuncScorer` reading ``output_column`` of the pyfunc output."""
+    import mlflow.models
+    import mlflow.sklearn
+
+    from mlcal.mlflow import PyfuncScorer
+
+    info = mlflow.models.get_model_info(uri)
+    if "sklearn" in info.flavors and output_column is None:
+        return mlflow.sklearn.load_model(uri), info
+    return PyfuncScorer(uri, output_column=output_column, kind=kind, classes=classes), info
+
+
+def run(args) -> int:
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    from mlcal.metrics import format_report
+    from mlcal.mlflow import calibrate_and_log
+
+    if args.tracking_uri:
+        mlflow.set_tracking_uri(args.tracking_uri)
+    try:
+        if args.experiment:
+            mlflow.set_experiment(args.experiment)
+        frame = _read_frame(args.data)
+        if args.label_column not in frame.columns:
+            raise ValueError(f"{args.data} has no label column {args.label_column!r}; columns "
+                             f"are {list(frame.columns)}")
+        y = frame[args.label_column].to_numpy()
+        labels = np.unique(y)
+        if labels.size != 2:
+            raise ValueError(f"the label column {args.label_column!r} must hold exactly two "
+                             f"classes, found {labels.size}")
+        base, info = load_base_model(args.model_uri, output_column=args.output_column,
+                                     kind=args.output_kind, classes=labels)
+        cols = _feature_columns(frame, args.label_column, info, base)
+        evaluation = {}
+        if args.eval_data:
+            ev = _read_frame(args.eval_data)
+            missing = [c for c in [*cols, args.label_column] if c not in ev.columns]
+            if missing:
+                raise ValueError(f"{args.eval_data} has no column(s) {missing}")
+            evaluation = {"X_eval": ev[cols], "y_eval": ev[args.label_column].to_numpy()}
+        cal = get_calibrator(args.method, **_parse_params(args.param))
+        result = calibrate_and_log(base, frame[cols], y, calibrator=cal, score=args.score,
+                                   threshold=args.threshold, name=args.name,
+                                   registered_model_name=args.register, run_name=args.run_name,
+                                   input_example=frame[cols].iloc[:5], **evaluation)
+    except MlflowException as exc:
+        raise ValueError(exc.message) from None
+    cal_ = result.model.calibrator_
+    print(f"calibrated {args.model_uri} with {type(cal_).__name__} ({cal_.map_.kind} map of "
+          f"size {cal_.map_.size}) on {len(y)} rows; metrics on the "
+          f"{result.report['evaluated_on']}:")
+    print(format_report(result.report))
+    print(f"run id: {result.run_id}")
+    print(f"model URI: {result.model_uri}")
+    version = getattr(result.model_info, "registered_model_version", None)
+    if args.register:
+        print(f"registered model: models:/{args.register}/{version}")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "calibrate", help="calibrate an MLflow model and log the calibrated model to MLflow",
+        description="Load a base model from MLflow, fit a calibrator on a CSV file of features "
+                    "and labels, and log the calibrated model (mlcal flavour) with its "
+                    "calibration metrics and plots in one run. Prints the run id and model URI.")
+    p.add_argument("--model-uri", required=True,
+                   help="base model URI (runs:/..., models:/..., or a local model directory)")
+    p.add_argument("--data", required=True,
+                   help="calibration CSV: the base model's feature columns plus the label")
+    p.add_argument("--label-column", default="y", help="label column (default: y)")
+    p.add_argument("--method", required=True,
+                   help=f"calibration method: {', '.join(available_calibrators())}")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="calibrator parameter (JSON value), repeatable")
+    p.add_argument("--eval-data", default=None,
+                   help="separate evaluation CSV for the logged metrics (default: the "
+                        "calibration data)")
+    p.add_argument("--register", default=None, metavar="NAME",
+                   help="also register the calibrated model under this name")
+    p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI")
+    p.add_argument("--experiment", default=None, help="MLflow experiment name")
+    p.add_argument("--run-name", default=None, help="name of the new run")
+    p.add_argument("--name", default="model", help="model name within the run (default: model)")
+    p.add_argument("--threshold", type=float, default=0.5,
+                   help="label threshold on the calibrated probability (default 0.5)")
+    p.add_argument("--score", choices=("auto", "predict_proba", "decision_function"),
+                   default="auto", help="which scikit-learn output to calibrate (default auto)")
+    p.add_argument("--output-column", default=None,
+                   help="for non-scikit-learn base models: the pyfunc output column holding "
+                        "the score")
+    p.add_argument("--output-kind", choices=("probability", "score"), default="probability",
+                   help="whether --output-column holds probabilities or raw scores")
+    p.set_defaults(handler=run)

@@ -1,0 +1,203 @@
+"""The base model inside an ``mlcal`` MLflow artifact, and the adapter for pyfunc base models.
+
+A calibrated artifact nests its base model as a complete MLflow model in ``base_model/``:
+
+* a scikit-learn compatible classifier is saved with ``mlflow.sklearn`` (its own flavour,
+  serialisation and requirements) and loaded back as the native estimator;
+* any other MLflow model is accepted through :class:`PyfuncScorer`, which reads one score or
+  probability column of the model's pyfunc output; its model directory is copied unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Any, Sequence
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.metaestimators import available_if
+
+SCORE_KINDS = ("probability", "score")
+BASE_MODEL_DIR = "base_model"
+
+
+class PyfuncScorer(BaseEstimator):
+    """Use any MLflow model whose pyfunc output holds a score as the base of a CalibratedModel.
+
+    The wrapped model's ``predict`` output is reduced to one number per row:
+
+    * a DataFrame: the column ``output_column`` (or its only column);
+    * a dict of arrays (e.g. an ONNX model's outputs): the entry ``output_column``;
+    * a 2-D array: column ``output_column`` if it is an int, else column 1 when there are two
+      columns (``predict_proba`` layout), else the only column;
+    * a 1-D array or Series: as is.
+
+    With ``kind="probability"`` the adapter exposes ``predict_proba`` (values must lie in
+    [0, 1]); with ``kind="score"`` it exposes ``decision_function`` (any real score; calibrators
+    that need [0, 1] squash it with a sigmoid). ``CalibratedModel(PyfuncScorer(...))`` then works
+    like any scikit-learn base model, and :func:`mlcal.mlflow.save_model` nests the MLflow model
+    as it is.
+
+    Parameters
+    ----------
+    model_uri : str
+        Any MLflow model URI (``runs:/``, ``models:/``, a local directory, ...).
+    output_column : str or int, optional
+        Which output holds the positive-class score; required when the output has several
+        named columns.
+    kind : {"probability", "score"}, default="probability"
+    classes : sequence of two labels, default=(0, 1)
+        The labels the output refers to; ``classes[1]`` is the positive class.
+
+    Examples
+    --------
+    >>> base = PyfuncScorer("models:/churn-xgb/3", output_column="p_churn")  # doctest: +SKIP
+    >>> cal = CalibratedModel(base, "isotonic").fit(X_cal, y_cal)  # doctest: +SKIP
+    """
+
+    def __init__(self, model_uri: str, output_column: str | int | None = None,
+                 kind: str = "probability", classes: Sequence[Any] = (0, 1)):
+        if kind not in SCORE_KINDS:
+            raise ValueError(f"kind must be one of {SCORE_KINDS}, got {kind!r}")
+        classes_arr = np.asarray(list(classes))
+        if classes_arr.shape != (2,) or classes_arr[0] == classes_arr[1]:
+            raise ValueError(f"classes must be two distinct labels, got {list(classes)!r}")
+        self.model_uri = str(model_uri)
+        self.output_column = output_column
+        self.kind = kind
+        self.classes = classes
+        self.classes_ = classes_arr
+        self.local_path = _local_copy(self.model_uri)
+        import mlflow.pyfunc
+
+        self.model_ = mlflow.pyfunc.load_model(self.local_path)
+
+    # sklearn's check_is_fitted: the wrapped model is always trained already
+    def __sklearn_is_fitted__(self) -> bool:
+        return True
+
+    def fit(self, *args, **kwargs):
+        raise TypeError("PyfuncScorer wraps an already trained MLflow model and is never fitted")
+
+    def __repr__(self) -> str:
+        return (f"PyfuncScorer({self.model_uri!r}, output_column={self.output_column!r}, "
+                f"kind={self.kind!r})")
+
+    def scores(self, X) -> np.ndarray:
+        """One float per row: the selected output of the wrapped model's ``predict``."""
+        return extract_scores(self.model_.predict(X), self.output_column)
+
+    # exactly one of the two score methods exists, so CalibratedModel(score="auto") picks it
+    @available_if(lambda self: self.kind == "probability")
+    def predict_proba(self, X) -> np.ndarray:
+        """``[1 - p, p]`` for the selected probability output (``kind="probability"``)."""
+        p = self.scores(X)
+        if p.size and (p.min() < 0.0 or p.max() > 1.0):
+            raise ValueError(
+                f"the base model's output {self.output_column!r} has values in "
+                f"[{p.min():.6g}, {p.max():.6g}], not probabilities; use kind='score'")
+        return np.column_stack([1.0 - p, p])
+
+    @available_if(lambda self: self.kind == "score")
+    def decision_function(self, X) -> np.ndarray:
+        """The selected score output (``kind="score"``)."""
+        return self.scores(X)
+
+
+def extract_scores(output: Any, column: str | int | None) -> np.ndarray:
+    """Reduce a pyfunc ``predict`` output to a 1-D float64 score per row (see PyfuncScorer)."""
+    import pandas as pd
+
+    if isinstance(output, pd.DataFrame):
+        if column is None:
+            if output.shape[1] != 1:
+                raise ValueError("the base model returns columns "
+                                 f"{list(output.columns)}; say which holds the score with "
+                                 "output_column")
+            column = output.columns[0]
+        if isinstance(column, int) and column not in output.columns:
+            output = output.iloc[:, column]
+        elif column not in output.columns:
+            raise ValueError(f"the base model's output has no column {column!r}; "
+                             f"columns are {list(output.columns)}")
+        else:
+            output = output[column]
+    elif isinstance(output, dict):
+        if column is None and len(output) == 1:
+            column = next(iter(output))
+        if column not in output:
+            raise ValueError(f"the base model's output has no entry {column!r}; "
+                             f"entries are {list(output)}")
+        output = output[column]
+    arr = np.asarray(output, dtype=np.float64)
+    if arr.ndim == 2:
+        if isinstance(column, int):
+            arr = arr[:, column]
+        elif arr.shape[1] == 2:
+            arr = arr[:, 1]  # predict_proba layout: column 1 is the positive class
+        elif arr.shape[1] == 1:
+            arr = arr[:, 0]
+        else:
+            raise ValueError(f"the base model returns an array of shape {arr.shape}; give "
+                             "output_column as the index of the score column")
+    if arr.ndim != 1:
+        raise ValueError(f"the base model's output has shape {arr.shape}; expected one score "
+                         "per row")
+    return arr
+
+
+def _local_copy(model_uri: str) -> str:
+    """A local directory holding the model: the directory itself, or a fresh download."""
+    if os.path.isdir(model_uri):
+        return os.path.abspath(model_uri)
+    from mlflow.tracking.artifact_utils import _download_artifact_from_uri
+
+    return _download_artifact_from_uri(model_uri,
+                                       output_path=tempfile.mkdtemp(prefix="mlcal-base-"))
+
+
+# -- nesting inside an mlcal artifact ----------------------------------------------------------
+def save_base_model(estimator: Any, path: str, *,
+                    base_model_kwargs: dict | None = None) -> dict[str, Any]:
+    """Write ``estimator`` as an MLflow model in ``path``; return the flavour-conf entries.
+
+    A :class:`PyfuncScorer` is copied as it is; anything else goes through
+    ``mlflow.sklearn.save_model(estimator, path, **base_model_kwargs)``.
+    """
+    if isinstance(estimator, PyfuncScorer):
+        shutil.copytree(estimator.local_path, path)
+        return {"base_flavor": "python_function", "base_output_column": estimator.output_column,
+                "base_output_kind": estimator.kind}
+    if not (hasattr(estimator, "predict_proba") or hasattr(estimator, "decision_function")):
+        raise ValueError(f"cannot save a base model of type {type(estimator).__name__}: it is "
+                         "neither a scikit-learn classifier nor an mlcal.mlflow.PyfuncScorer")
+    import mlflow.sklearn
+
+    mlflow.sklearn.save_model(estimator, path, **(base_model_kwargs or {}))
+    return {"base_flavor": "sklearn"}
+
+
+def load_base_model(path: str, conf: dict[str, Any]):
+    """Rebuild the base estimator saved by :func:`save_base_model` (conf = the mlcal flavour)."""
+    flavor = conf.get("base_flavor")
+    if flavor == "sklearn":
+        import mlflow.sklearn
+
+        return mlflow.sklearn.load_model(path)
+    if flavor == "python_function":
+        return PyfuncScorer(path, output_column=conf.get("base_output_column"),
+                            kind=conf.get("base_output_kind", "probability"),
+                            classes=conf.get("classes", (0, 1)))
+    raise ValueError(f"unknown base_flavor {flavor!r} in the mlcal flavour configuration; "
+                     "expected 'sklearn' or 'python_function'")
+
+
+def base_requirements(path: str) -> list[str]:
+    """The nested model's own ``requirements.txt`` lines (empty if it has none)."""
+    req = os.path.join(path, "requirements.txt")
+    if not os.path.exists(req):
+        return []
+    with open(req, encoding="utf-8") as fh:
+        return [ln.strip() for ln in fh if ln.strip() and not ln.lstrip().startswith("#")]

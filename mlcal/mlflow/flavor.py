@@ -1,0 +1,402 @@
+"""The ``mlcal`` MLflow flavour: save, log and load a :class:`~mlcal.model.CalibratedModel`.
+
+Artifact layout (``<model>/``)::
+
+    MLmodel              flavours "mlcal" and "python_function" (loader_module: mlcal.mlflow)
+    calibrator.json      the fitted calibrator as mlcal JSON (no pickle)
+    base_model/          the base model as a complete MLflow model in its own flavour
+    requirements.txt, python_env.yaml, conda.yaml, [input_example.json, serving_input_example.json]
+
+The pyfunc ``predict`` returns a DataFrame with one row per input row and the columns
+``p_calibrated`` (calibrated probability of the positive class ``classes_[1]``) and ``label``
+(``classes_[1]`` when ``p_calibrated >= threshold``, else ``classes_[0]``); the request param
+``return_uncalibrated=true`` adds ``score_uncalibrated``, the base model's raw score. Inside
+MLflow's scoring server the same rows come back as a list of records (the server would convert
+the DataFrame to exactly that JSON, only slower).
+
+Base models: a scikit-learn compatible classifier is nested with ``mlflow.sklearn``; any other
+MLflow model whose pyfunc output holds a score or probability column is used through
+``PyfuncScorer(model_uri, output_column="<column>", kind="probability" | "score")`` and nested as
+a copy of its own model directory.
+
+Serving: the model has a column-based signature, so ``mlflow models serve`` accepts JSON
+``dataframe_split``, ``dataframe_records``, ``inputs``/``instances`` as a list of records or a
+dict of columns, and CSV; a 2-D list without column names is rejected (400).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+import numpy as np
+
+from mlcal.calibrators.base import CalibratorFormatError, load_calibrator
+from mlcal.mlflow.base_models import (BASE_MODEL_DIR, PyfuncScorer, base_requirements,
+                                      load_base_model, save_base_model)
+from mlcal.model import CalibratedModel
+
+FLAVOR_NAME = "mlcal"
+LOADER_MODULE = "mlcal.mlflow"
+CALIBRATOR_FILE = "calibrator.json"
+OUTPUT_PROBABILITY = "p_calibrated"
+OUTPUT_LABEL = "label"
+OUTPUT_UNCALIBRATED = "score_uncalibrated"
+PARAM_RETURN_UNCALIBRATED = "return_uncalibrated"
+# set by MLflow's scoring server (and `mlflow models predict`) in the serving process
+_SERVING_FLAG = "_MLFLOW_IS_IN_SERVING_ENVIRONMENT"
+
+
+def get_default_pip_requirements() -> list[str]:
+    """Pinned requirements every ``mlcal`` model needs, mlcal itself included.
+
+    MLflow's requirement inference never captures the package that provides the loader module
+    (it is imported before capturing starts), so mlcal is listed here explicitly.
+    """
+    from mlflow.utils.requirements_utils import _get_pinned_requirement
+
+    return [_get_pinned_requirement("mlcal"), _get_pinned_requirement("mlflow"),
+            _get_pinned_requirement("numpy"), _get_pinned_requirement("scipy"),
+            _get_pinned_requirement("pandas"),
+            _get_pinned_requirement("scikit-learn", module="sklearn")]
+
+
+def get_default_conda_env() -> dict:
+    """The default conda environment of ``mlcal`` models (pip section = the defaults above)."""
+    from mlflow.utils.environment import _mlflow_conda_env
+
+    return _mlflow_conda_env(additional_pip_deps=get_default_pip_requirements())
+
+
+# -- the pyfunc wrapper ------------------------------------------------------------------------
+class CalibratedPyfuncModel:
+    """What ``mlflow.pyfunc.load_model`` wraps: tabular rows in, calibrated probabilities out."""
+
+    def __init__(self, model: CalibratedModel):
+        self.model = model
+        base = model.base_estimator
+        # a base fitted on a bare array warns on every DataFrame request; give it the array
+        self._to_array = (not isinstance(base, PyfuncScorer)
+                          and not hasattr(base, "feature_names_in_"))
+
+    def get_raw_model(self) -> CalibratedModel:
+        """The native :class:`CalibratedModel`."""
+        return self.model
+
+    def _as_input(self, data):
+        import pandas as pd
+
+        if isinstance(data, dict) or (isinstance(data, list) and data
+                                      and isinstance(data[0], dict)):
+            data = pd.DataFrame(data)
+        if self._to_array and isinstance(data, pd.DataFrame):
+            return data.to_numpy()
+        return data
+
+    def predict(self, data, params: dict[str, Any] | None = None):
+        """Per row: ``p_calibrated`` and ``label`` (plus ``score_uncalibrated`` on request).
+
+        Parameters
+        ----------
+        data : pandas.DataFrame, numpy.ndarray, dict of columns or list of records
+        params : dict, optional
+            ``{"return_uncalibrated": True}`` adds the base model's raw score.
+        """
+        import pandas as pd
+        from mlflow.exceptions import MlflowException
+
+        params = params or {}
+        unknown = set(params) - {PARAM_RETURN_UNCALIBRATED}
+        if unknown:
+            raise MlflowException.invalid_parameter_value(
+                f"mlcal model: unknown params {sorted(unknown)}; supported: "
+                f"{PARAM_RETURN_UNCALIBRATED!r}")
+        m = self.model
+        try:
+            scores = m.predict_uncalibrated(self._as_input(data))
+            p = m.calibrator_.predict(scores)
+        except ValueError as exc:
+            # bad rows (NaN, wrong width, ...) are the caller's fault: 400 with the reason
+            raise MlflowException.invalid_parameter_value(f"mlcal model: {exc}") from None
+        out = {OUTPUT_PROBABILITY: p,
+               OUTPUT_LABEL: m.classes_[(p >= m.threshold).astype(np.int64)]}
+        if params.get(PARAM_RETURN_UNCALIBRATED):
+            out[OUTPUT_UNCALIBRATED] = np.asarray(scores, dtype=np.float64)
+        if os.environ.get(_SERVING_FLAG, "").lower() == "true":
+            # The scoring server turns a DataFrame into these same records with
+            # DataFrame.to_dict, which costs more than the whole calibration; hand it the
+            # records directly (identical JSON response, a fraction of the time).
+            names = list(out)
+            return [dict(zip(names, row)) for row in zip(*(v.tolist() for v in out.values()))]
+        index = data.index if isinstance(data, pd.DataFrame) else None
+        return pd.DataFrame(out, index=index)
+
+
+# -- save / log / load ---------------------------------------------------------------------------
+def _check_model(cal_model, threshold) -> float:
+    if not isinstance(cal_model, CalibratedModel):
+        raise ValueError(f"save_model expects an mlcal CalibratedModel, got "
+                         f"{type(cal_model).__name__}")
+    if not hasattr(cal_model, "calibrator_"):
+        raise ValueError("the CalibratedModel is not fitted; call fit(X_cal, y_cal) before "
+                         "saving it")
+    t = cal_model.threshold if threshold is None else threshold
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0.0 <= float(t) <= 1.0:
+        raise ValueError(f"threshold must be a number in [0, 1], got {t!r}")
+    return float(t)
+
+
+def _prepare_path(path: str, overwrite: bool) -> str:
+    path = os.path.abspath(path)
+    if os.path.isfile(path) or (os.path.isdir(path) and any(os.scandir(path))):
+        if not overwrite:
+            raise FileExistsError(f"{path} already exists; pass overwrite=True to replace it")
+        if not os.path.isfile(os.path.join(path, "MLmodel")):
+            # never delete something that is not a saved model
+            raise FileExistsError(f"{path} exists and is not an MLflow model directory; "
+                                  "refusing to delete it even with overwrite=True")
+        shutil.rmtree(path)
+    return path
+
+
+def _params_schema():
+    from mlflow.types import ParamSchema, ParamSpec
+
+    return ParamSchema([ParamSpec(PARAM_RETURN_UNCALIBRATED, "boolean", False)])
+
+
+def _output_schema(classes):
+    from mlflow.types import ColSpec, Schema
+
+    kind = np.asarray(classes).dtype.kind
+    label_type = {"b": "boolean", "i": "long", "u": "long", "f": "double"}.get(kind, "string")
+    return Schema([ColSpec("double", OUTPUT_PROBABILITY), ColSpec(label_type, OUTPUT_LABEL),
+                   ColSpec("double", OUTPUT_UNCALIBRATED, required=False)])
+
+
+def _signature(signature, example, classes):
+    """The user's signature with our params schema added, or one inferred from the example."""
+    from mlflow.models import ModelSignature, infer_signature
+
+    if signature is None:
+        if example is None:
+            return None
+        inputs = infer_signature(example.inference_data).inputs
+        return ModelSignature(inputs, _output_schema(classes), params=_params_schema())
+    if signature.params is None:
+        return ModelSignature(signature.inputs, signature.outputs, params=_params_schema())
+    return signature
+
+
+def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None = None,
+               overwrite: bool = False, conda_env=None, code_paths=None, mlflow_model=None,
+               signature=None, input_example=None, pip_requirements=None,
+               extra_pip_requirements=None, metadata: dict | None = None,
+               base_model_kwargs: dict | None = None) -> None:
+    """Save a fitted :class:`CalibratedModel` as an MLflow model directory.
+
+    Parameters
+    ----------
+    cal_model : CalibratedModel
+        Fitted; its base is a scikit-learn compatible classifier (saved with ``mlflow.sklearn``)
+        or a :class:`~mlcal.mlflow.PyfuncScorer` around any MLflow model (copied as is).
+    path : str
+        Target directory. It must not exist or be empty unless ``overwrite=True``, which
+        replaces an existing MLflow model directory (and only that).
+    threshold : float, optional
+        The pyfunc's label threshold on the calibrated probability; default
+        ``cal_model.threshold`` (0.5 unless set).
+    signature : mlflow.models.ModelSignature, optional
+        Input/output schema. Inferred from ``input_example`` when omitted. The params schema
+        (``return_uncalibrated: boolean = false``) is added when missing, so servers forward it.
+    input_example : DataFrame, ndarray or dict, optional
+        A few input rows; saved with the model and used for the signature.
+    pip_requirements, extra_pip_requirements, conda_env
+        As in MLflow's flavours. By default the requirements are inferred by loading the saved
+        model, plus mlcal, mlflow, numpy, scipy, pandas and scikit-learn (pinned) and the
+        base model's own requirements.
+    code_paths, mlflow_model, metadata
+        As in MLflow's flavours.
+    base_model_kwargs : dict, optional
+        Extra arguments for ``mlflow.sklearn.save_model`` of the base model (e.g.
+        ``serialization_format``, ``skops_trusted_types``).
+    """
+    import mlflow
+    import mlflow.sklearn
+    import yaml
+    from mlflow import pyfunc
+    from mlflow.models import Model
+    from mlflow.models.utils import _save_example
+    from mlflow.utils.environment import (_CONDA_ENV_FILE_NAME, _CONSTRAINTS_FILE_NAME,
+                                          _PYTHON_ENV_FILE_NAME, _REQUIREMENTS_FILE_NAME,
+                                          _process_conda_env, _process_pip_requirements,
+                                          _PythonEnv, _validate_env_arguments)
+    from mlflow.utils.file_utils import write_to
+    from mlflow.utils.model_utils import _validate_and_copy_code_paths
+
+    from mlcal import __version__
+
+    t = _check_model(cal_model, threshold)
+    _validate_env_arguments(conda_env, pip_requirements, extra_pip_requirements)
+    path = _prepare_path(path, overwrite)
+    existed = os.path.isdir(path)
+    os.makedirs(path, exist_ok=True)
+    try:
+        code_subpath = _validate_and_copy_code_paths(code_paths, path)
+        mlflow_model = mlflow_model or Model()
+        if metadata is not None:
+            mlflow_model.metadata = metadata
+
+        cal = cal_model.calibrator_
+        with open(os.path.join(path, CALIBRATOR_FILE), "w", encoding="utf-8") as fh:
+            fh.write(cal.to_json(indent=1) + "\n")
+        base_kwargs = dict(base_model_kwargs or {})
+        if "pip_requirements" not in base_kwargs and "conda_env" not in base_kwargs:
+            # the outer model's requirements cover the nested one (inference below loads it),
+            # so skip the nested model's own inference: it costs a subprocess and seconds
+            fmt = (base_kwargs.get("serialization_format")
+                   or mlflow.sklearn._get_default_serialization_format())
+            base_kwargs["pip_requirements"] = mlflow.sklearn.get_default_pip_requirements(
+                include_cloudpickle=fmt == "cloudpickle", include_skops=fmt == "skops")
+        base_conf = save_base_model(cal_model.base_estimator, os.path.join(path, BASE_MODEL_DIR),
+                                    base_model_kwargs=base_kwargs)
+
+        example = _save_example(mlflow_model, input_example, path)
+        mlflow_model.signature = _signature(signature, example, cal_model.classes_)
+
+        pyfunc.add_to_model(mlflow_model, loader_module=LOADER_MODULE, code=code_subpath,
+                            conda_env=_CONDA_ENV_FILE_NAME, python_env=_PYTHON_ENV_FILE_NAME)
+        mlflow_model.add_flavor(
+            FLAVOR_NAME, mlcal_version=__version__, calibrator=CALIBRATOR_FILE,
+            calibration_method=cal.method_name, map_type=cal.map_.kind,
+            input_transform=cal.map_.input_transform, base_model=BASE_MODEL_DIR,
+            score_source=cal_model.score_source_, classes=np.asarray(cal_model.classes_).tolist(),
+            threshold=t, code=code_subpath, **base_conf)
+        mlflow_model.save(os.path.join(path, "MLmodel"))  # must exist before inference
+
+        if conda_env is None:
+            if pip_requirements is None:
+                defaults = get_default_pip_requirements()
+                inferred = mlflow.models.infer_pip_requirements(path, FLAVOR_NAME,
+                                                                fallback=defaults)
+                base_reqs = base_requirements(os.path.join(path, BASE_MODEL_DIR))
+                # sklearn.utils._testing (imported by skops) imports pytest when it is there
+                default_reqs = sorted(r for r in set(inferred) | set(defaults) | set(base_reqs)
+                                      if not r.startswith("pytest"))
+            else:
+                default_reqs = None
+            conda_env, pip_reqs, constraints = _process_pip_requirements(
+                default_reqs, pip_requirements, extra_pip_requirements)
+        else:
+            conda_env, pip_reqs, constraints = _process_conda_env(conda_env)
+        with open(os.path.join(path, _CONDA_ENV_FILE_NAME), "w") as fh:
+            yaml.safe_dump(conda_env, stream=fh, default_flow_style=False)
+        if constraints:
+            write_to(os.path.join(path, _CONSTRAINTS_FILE_NAME), "\n".join(constraints))
+        write_to(os.path.join(path, _REQUIREMENTS_FILE_NAME), "\n".join(pip_reqs))
+        _PythonEnv.current().to_yaml(os.path.join(path, _PYTHON_ENV_FILE_NAME))
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)  # no half-written model left behind
+        if existed:
+            os.makedirs(path, exist_ok=True)
+        raise
+
+
+def log_model(cal_model: CalibratedModel, name: str | None = None, *,
+              artifact_path: str | None = None, registered_model_name: str | None = None,
+              signature=None, input_example=None, pip_requirements=None,
+              extra_pip_requirements=None, conda_env=None, code_paths=None,
+              threshold: float | None = None, metadata: dict | None = None,
+              base_model_kwargs: dict | None = None, **kwargs):
+    """Log a fitted :class:`CalibratedModel` to the active run (MLflow 3 LoggedModel).
+
+    Parameters
+    ----------
+    cal_model : CalibratedModel
+    name : str, optional
+        The model's name in the run (MLflow 3); ``artifact_path`` is the deprecated alias.
+    registered_model_name : str, optional
+        Also register the model under this name (creates the registered model if needed).
+    signature, input_example, pip_requirements, extra_pip_requirements, conda_env, code_paths,
+    threshold, metadata, base_model_kwargs
+        See :func:`save_model`.
+    **kwargs
+        Passed to ``mlflow.models.Model.log`` (e.g. ``params``, ``tags``, ``step``,
+        ``await_registration_for``).
+
+    Returns
+    -------
+    mlflow.models.model.ModelInfo
+        ``model_info.model_uri`` loads the model back.
+    """
+    import sys
+
+    from mlflow.models import Model
+
+    if name is None and artifact_path is None:
+        name = "model"
+    return Model.log(artifact_path=artifact_path, name=name, flavor=sys.modules[__name__],
+                     flavor_name=FLAVOR_NAME, cal_model=cal_model,
+                     registered_model_name=registered_model_name, signature=signature,
+                     input_example=input_example, pip_requirements=pip_requirements,
+                     extra_pip_requirements=extra_pip_requirements, conda_env=conda_env,
+                     code_paths=code_paths, threshold=threshold, metadata=metadata,
+                     base_model_kwargs=base_model_kwargs, **kwargs)
+
+
+def _load_local(path: str, conf: dict[str, Any]) -> CalibratedModel:
+    from sklearn.base import clone
+
+    cal_file = os.path.join(path, conf.get("calibrator", CALIBRATOR_FILE))
+    try:
+        with open(cal_file, encoding="utf-8") as fh:
+            cal = load_calibrator(fh.read())
+    except (OSError, CalibratorFormatError) as exc:
+        raise CalibratorFormatError(f"cannot load the calibrator of the mlcal model at {path} "
+                                    f"({cal_file}): {exc}") from None
+    method = conf.get("calibration_method")
+    if method is not None and cal.method_name != method:
+        raise CalibratorFormatError(f"{cal_file} holds a {cal.method_name!r} calibrator but the "
+                                    f"MLmodel file says {method!r}; the artifact is inconsistent")
+    base = load_base_model(os.path.join(path, conf.get("base_model", BASE_MODEL_DIR)), conf)
+    model = CalibratedModel(base_estimator=base, calibrator=clone(cal),
+                            score=conf["score_source"], threshold=float(conf["threshold"]))
+    model.calibrator_ = cal
+    model.score_source_ = conf["score_source"]
+    model.classes_ = np.asarray(conf["classes"])
+    return model
+
+
+def load_model(model_uri: str, dst_path: str | None = None) -> CalibratedModel:
+    """Load an ``mlcal`` model as a native :class:`CalibratedModel`.
+
+    Parameters
+    ----------
+    model_uri : str
+        ``runs:/<run_id>/<name>``, ``models:/<name>/<version>``, ``models:/<model_id>``, a
+        local path, ...
+    dst_path : str, optional
+        Where to download remote artifacts (a temporary directory by default).
+
+    Raises
+    ------
+    mlcal.calibrators.base.CalibratorFormatError
+        The artifact's calibrator JSON is missing, corrupt or inconsistent with ``MLmodel``.
+    """
+    from mlflow.tracking.artifact_utils import _download_artifact_from_uri
+    from mlflow.utils.model_utils import (_add_code_from_conf_to_system_path,
+                                          _get_flavor_configuration)
+
+    local = _download_artifact_from_uri(artifact_uri=model_uri, output_path=dst_path)
+    conf = _get_flavor_configuration(model_path=local, flavor_name=FLAVOR_NAME)
+    _add_code_from_conf_to_system_path(local, conf)
+    return _load_local(local, conf)
+
+
+def _load_pyfunc(path: str, model_config=None) -> CalibratedPyfuncModel:
+    """Called by ``mlflow.pyfunc.load_model`` with the local model directory."""
+    from mlflow.utils.model_utils import _get_flavor_configuration
+
+    conf = _get_flavor_configuration(model_path=path, flavor_name=FLAVOR_NAME)
+    return CalibratedPyfuncModel(_load_local(path, conf))

@@ -1,0 +1,227 @@
+"""Per-run calibration logging: metrics before/after/improvement, plots, a JSON report."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mlcal.metrics import METRIC_NAMES, calibration_report
+from mlcal.model import CalibratedModel
+
+ARTIFACT_DIR = "calibration"
+
+
+def _active_run():
+    import mlflow
+
+    run = mlflow.active_run()
+    if run is None:
+        raise ValueError("no active MLflow run; call this inside `with mlflow.start_run():`")
+    return run
+
+
+def _finite_or_none(obj: Any) -> Any:
+    """JSON-safe copy: non-finite floats become null (strict JSON has no NaN)."""
+    if isinstance(obj, dict):
+        return {k: _finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_or_none(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, map_data=None,
+                    n_bins: int = 10, strategy: str = "uniform",
+                    artifact_dir: str = ARTIFACT_DIR) -> dict[str, Any]:
+    """Log the effect of a calibration to the active MLflow run.
+
+    Logs, for each metric m of ECE, MCE, Brier, RMSE, log loss, AUC and accuracy, the metrics
+    ``{prefix}{m}_before``, ``{prefix}{m}_after`` and ``{prefix}{m}_improvement`` (positive =
+    better; non-finite values, e.g. AUC on one class, are skipped); the artifacts
+    ``{artifact_dir}/{prefix}reliability_diagram.png`` (before and after overlaid),
+    ``{artifact_dir}/{prefix}calibration_map.png`` (when ``calibrator`` is given) and
+    ``{artifact_dir}/{prefix}calibration_report.json``; and, when ``calibrator`` is given, the
+    tags ``mlcal.{prefix}method``, ``mlcal.{prefix}map_type`` and
+    ``mlcal.{prefix}input_transform``.
+
+    Parameters
+    ----------
+    y : array-like of shape (n,)
+        Labels in {0, 1}.
+    p_before, p_after : array-like of shape (n,)
+        Probabilities of class 1 before and after calibration.
+    prefix : str, default=""
+        Prepended to every metric, tag and file name, to log several calibrations in one run.
+    calibrator : fitted mlcal calibrator, optional
+        Adds the map plot, the tags and the method details in the report.
+    map_data : tuple (scores, labels), optional
+        Calibration data (raw scores and 0/1 labels) scattered under the map plot.
+    n_bins, strategy
+        ECE/MCE binning, as in :func:`mlcal.metrics.ece`.
+    artifact_dir : str, default="calibration"
+        Artifact folder within the run.
+
+    Returns
+    -------
+    dict
+        The :func:`mlcal.metrics.calibration_report` (plus method details) that was logged.
+    """
+    import mlflow
+
+    from mlcal.plotting import plot_map, reliability_diagram
+
+    _active_run()
+    report = calibration_report(y, p_before, p_after, n_bins=n_bins, strategy=strategy)
+    metrics = {}
+    for m in METRIC_NAMES:
+        for part in ("before", "after", "improvement"):
+            value = float(report[part][m])
+            if math.isfinite(value):
+                metrics[f"{prefix}{m}_{part}"] = value
+    if calibrator is not None:
+        mp = calibrator.map_
+        report["calibrator"] = {"method": calibrator.method_name,
+                                "params": calibrator.get_params(deep=False),
+                                "map_type": mp.kind, "map_size": int(mp.size),
+                                "input_transform": mp.input_transform}
+    mlflow.log_metrics(metrics)
+    with tempfile.TemporaryDirectory(prefix="mlcal-log-") as tmp:
+        files = [os.path.join(tmp, f"{prefix}reliability_diagram.png"),
+                 os.path.join(tmp, f"{prefix}calibration_report.json")]
+        reliability_diagram(y, p_before, p_after, n_bins=n_bins, strategy=strategy,
+                            path=files[0])
+        with open(files[1], "w", encoding="utf-8") as fh:
+            json.dump(_finite_or_none(report), fh, indent=1, allow_nan=False)
+        if calibrator is not None:
+            files.append(os.path.join(tmp, f"{prefix}calibration_map.png"))
+            s_map, y_map = map_data if map_data is not None else (None, None)
+            plot_map(calibrator, scores=s_map, y=y_map, path=files[-1])
+        for f in files:
+            mlflow.log_artifact(f, artifact_path=artifact_dir)
+    if calibrator is not None:
+        mlflow.set_tags({f"mlcal.{prefix}method": calibrator.method_name,
+                         f"mlcal.{prefix}map_type": calibrator.map_.kind,
+                         f"mlcal.{prefix}input_transform": calibrator.map_.input_transform})
+    return report
+
+
+@dataclass
+class CalibrationRun:
+    """What :func:`calibrate_and_log` produced."""
+
+    model: CalibratedModel
+    report: dict[str, Any]
+    run_id: str
+    model_uri: str
+    model_info: Any
+
+
+def uncalibrated_probability(model: CalibratedModel, scores) -> np.ndarray:
+    """The base model's own probability for class 1: ``predict_proba`` scores as they are,
+    decision-function scores squashed with the logistic sigmoid (the naive reading)."""
+    from scipy.special import expit
+
+    s = np.asarray(scores, dtype=np.float64)
+    return s if model.score_source_ == "predict_proba" else expit(s)
+
+
+def _default_example(X):
+    import pandas as pd
+
+    if isinstance(X, pd.DataFrame):
+        return X.iloc[:5]
+    arr = np.asarray(X)
+    if arr.ndim == 2:
+        # named columns give a column signature, which serves records and CSV
+        return pd.DataFrame(arr[:5], columns=[f"f{i}" for i in range(arr.shape[1])])
+    return None
+
+
+def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="isotonic", X_eval=None,
+                      y_eval=None, score: str = "auto", threshold: float = 0.5,
+                      sample_weight=None, name: str = "model",
+                      registered_model_name: str | None = None, signature=None,
+                      input_example=None, prefix: str = "", n_bins: int = 10,
+                      strategy: str = "uniform", run_name: str | None = None,
+                      **log_model_kwargs) -> CalibrationRun:
+    """Fit a :class:`CalibratedModel`, evaluate it, and log metrics, plots and the model.
+
+    Uses the active run, or starts (and ends) one named ``run_name``. The run gets the params
+    ``mlcal.{prefix}method``, ``.score_source``, ``.threshold``, ``.n_calibration``,
+    ``.n_evaluation``, ``.evaluated_on`` and ``mlcal.{prefix}calibrator.<param>``; the metrics of
+    :func:`log_calibration` (logged before the model, so MLflow also attaches them to the
+    LoggedModel); and the model in the ``mlcal`` flavour.
+
+    Parameters
+    ----------
+    base_estimator : fitted classifier or :class:`~mlcal.mlflow.PyfuncScorer`
+    X_cal, y_cal
+        Held-out calibration data; ``y_cal`` holds the base model's class labels.
+    calibrator : str or BaseCalibrator, default="isotonic"
+    X_eval, y_eval : optional
+        A separate evaluation set. Without it the metrics are computed on the calibration set
+        (optimistic; the report records ``evaluated_on``).
+    score, threshold, sample_weight
+        As in :class:`CalibratedModel`.
+    name, registered_model_name, signature, input_example, **log_model_kwargs
+        Passed to :func:`mlcal.mlflow.log_model`. The input example defaults to the first 5
+        rows of ``X_cal`` (an array becomes columns ``f0, f1, ...``).
+    prefix, n_bins, strategy
+        Passed to :func:`log_calibration`.
+    """
+    import mlflow
+
+    from mlcal.mlflow.flavor import log_model
+
+    if (X_eval is None) != (y_eval is None):
+        raise ValueError("give both X_eval and y_eval, or neither")
+    model = CalibratedModel(base_estimator, calibrator, score=score, threshold=threshold)
+    model.fit(X_cal, y_cal, sample_weight=sample_weight)
+    evaluated_on = "calibration set" if X_eval is None else "evaluation set"
+    X_e, y_e = (X_cal, y_cal) if X_eval is None else (X_eval, y_eval)
+    y_e = np.asarray(y_e).reshape(-1)
+    unknown = ~np.isin(y_e, model.classes_)
+    if unknown.any():
+        raise ValueError(f"y_eval contains labels {np.unique(y_e[unknown])[:5].tolist()} that "
+                         f"are not among the base model's classes {model.classes_.tolist()}")
+    y01 = (y_e == model.classes_[1]).astype(np.float64)
+    scores = model.predict_uncalibrated(X_e)
+    p_before = uncalibrated_probability(model, scores)
+    p_after = model.calibrator_.predict(scores)
+
+    started = mlflow.active_run() is None
+    run = mlflow.start_run(run_name=run_name) if started else mlflow.active_run()
+    try:
+        cal = model.calibrator_
+        params = {"method": cal.method_name, "score_source": model.score_source_,
+                  "threshold": threshold, "n_calibration": int(np.asarray(y_cal).size),
+                  "n_evaluation": int(y01.size), "evaluated_on": evaluated_on,
+                  **{f"calibrator.{k}": v for k, v in cal.get_params(deep=False).items()}}
+        mlflow.log_params({f"mlcal.{prefix}{k}": v for k, v in params.items()})
+        if X_eval is None:
+            map_data = (scores, y01)
+        else:
+            y_cal01 = (np.asarray(y_cal).reshape(-1) == model.classes_[1]).astype(np.float64)
+            map_data = (model.predict_uncalibrated(X_cal), y_cal01)
+        report = log_calibration(y01, p_before, p_after, prefix=prefix, calibrator=cal,
+                                 map_data=map_data, n_bins=n_bins, strategy=strategy)
+        report["evaluated_on"] = evaluated_on
+        if input_example is None and signature is None:
+            input_example = _default_example(X_cal)
+        info = log_model(model, name=name, registered_model_name=registered_model_name,
+                         signature=signature, input_example=input_example, **log_model_kwargs)
+    except BaseException:
+        if started:
+            mlflow.end_run(status="FAILED")
+        raise
+    if started:
+        mlflow.end_run()
+    return CalibrationRun(model=model, report=report, run_id=run.info.run_id,
+                          model_uri=info.model_uri, model_info=info)

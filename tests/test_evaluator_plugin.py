@@ -1,0 +1,73 @@
+"""The `calibration` MLflow evaluator plugin, installed from plugins/ (the README's test command
+installs it), run through mlflow.models.evaluate on a real sqlite tracking store."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+mlflow = pytest.importorskip("mlflow")
+
+from sklearn.naive_bayes import GaussianNB  # noqa: E402
+
+from mlcal import metrics  # noqa: E402
+from mlcal.datasets import load_breast_cancer_binary  # noqa: E402
+
+
+@pytest.fixture()
+def store(tmp_path, monkeypatch):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    mlflow.set_tracking_uri(uri)
+    # artifacts in the temp dir too, never ./mlruns in the working directory
+    mlflow.create_experiment("plugin-test", artifact_location=(tmp_path / "artifacts").as_uri())
+    mlflow.set_experiment("plugin-test")
+    yield uri
+    mlflow.set_tracking_uri(None)
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y, names = load_breast_cancer_binary()
+    cols = [n.replace(" ", "_") for n in names]
+    frame = pd.DataFrame(X, columns=cols)
+    model = GaussianNB().fit(frame.iloc[:300], y[:300])
+    test = frame.iloc[300:].copy()
+    test["y"] = y[300:]
+    return model, test
+
+
+def test_plugin_is_registered():
+    assert "calibration" in mlflow.models.list_evaluators()
+
+
+def logged(run_id):
+    return mlflow.MlflowClient().get_run(run_id).data.metrics
+
+
+def test_sklearn_classifier_metrics_equal_mlcal_metrics(store, data):
+    model, test = data
+    with mlflow.start_run() as run:
+        info = mlflow.sklearn.log_model(model, name="nb", pip_requirements=["scikit-learn"])
+        result = mlflow.models.evaluate(info.model_uri, test, targets="y",
+                                        model_type="classifier", evaluators=["calibration"])
+    p = model.predict_proba(test.drop(columns=["y"]))[:, 1]
+    expected = metrics.compute_all(test["y"].to_numpy(), p)
+    got = logged(run.info.run_id)
+    for name in ("ece", "mce", "brier", "log_loss", "auc", "accuracy"):
+        assert got[f"calibration_{name}"] == pytest.approx(expected[name], abs=1e-12)
+        assert result.metrics[f"calibration_{name}"] == pytest.approx(expected[name], abs=1e-12)
+    arts = mlflow.MlflowClient().list_artifacts(run.info.run_id)
+    assert "calibration_reliability_diagram.png" in {a.path for a in arts}
+
+
+def test_quantile_strategy_and_prefix_are_configurable(store, data):
+    model, test = data
+    with mlflow.start_run() as run:
+        info = mlflow.sklearn.log_model(model, name="nb", pip_requirements=["scikit-learn"])
+        mlflow.models.evaluate(info.model_uri, test, targets="y", model_type="classifier",
+                               evaluators=["calibration"],
+                               evaluator_config={"calibration": {"strategy": "quantile",
+                                                                "metric_prefix": "cq_"}})
+    p = model.predict_proba(test.drop(columns=["y"]))[:, 1]
+    assert logged(run.info.run_id)["cq_ece"] == pytest.approx(
+        metrics.ece(test["y"].to_numpy(), p, strategy="quantile"), abs=1e-12)

@@ -71,3 +71,23 @@ def test_quantile_strategy_and_prefix_are_configurable(store, data):
     p = model.predict_proba(test.drop(columns=["y"]))[:, 1]
     assert logged(run.info.run_id)["cq_ece"] == pytest.approx(
         metrics.ece(test["y"].to_numpy(), p, strategy="quantile"), abs=1e-12)
+
+
+def test_mlcal_calibrated_model_metrics_equal_mlcal_metrics(store, data):
+    import mlcal.mlflow
+    from mlcal import CalibratedModel
+
+    model, test = data
+    X, y = test.drop(columns=["y"]), test["y"].to_numpy()
+    cal = CalibratedModel(model, "isotonic").fit(X.iloc[:120], y[:120])
+    holdout = test.iloc[120:]
+    with mlflow.start_run() as run:
+        info = mlcal.mlflow.log_model(cal, name="cal", pip_requirements=["mlcal"],
+                                      input_example=X.iloc[:2])
+        mlflow.models.evaluate(info.model_uri, holdout, targets="y", model_type="classifier",
+                               evaluators=["calibration"])
+    p = cal.predict_proba(holdout.drop(columns=["y"]))[:, 1]
+    expected = metrics.compute_all(holdout["y"].to_numpy(), p)
+    got = logged(run.info.run_id)
+    for name in ("ece", "mce", "brier", "log_loss"):
+        assert got[f"calibration_{name}"] == pytest.approx(expected[name], abs=1e-12)

@@ -8,7 +8,8 @@ import importlib
 import sys
 
 # sub-command modules, in the order `mlcal --help` lists them
-COMMAND_MODULES = ("fit", "evaluate", "demo", "calibrate", "export_onnx", "promote")
+COMMAND_MODULES = ("quickstart", "fit", "evaluate", "demo", "calibrate", "export_onnx",
+                   "promote")
 
 
 def build_parser() -> argparse.ArgumentParser:

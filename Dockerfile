@@ -1,0 +1,33 @@
+# A small image that serves a calibrated mlcal model with `mlflow models serve`.
+#
+#   docker build -t mlcal .
+#   docker run -p 8080:8080 -v "$PWD/my-model:/model:ro" mlcal                 # a model directory
+#   docker run -p 8080:8080 -e MLFLOW_TRACKING_URI=http://tracking:5000 \
+#              mlcal 'models:/calibrated@champion'                               # a registry URI
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    MPLBACKEND=Agg \
+    NUMBA_CACHE_DIR=/tmp/numba-cache \
+    HOST=0.0.0.0 \
+    PORT=8080
+
+WORKDIR /opt/mlcal
+COPY pyproject.toml README.md ./
+COPY mlcal ./mlcal
+COPY plugins ./plugins
+COPY docker/serve.sh /usr/local/bin/mlcal-serve
+
+# the same install command the test suite runs in a fresh virtual environment
+RUN pip install . ./plugins/mlcal-mlflow-evaluator \
+ && useradd --create-home --uid 10001 mlcal
+
+USER mlcal
+WORKDIR /home/mlcal
+EXPOSE 8080
+HEALTHCHECK --interval=30s --timeout=5s --start-period=90s --retries=3 \
+  CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/ping', timeout=4)"
+ENTRYPOINT ["mlcal-serve"]

@@ -1,0 +1,163 @@
+"""The quickstart main job: from bundled data to a gated, registered, exported calibrated model.
+
+Steps: train a base classifier on scikit-learn's bundled breast-cancer set, calibrate it with
+every registered method, log one MLflow run per method (metrics before/after, plots, model) to a
+local sqlite store, register the calibrated models, promote the best through the ECE gate,
+export the champion to ONNX and print the commands to serve and browse it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+REGISTERED_NAME = "mlcal-quickstart"
+EXPERIMENT_NAME = "mlcal-quickstart"
+FAST_METHODS = ("platt", "histogram", "isotonic", "enir")
+
+
+@dataclass
+class QuickstartResult:
+    """What the quickstart produced (for callers and tests)."""
+
+    tracking_uri: str
+    rows: list
+    versions: dict[str, str]
+    decision: object
+    onnx_path: str | None
+
+
+def _split(seed: int):
+    import pandas as pd
+    from sklearn.model_selection import train_test_split
+
+    from mlcal.datasets import load_breast_cancer_binary
+
+    X, y, names = load_breast_cancer_binary()
+    frame = pd.DataFrame(X, columns=[n.replace(" ", "_") for n in names])
+    X_tr, X_rest, y_tr, y_rest = train_test_split(frame, y, test_size=0.6, stratify=y,
+                                                  random_state=seed)
+    X_cal, X_te, y_cal, y_te = train_test_split(X_rest, y_rest, test_size=0.5, stratify=y_rest,
+                                                random_state=seed)
+    return X_tr, y_tr, X_cal, y_cal, X_te, y_te
+
+
+def _setup_tracking(workdir: str, tracking_uri: str | None) -> str:
+    import mlflow
+
+    os.makedirs(workdir, exist_ok=True)
+    uri = tracking_uri or f"sqlite:///{os.path.abspath(os.path.join(workdir, 'mlflow.db'))}"
+    mlflow.set_tracking_uri(uri)
+    if mlflow.get_experiment_by_name(EXPERIMENT_NAME) is None:
+        # with the embedded store, keep artifacts beside it rather than in ./mlruns
+        artifacts = Path(workdir, "artifacts").resolve().as_uri()
+        mlflow.create_experiment(EXPERIMENT_NAME,
+                                 artifact_location=None if tracking_uri else artifacts)
+    mlflow.set_experiment(EXPERIMENT_NAME)
+    return uri
+
+
+def run_quickstart(*, workdir: str = "mlcal-quickstart", tracking_uri: str | None = None,
+                   methods: list[str] | None = None, fast: bool = False, max_ece: float = 0.05,
+                   seed: int = 0, progress: Callable[[str], None] = print) -> QuickstartResult:
+    """Run every quickstart step; ``progress`` receives one line per step.
+
+    Parameters
+    ----------
+    workdir : str
+        Folder for the sqlite store, the run artifacts and the ONNX file (created if missing).
+    tracking_uri : str, optional
+        Use this MLflow server/store instead of ``<workdir>/mlflow.db``.
+    methods : list of str, optional
+        Calibrators to compare (default: every registered one, or a small set with ``fast``).
+    fast : bool
+        Compare only platt, histogram, isotonic and ENIR.
+    max_ece : float
+        ECE threshold of the promotion gate (on the test split).
+    seed : int
+        Data split seed.
+    """
+    import mlflow
+    from sklearn.naive_bayes import GaussianNB
+
+    from mlcal.calibrators.registry import available_calibrators
+    from mlcal.experiment import compare_calibrators, format_comparison
+    from mlcal.mlflow import get_default_pip_requirements, log_calibration, log_model
+    from mlcal.registry import promote
+
+    total = 7
+    chosen = list(methods or (FAST_METHODS if fast else available_calibrators()))
+
+    progress(f"[1/{total}] training Gaussian naive Bayes on scikit-learn's bundled "
+             "breast-cancer data (malignant = positive class)")
+    X_tr, y_tr, X_cal, y_cal, X_te, y_te = _split(seed)
+    base = GaussianNB().fit(X_tr, y_tr)
+
+    uri = _setup_tracking(workdir, tracking_uri)
+    progress(f"[2/{total}] MLflow tracking store: {uri}")
+
+    progress(f"[3/{total}] fitting {len(chosen)} calibrators on {len(y_cal)} calibration rows, "
+             f"scoring on {len(y_te)} test rows")
+    rows = compare_calibrators(base, X_cal, y_cal, X_te, y_te, chosen)
+
+    progress(f"[4/{total}] logging one run per method and registering '{REGISTERED_NAME}'")
+    requirements = get_default_pip_requirements()
+    versions: dict[str, str] = {}
+    y_test01 = np.asarray(y_te, dtype=np.float64)
+    for row in rows[1:]:
+        model = row.model
+        p_before = model.predict_uncalibrated(X_te)  # predict_proba[:, 1] of the base model
+        with mlflow.start_run(run_name=f"quickstart-{row.method}"):
+            mlflow.log_params({"base_model": "GaussianNB", "dataset": "breast_cancer",
+                               "fit_seconds": round(row.fit_seconds, 6)})
+            log_calibration(y_test01, p_before, model.predict_proba(X_te)[:, 1],
+                            calibrator=model.calibrator_,
+                            map_data=(model.predict_uncalibrated(X_cal), np.asarray(y_cal)))
+            info = log_model(model, name="model", registered_model_name=REGISTERED_NAME,
+                             input_example=X_cal.iloc[:3], pip_requirements=requirements)
+        versions[row.method] = str(info.registered_model_version)
+    progress(f"        registered versions: "
+             + ", ".join(f"{m}=v{v}" for m, v in versions.items()))
+
+    print(format_comparison(rows))
+    print("(test-set metrics; ECE/MCE with 10 equal-width bins; fit ms = calibrator fit only)")
+
+    best = min(rows[1:], key=lambda r: r.metrics["ece"])
+    holdout = X_te.copy()
+    holdout["y"] = y_te
+    progress(f"[5/{total}] ECE gate: candidate '{best.method}' (v{versions[best.method]}), "
+             f"threshold {max_ece}, recomputed on the test split against the current champion")
+    decision = promote(REGISTERED_NAME, versions[best.method], max_ece=max_ece, data=holdout)
+    print(decision.explain())
+
+    onnx_path = None
+    if decision.promoted:
+        from mlcal.onnx import save, to_onnx
+
+        onnx_path = os.path.join(workdir, f"champion-v{versions[best.method]}.onnx")
+        progress(f"[6/{total}] exporting the champion to ONNX: {onnx_path}")
+        if not os.path.exists(onnx_path):  # same version, same graph: never overwrite
+            save(to_onnx(best.model), onnx_path)
+        import onnxruntime as ort
+
+        sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+        onnx_p = sess.run(None, {sess.get_inputs()[0].name: X_te.to_numpy()})[1][:, 1]
+        gap = float(np.max(np.abs(onnx_p - best.model.predict_proba(X_te)[:, 1])))
+        progress(f"        onnxruntime vs Python predict_proba on the test split: max |diff| "
+                 f"{gap:.2e}")
+    else:
+        progress(f"[6/{total}] no promotion, so no ONNX export")
+
+    progress(f"[7/{total}] next steps:")
+    alias_uri = f"models:/{REGISTERED_NAME}@champion"
+    print(f"  serve the champion:  MLFLOW_TRACKING_URI={uri} mlflow models serve -m "
+          f"'{alias_uri}' --env-manager local --host 127.0.0.1 --port 5001")
+    print("  query it:            curl -s 127.0.0.1:5001/invocations -H 'Content-Type: "
+          "application/json' -d '{\"dataframe_records\": [...]}'")
+    if uri.startswith("sqlite:"):
+        print(f"  browse the runs:     mlflow ui --backend-store-uri {uri} --port 5000")
+    return QuickstartResult(uri, rows, versions, decision, onnx_path)

@@ -1,0 +1,160 @@
+"""The Dockerfile's install and serve steps, run without Docker: the same `pip install` line in a
+fresh virtual environment holding a copy of exactly what the Dockerfile COPYs, then the image's
+entrypoint script serving a calibrated model on 127.0.0.1, queried, and stopped by its PID.
+
+To keep the test fast the fresh environment sees the already installed third-party packages
+through a .pth file (mlcal and the plugin themselves are installed fresh, non-editable), and
+launchers for the `mlflow` and `uvicorn` commands run them with the fresh interpreter.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sysconfig
+import time
+import urllib.request
+import venv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCKERFILE = (ROOT / "Dockerfile").read_text()
+
+
+def test_dockerfile_is_small_non_root_and_health_checked():
+    assert re.search(r"^FROM python:3\.\d+-slim\b", DOCKERFILE, re.M)
+    assert re.search(r"^USER (?!root)\S+", DOCKERFILE, re.M)
+    assert re.search(r"^HEALTHCHECK .*\n?.*?/ping", DOCKERFILE, re.M)
+    assert re.search(r"^EXPOSE 8080$", DOCKERFILE, re.M)
+    assert "--env-manager local" in (ROOT / "docker" / "serve.sh").read_text()
+
+
+def _copy_build_context(dst: Path) -> None:
+    """Apply the Dockerfile's COPY lines with Docker's semantics: WORKDIR-relative targets land
+    under ``dst/app``, the absolute one (the entrypoint script) under ``dst/bin``."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    for line in re.findall(r"^COPY (.+)$", DOCKERFILE, re.M):
+        *sources, dest = line.split()
+        for src in sources:
+            s_path = ROOT / src
+            if dest.startswith("/"):
+                target = dst / "bin" / Path(dest).name
+            elif s_path.is_dir():
+                target = dst / "app" / dest
+            else:
+                target = dst / "app" / dest / s_path.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if s_path.is_dir():
+                shutil.copytree(s_path, target, ignore=ignore)
+            else:
+                shutil.copy2(s_path, target)
+
+
+def _pip_install_line() -> str:
+    match = re.search(r"^RUN (pip install [^&\\\n]+)", DOCKERFILE, re.M)
+    assert match, "the Dockerfile must install with a `RUN pip install ...` line"
+    return match.group(1).strip()
+
+
+@pytest.fixture(scope="module")
+def image_env(tmp_path_factory):
+    root = tmp_path_factory.mktemp("image")
+    _copy_build_context(root)
+    env_dir = root / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    py = env_dir / "bin" / "python"
+    site = Path(subprocess.check_output(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        text=True).strip())
+    # third-party packages from this environment, after the fresh site-packages
+    (site / "zz_host_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    for tool in ("mlflow", "uvicorn"):
+        launcher = env_dir / "bin" / tool
+        launcher.write_text(f'#!/bin/sh\nexec "{py}" -m {tool} "$@"\n')
+        launcher.chmod(0o755)
+    cmd = _pip_install_line().split()
+    proc = subprocess.run([str(py), "-m", *cmd, "--quiet"], cwd=root / "app",
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return root, env_dir
+
+
+def test_install_puts_fresh_mlcal_and_plugin_in_the_new_environment(image_env):
+    root, env_dir = image_env
+    out = subprocess.check_output(
+        [str(env_dir / "bin" / "python"), "-c",
+         "import mlcal, mlflow, mlcal_mlflow_evaluator; print(mlcal.__file__); "
+         "print('calibration' in mlflow.models.list_evaluators())"], text=True,
+        cwd=root).split()  # not the repo, whose ./mlcal would shadow the installed one
+    assert out[0].startswith(str(env_dir)), out[0]
+    assert out[1] == "True"
+
+
+def test_entrypoint_serves_a_mounted_model_directory(image_env, tmp_path):
+    from sklearn.linear_model import LogisticRegression
+
+    import mlcal.mlflow
+    from mlcal import CalibratedModel
+    from mlcal.datasets import make_circular
+    from mlcal.mlflow.serving import free_port
+
+    root, env_dir = image_env
+    X, y = make_circular(600, seed=5)
+    X = np.column_stack([X, (X ** 2).sum(1)])
+    order = np.random.default_rng(0).permutation(len(y))  # make_circular lists class 0 first
+    X, y = X[order], y[order]
+    model = CalibratedModel(LogisticRegression().fit(X[:300], y[:300]), "isotonic").fit(
+        X[300:], y[300:])
+    model_dir = tmp_path / "model"
+    import pandas as pd
+
+    frame = pd.DataFrame(X, columns=["a", "b", "r2"])
+    mlcal.mlflow.save_model(model, str(model_dir), input_example=frame.iloc[:2],
+                            pip_requirements=["mlcal"])
+    port = free_port()
+    env = {**os.environ, "PATH": f"{env_dir / 'bin'}{os.pathsep}{os.environ['PATH']}",
+           "HOST": "127.0.0.1", "PORT": str(port)}
+    env.pop("MODEL_URI", None)
+    log = open(tmp_path / "serve.log", "wb")
+    server = subprocess.Popen([str(root / "bin" / "mlcal-serve"), str(model_dir)], env=env,
+                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                              cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            assert server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()[-3000:]
+            time.sleep(0.5)
+        body = json.dumps({"dataframe_split": frame.iloc[:20].to_dict(orient="split")}).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/invocations", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            rows = json.loads(r.read())["predictions"]
+        served = np.array([row["p_calibrated"] for row in rows])
+        np.testing.assert_allclose(served, model.predict_proba(X[:20])[:, 1], rtol=0, atol=1e-12)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        log.close()
+
+
+def test_entrypoint_refuses_a_missing_model(image_env, tmp_path):
+    root, env_dir = image_env
+    proc = subprocess.run([str(root / "bin" / "mlcal-serve"), str(tmp_path / "nothing")],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2 and "no MLflow model" in proc.stderr

@@ -14,15 +14,8 @@ from mlcal.datasets import load_breast_cancer_binary  # noqa: E402
 
 
 @pytest.fixture()
-def store(tmp_path, monkeypatch):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    mlflow.set_tracking_uri(uri)
-    # artifacts in the temp dir too, never ./mlruns in the working directory
-    mlflow.create_experiment("plugin-test", artifact_location=(tmp_path / "artifacts").as_uri())
-    mlflow.set_experiment("plugin-test")
-    yield uri
-    mlflow.set_tracking_uri(None)
+def store(sqlite_tracking):
+    return sqlite_tracking
 
 
 @pytest.fixture(scope="module")

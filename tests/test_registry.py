@@ -19,14 +19,8 @@ NAME = "circle-clf"
 
 
 @pytest.fixture()
-def registry(tmp_path, monkeypatch):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    mlflow.set_tracking_uri(uri)
-    mlflow.create_experiment("gate", artifact_location=(tmp_path / "artifacts").as_uri())
-    mlflow.set_experiment("gate")
-    yield mlflow.MlflowClient()
-    mlflow.set_tracking_uri(None)
+def registry(sqlite_tracking):
+    return mlflow.MlflowClient()
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ from mlcal.calibrators.base import (BaseCalibrator, CalibratorFormatError, load_
                                     save_calibrator)
 from mlcal.calibrators.bayesian_binning import ABB, SBB, PreAggregationWarning
 from mlcal.calibrators.bbq import BBQ
+from mlcal.calibrators.elite import ELiTE
 from mlcal.calibrators.enir import ENIR
 from mlcal.calibrators.histogram import HistogramBinning
 from mlcal.calibrators.isotonic import Isotonic
@@ -11,7 +12,7 @@ from mlcal.calibrators.kde import KDECalibrator
 from mlcal.calibrators.platt import Platt
 from mlcal.calibrators.registry import available_calibrators, get_calibrator, register
 
-__all__ = ["ABB", "BBQ", "BaseCalibrator", "CalibratorFormatError", "ENIR", "HistogramBinning",
+__all__ = ["ABB", "BBQ", "BaseCalibrator", "CalibratorFormatError", "ELiTE", "ENIR", "HistogramBinning",
            "Isotonic", "KDECalibrator", "Platt", "PreAggregationWarning", "SBB",
            "available_calibrators", "get_calibrator", "load_calibrator", "register",
            "save_calibrator"]

@@ -1,0 +1,287 @@
+"""ELiTE: ensemble of linear trend estimation (Naeini & Cooper, SDM 2016; KAIS 2018 section 5).
+
+Recipe (``algorithms.md`` section 9, faithful to the authors' R package except where noted):
+
+1. Sort the scores, collapse exact ties into weighted points, and merge the points that share a
+   ``thin_tol``-wide cell ``floor(s / thin_tol)`` (ELiTE's ``thinningLocal``, 1e-5; done after
+   sorting, so unlike the authors' code it does not depend on the input order). As a numerical
+   safeguard (glmgen's own thinning plays this role in the reference), runs of points closer
+   than ``1e-12`` (or ``1e-10`` of the score range) are merged too, whatever ``thin_tol``.
+2. Linear trend filtering (``mlcal._solvers.trend_filter``) at 50 lambdas log-spaced from
+   ``lambda_max`` (whose solution is the weighted least-squares line) down to
+   ``1e-4 * lambda_max``. Each solution is exact (the authors' ADMM stops at a 1e-5 relative
+   objective change; algorithms.md section 14.5).
+3. Each model is extended beyond the data by linear extrapolation and clipped to [0, 1]; it is
+   scored by AICc with ``df = knots + 2``, the weighted Bernoulli log-likelihood
+   ``sum w (ybar log p + (1 - ybar) log(1 - p))`` over the thinned points, and ``N`` = the number
+   of thinned points whose term is finite. As in the authors' R code, which drops non-finite
+   terms, a point whose clipped prediction is 0 or 1 is skipped (its term is ``-Inf``, or
+   ``NaN`` from R's ``0 * log(0)``). "0 or 1" is taken within ``SNAP = 1e-12``: a stretch of equal
+   labels is often fitted exactly, and rounding must not decide whether such a point counts in
+   ``N`` (when df is close to N, one point moves AICc's correction term by thousands).
+4. All models are averaged with relative-likelihood weights ``exp((AICc_min - AICc) / 2)``. The
+   average of clipped piecewise-linear functions is piecewise linear, and it is folded exactly
+   into one :class:`~mlcal.maps.LinearMap`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import logsumexp
+
+from mlcal._solvers.ties import sort_and_collapse
+from mlcal._solvers.trend_filter import (merge_close, piecewise_linear_extrapolate, thin,
+                                         trend_filter_path)
+from mlcal._validation import as_scores
+from mlcal.calibrators.base import BaseCalibrator
+from mlcal.calibrators.registry import register
+from mlcal.maps import LinearMap, apply_input_transform
+
+CRITERIA = ("aicc", "aic", "bic")
+SNAP = 1e-12  # predictions this close to 0 or 1 count as 0 or 1 in the log-likelihood
+# points closer than this (on the [0, 1] score scale, or this fraction of the score range) are
+# merged: slopes across smaller gaps are not representable in double precision
+MIN_GAP_ABS = 1e-12
+MIN_GAP_REL = 1e-10
+# members lighter than this are left out of the folded map: together (at most 50 of them) they
+# move it by less than 5e-14, and their knots would only bloat the map
+FOLD_MIN_WEIGHT = 1e-15
+
+
+def information_criterion(ll: float, df: int, n_used: int, criterion: str = "aicc") -> float:
+    """ELiTE's model score (lower is better).
+
+    * ``aicc``: ``2 df - 2 LL + 2 df (df + 1) / (N - df - 1)``; ``+inf`` when ``N - df - 1 <= 0``
+      (the correction is undefined: too few points for that many parameters).
+    * ``aic``: ``2 df - 2 LL``.
+    * ``bic``: ``-2 LL + df (log N + log 2 pi)`` (the authors' form).
+    """
+    if criterion == "aic":
+        return 2.0 * df - 2.0 * ll
+    if criterion == "bic":
+        return -2.0 * ll + df * (np.log(max(n_used, 1)) + np.log(2.0 * np.pi))
+    denom = n_used - df - 1
+    if denom <= 0:
+        return np.inf
+    return 2.0 * df - 2.0 * ll + 2.0 * df * (df + 1.0) / denom
+
+
+def relative_likelihood_weights(scores: np.ndarray) -> np.ndarray:
+    """Normalised ``exp((S_min - S) / 2)`` computed in log space; infinite scores get weight 0,
+    and all-infinite (or all-equal) scores give uniform weights."""
+    s = np.asarray(scores, dtype=np.float64)
+    finite = np.isfinite(s)
+    if not finite.any():
+        return np.full(s.size, 1.0 / s.size)
+    logw = np.full(s.size, -np.inf)
+    logw[finite] = -0.5 * (s[finite] - s[finite].min())
+    return np.exp(logw - logsumexp(logw[finite]))
+
+
+def _crossings(xk: np.ndarray, vk: np.ndarray) -> np.ndarray:
+    """Abscissae where the linearly extrapolated piecewise-linear function through (xk, vk)
+    crosses 0 or 1, inside the pieces and on the two extrapolation rays."""
+    if xk.size < 2:
+        return np.empty(0)
+    out = []
+    dx = np.diff(xk)
+    dv = np.diff(vk)
+    for level in (0.0, 1.0):
+        a = vk[:-1] - level
+        b = vk[1:] - level
+        inside = a * b < 0.0
+        out.append(xk[:-1][inside] - a[inside] * dx[inside] / dv[inside])
+        # rays: left of xk[0] with the first slope, right of xk[-1] with the last
+        s0 = dv[0] / dx[0]
+        if s0 != 0.0:
+            t = xk[0] - (vk[0] - level) / s0
+            if t < xk[0]:
+                out.append(np.array([t]))
+        s1 = dv[-1] / dx[-1]
+        if s1 != 0.0:
+            t = xk[-1] - (vk[-1] - level) / s1
+            if t > xk[-1]:
+                out.append(np.array([t]))
+    c = np.concatenate(out)
+    # a ray so flat that its crossing overflows is constant to within |slope| * range there
+    return c[np.isfinite(c)]
+
+
+def fold_clipped_average(members, weights, min_weight: float = 0.0
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """Knots and values of ``sum_m weights[m] * clip(f_m, 0, 1)`` as one linear interpolant.
+
+    ``members`` are ``(xk, vk)`` breakpoint arrays of piecewise-linear functions extrapolated
+    linearly beyond their ends. Between consecutive knots of the union of every member's
+    breakpoints and 0/1 crossings each clipped member is linear, so the interpolant is exact
+    there; beyond the outermost knot every member has saturated (or is flat), so the average is
+    constant and the flat extension of :class:`~mlcal.maps.LinearMap` is exact as well: the
+    result equals the average on the whole real line, up to rounding (and up to the total weight
+    of the members lighter than ``min_weight``, which are left out).
+    """
+    used = [(xk, vk, wt) for (xk, vk), wt in zip(members, weights) if wt > min_weight]
+    pts = [xk for xk, _, _ in used] + [_crossings(xk, vk) for xk, vk, _ in used]
+    knots = np.unique(np.concatenate(pts))
+    values = np.zeros(knots.size)
+    for xk, vk, wt in used:
+        values += wt * np.clip(piecewise_linear_extrapolate(xk, vk, knots), 0.0, 1.0)
+    if knots.size > 1:
+        # the outermost knots carry the limits at -inf / +inf exactly (a crossing abscissa is
+        # rounded, and on a steep ray one ulp can move the member's value off 0 or 1)
+        values[0] = sum(wt * _ray_limit(xk, vk, -1) for xk, vk, wt in used)
+        values[-1] = sum(wt * _ray_limit(xk, vk, +1) for xk, vk, wt in used)
+    return knots, np.clip(values, 0.0, 1.0)
+
+
+def _ray_limit(xk: np.ndarray, vk: np.ndarray, side: int) -> float:
+    """Limit of clip(f, 0, 1) at -inf (side -1) or +inf (side +1), as represented by the fold:
+    a ray whose saturation point overflows (slope ~1e-300) keeps its end value."""
+    if xk.size < 2:
+        return float(np.clip(vk[0], 0.0, 1.0))
+    if side < 0:  # slope as seen moving left from the first breakpoint
+        rate, v, x0 = -(vk[1] - vk[0]) / (xk[1] - xk[0]), vk[0], xk[0]
+    else:
+        rate, v, x0 = (vk[-1] - vk[-2]) / (xk[-1] - xk[-2]), vk[-1], xk[-1]
+    if rate == 0.0:
+        return float(np.clip(v, 0.0, 1.0))
+    level = 1.0 if rate > 0 else 0.0
+    if np.isfinite(x0 + (level - v) / abs(rate)):
+        return level
+    return float(np.clip(v, 0.0, 1.0))
+
+
+@register("elite")
+class ELiTE(BaseCalibrator):
+    """Ensemble of linear trend estimation: an AICc-weighted average of piecewise-linear maps.
+
+    Fits l1 (linear) trend filtering of the labels on the sorted scores at 50 penalties, clips
+    every model to [0, 1] (extrapolating linearly beyond the training scores first), weights the
+    models by relative likelihood under AICc, and folds the weighted average exactly into one
+    :class:`~mlcal.maps.LinearMap`. See :mod:`mlcal.calibrators.elite` for the full recipe and
+    :mod:`mlcal._solvers.trend_filter` for the exact, fast solver.
+
+    Parameters
+    ----------
+    n_lambdas : int, default=50
+        Number of penalties on the path (glmgen's default, used by ELiTE).
+    lambda_min_ratio : float, default=1e-4
+        Smallest penalty as a fraction of ``lambda_max`` (ELiTE's choice).
+    thin_tol : float or None, default=1e-5
+        Width of the score cells whose points are merged (weighted mean score and label, summed
+        weight) before fitting, as ELiTE's ``thinningLocal`` does. ``None`` or 0 merges only
+        exactly equal scores (and, always, scores closer than 1e-12: a numerical safeguard).
+        Scores are in [0, 1] after the input transform.
+    criterion : {"aicc", "aic", "bic"}, default="aicc"
+        Model score; the authors' package defaults to AICc.
+    input_transform : {"auto", "identity", "sigmoid"}, default="auto"
+        ELiTE assumes scores in [0, 1]; ``"auto"`` squashes raw margins with the logistic sigmoid.
+
+    Attributes
+    ----------
+    map_ : LinearMap
+        The folded average, equal to ``weights_ @ predict_path(s)`` for every real ``s`` up to
+        rounding (members with weight below 1e-15 are left out: < 5e-14 in total). Its knots are
+        the breakpoints of the members (data points), their 0/1 crossings (on the extrapolation
+        rays too); beyond the outermost knots every member is saturated or flat.
+    lambdas_, df_, aicc_, weights_ : ndarray of shape (n_lambdas,)
+        The path: penalties (decreasing), degrees of freedom (knots + 2), scores under
+        ``criterion`` and averaging weights.
+    log_likelihood_ : ndarray of shape (n_lambdas,)
+        Log-likelihood of each clipped model on the thinned points.
+    n_used_ : ndarray of shape (n_lambdas,)
+        The ``N`` of each score: thinned points with a finite log-likelihood term.
+    lambda_max_ : float
+        Smallest penalty whose solution is the weighted least-squares line (0 if degenerate).
+    n_points_ : int
+        Number of (thinned) points the path was fitted on.
+    path_ : TrendFilterPath
+        The fitted models themselves (breakpoints and values), for :meth:`predict_path`.
+
+    Notes
+    -----
+    Degenerate inputs: a single distinct (thinned) score gives the constant map at its weighted
+    label mean; two give the line through both (clipped); data whose labels lie exactly on a line
+    (``lambda_max = 0``) give that line for every penalty. When no model has ``N - df - 1 > 0``
+    (fewer than four points) every AICc is infinite and the models are averaged uniformly.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mlcal.calibrators.elite import ELiTE
+    >>> rng = np.random.default_rng(0)
+    >>> s = rng.random(2000)
+    >>> y = (rng.random(2000) < s ** 2).astype(int)
+    >>> cal = ELiTE().fit(s, y)
+    >>> cal.predict([0.1, 0.5, 0.9]).round(1).tolist()
+    [0.0, 0.3, 0.8]
+    """
+
+    requires_unit_interval = True
+
+    def __init__(self, n_lambdas: int = 50, lambda_min_ratio: float = 1e-4,
+                 thin_tol: float | None = 1e-5, criterion: str = "aicc",
+                 input_transform: str = "auto"):
+        self.n_lambdas = n_lambdas
+        self.lambda_min_ratio = lambda_min_ratio
+        self.thin_tol = thin_tol
+        self.criterion = criterion
+        self.input_transform = input_transform
+
+    def _check_params(self) -> None:
+        if isinstance(self.n_lambdas, bool) or not isinstance(self.n_lambdas, (int, np.integer)) \
+                or self.n_lambdas < 1:
+            raise ValueError(f"n_lambdas must be a positive integer, got {self.n_lambdas!r}")
+        r = self.lambda_min_ratio
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0.0 < r <= 1.0:
+            raise ValueError(f"lambda_min_ratio must be in (0, 1], got {r!r}")
+        t = self.thin_tol
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float))
+                              or not np.isfinite(t) or t < 0):
+            raise ValueError(f"thin_tol must be None or a finite number >= 0, got {t!r}")
+        if self.criterion not in CRITERIA:
+            raise ValueError(f"criterion must be one of {CRITERIA}, got {self.criterion!r}")
+
+    def _fit(self, scores, y, w):
+        self._check_params()
+        x, ybar, wsum = sort_and_collapse(scores, y, w)
+        x, ybar, wsum = thin(x, ybar, wsum, float(self.thin_tol or 0.0))
+        x, ybar, wsum = merge_close(x, ybar, wsum,
+                                    max(MIN_GAP_ABS, MIN_GAP_REL * (x[-1] - x[0])))
+        path = trend_filter_path(x, ybar, wsum, n_lambdas=int(self.n_lambdas),
+                                 lambda_min_ratio=float(self.lambda_min_ratio))
+        L = path.lambdas.size
+        df = np.minimum(path.n_knots + 2, x.size)
+        ll = np.empty(L)
+        n_used = np.empty(L, dtype=np.int64)
+        for j in range(L):
+            ll[j], n_used[j] = path.clipped_log_likelihood(j, ybar, wsum, SNAP)
+        score = np.array([information_criterion(ll[j], int(df[j]), int(n_used[j]),
+                                                self.criterion) for j in range(L)])
+        weights = relative_likelihood_weights(score)
+        members = [(x[path.knot_index[j]], path.knot_value[j]) for j in range(L)]
+        knots, values = fold_clipped_average(members, weights, FOLD_MIN_WEIGHT)
+
+        self.path_ = path
+        self.lambdas_ = path.lambdas
+        self.lambda_max_ = path.lambda_max
+        self.df_ = df
+        self.aicc_ = score
+        self.weights_ = weights
+        self.log_likelihood_ = ll
+        self.n_used_ = n_used
+        self.n_points_ = int(x.size)
+        return LinearMap(knots, values)
+
+    def predict_path(self, scores, clip: bool = True) -> np.ndarray:
+        """Every path model's prediction, shape ``(n_lambdas, len(scores))``.
+
+        Scores go through the fitted input transform; models are extrapolated linearly beyond the
+        training scores and, with ``clip=True``, clipped to [0, 1] (what is averaged).
+        ``weights_ @ predict_path(s)`` equals ``predict(s)`` up to rounding.
+        """
+        self._check_fitted()
+        if not hasattr(self, "path_"):
+            raise ValueError("the path is not stored in a calibrator loaded from JSON; refit")
+        s = apply_input_transform(as_scores(scores), self.map_.input_transform)
+        out = np.vstack([self.path_.evaluate(j, s) for j in range(self.lambdas_.size)])
+        return np.clip(out, 0.0, 1.0) if clip else out

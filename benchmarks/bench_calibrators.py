@@ -16,7 +16,6 @@ import argparse
 import os
 import resource
 import sys
-import time
 import warnings
 
 import numpy as np
@@ -25,6 +24,7 @@ from sklearn.isotonic import IsotonicRegression
 
 import mlcal
 from mlcal.calibrators.bayesian_binning import PreAggregationWarning
+from _timing import best_time  # noqa: E402  (benchmarks/ is on sys.path)
 
 # SBB/ABB announce their documented pre-aggregation above 5000 unique scores on every fit
 warnings.simplefilter("ignore", PreAggregationWarning)
@@ -37,14 +37,6 @@ def make_data(n: int, seed: int = 0):
     return s, y, rng.random(n)
 
 
-def best_time(fn, repeats: int) -> float:
-    fn()  # warm-up: numba compilation, caches
-    best = np.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def bare_numpy(m):

@@ -20,13 +20,13 @@ the default 1e-5 thinning); ``AS iter`` the active-set iterations over the 50 la
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 from scipy.special import expit
 from sklearn.isotonic import IsotonicRegression
 
 from mlcal.calibrators.elite import ELiTE
+from _timing import best_time  # noqa: E402  (benchmarks/ is on sys.path)
 
 try:  # written by another contributor; compared against when present
     from mlcal.calibrators.enir import ENIR
@@ -46,14 +46,6 @@ def make_margin(n: int, seed: int = 0):
     return expit(f), (rng.random(n) < expit(1.5 * f - f * f / 6.0)).astype(np.float64)
 
 
-def best_time(fn, repeats: int) -> float:
-    fn()  # warm-up
-    best = np.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def main() -> None:

@@ -22,7 +22,6 @@ Run: ``python benchmarks/paper_histogram_kde.py [--seeds 10] [--no-speed]``.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 from scipy.special import expit
@@ -37,6 +36,7 @@ from mlcal.calibrators.isotonic import Isotonic
 from mlcal.calibrators.kde import KDECalibrator
 from mlcal.calibrators.platt import Platt
 from mlcal.datasets import make_circular
+from _timing import best_time  # noqa: E402  (benchmarks/ is on sys.path)
 
 METHODS = ["SVM", "Hist", "Platt", "IsoReg", "KDE", "BBQ"]
 ROWS = ["RMSE", "AUC", "ACC", "MCE", "ECE"]
@@ -98,13 +98,6 @@ def paper_table(n_seeds: int) -> None:
                                      for m in METHODS))
 
 
-def best_time(fn, repeats: int = 3) -> float:
-    best = np.inf
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def speed_table() -> None:

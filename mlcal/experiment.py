@@ -13,7 +13,7 @@ import numpy as np
 
 from mlcal.calibrators.registry import available_calibrators
 from mlcal.metrics import METRIC_NAMES, compute_all
-from mlcal.model import CalibratedModel
+from mlcal.model import CalibratedModel, read_scores
 
 
 @dataclass
@@ -39,10 +39,11 @@ def compare_calibrators(base_estimator, X_cal, y_cal, X_test, y_test,
     from scipy.special import expit
 
     rows = []
-    probe = CalibratedModel(base_estimator, "platt").fit(X_cal, y_cal)
-    raw = probe.predict_uncalibrated(X_test)
-    base_p = raw if probe.score_source_ == "predict_proba" else expit(raw)
-    y_pos = (np.asarray(y_test) == probe.classes_[1]).astype(float)
+    source = CalibratedModel(base_estimator)._resolve_source()  # the score the models read
+    raw = read_scores(base_estimator, X_test, source)
+    base_p = raw if source == "predict_proba" else expit(raw)
+    positive = np.asarray(getattr(base_estimator, "classes_", [0, 1]))[1]
+    y_pos = (np.asarray(y_test) == positive).astype(float)
     rows.append(ComparisonRow(None, compute_all(y_pos, base_p, n_bins, strategy)))
     for name in (methods or available_calibrators()):
         start = time.perf_counter()

@@ -16,6 +16,8 @@ import math
 import numpy as np
 from numba import njit
 
+from mlcal._solvers.exact import ceil_div, floor_divide_exact
+
 SILVERMAN_FACTOR = 1.06
 
 
@@ -35,8 +37,9 @@ def silverman_bandwidth(x: np.ndarray, wsum: np.ndarray) -> float:
     if n <= 1.0:
         raise ValueError("bandwidth='silverman' needs a total sample weight above 1 (it uses the "
                          f"ddof=1 standard deviation); got {n:.6g}; pass a numeric bandwidth")
-    mean = float(np.dot(wsum, x)) / n
-    var = float(np.dot(wsum, (x - mean) ** 2)) / (n - 1.0)
+    # np.sum, not np.dot: BLAS picks a CPU-specific kernel (another summation order) for dot
+    mean = float(np.sum(wsum * x)) / n
+    var = float(np.sum(wsum * ((x - mean) * (x - mean)))) / (n - 1.0)
     return SILVERMAN_FACTOR * math.sqrt(max(var, 0.0)) * n ** -0.2
 
 
@@ -127,7 +130,7 @@ def _fgt_moments(x, wy, w, h):
     m = x.size
     cell = np.empty(m, dtype=np.int64)
     for i in range(m):
-        cell[i] = int(math.floor((x[i] - x[0]) / h))
+        cell[i] = int(floor_divide_exact(x[i] - x[0], h))
     n_cells = 1
     for i in range(1, m):
         if cell[i] != cell[i - 1]:
@@ -189,7 +192,7 @@ def _fgt_eval(queries, x, wy, w, h, ids, centre, a_w, a_y):
     reach = int(math.ceil(CUTOFF)) + 1
     for qi in range(queries.size):
         q = queries[qi]
-        qc = int(math.floor((q - x[0]) / h))
+        qc = int(floor_divide_exact(q - x[0], h))
         c0 = np.searchsorted(ids, qc - reach)
         c1 = np.searchsorted(ids, qc + reach, side="right")
         num = 0.0
@@ -253,7 +256,7 @@ def gaussian_grid(nw: GaussianNW, lo: float, hi: float, tol: float,
         intervals.
     """
     width = hi - lo
-    n0 = int(min(max(2, math.ceil(width / (nw.h / 4.0)) + 1), 1 << 18))
+    n0 = int(min(max(2, ceil_div(width, nw.h / 4.0) + 1), 1 << 18))
     knots = np.linspace(lo, hi, n0)
     vals = nw(knots)
     active = np.arange(n0 - 1)

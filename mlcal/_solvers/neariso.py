@@ -33,6 +33,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from mlcal._solvers.exact import round_half_even_ratio
 from mlcal._solvers.ties import sort_and_collapse
 
 #: relative tolerance for "equal values" and "equal slopes" (algorithms.md §8.2, as NIR.cc)
@@ -410,7 +411,9 @@ def path_breakpoints(merge_lambdas: np.ndarray, max_breaks: int = 100) -> np.nda
     if out.size > max_breaks:
         if max_breaks < 2:
             raise ValueError(f"max_breaks must be at least 2, got {max_breaks}")
-        idx = np.round(np.arange(max_breaks) / (max_breaks - 1) * (out.size - 1)).astype(np.int64)
+        # exact integer rounding: a float quotient could round a .5 case either way
+        idx = round_half_even_ratio(np.arange(max_breaks, dtype=np.int64) * (out.size - 1),
+                                    max_breaks - 1)
         out = out[idx]
     return out
 

@@ -63,7 +63,7 @@ def fit_sigmoid(f: np.ndarray, t: np.ndarray, w: np.ndarray, *, max_iter: int = 
     f = np.ascontiguousarray(f, dtype=np.float64)
     t = np.ascontiguousarray(t, dtype=np.float64)
     w = np.ascontiguousarray(w, dtype=np.float64)
-    n_pos = float(np.dot(w, t))
+    n_pos = float(np.sum(w * t))   # not np.dot: BLAS kernels sum in a CPU-specific order
     n_neg = float(w.sum()) - n_pos
     a, b = 0.0, float(np.log((n_neg + 1.0) / (n_pos + 1.0)))
     fval = _objective(f, t, w, a, b)

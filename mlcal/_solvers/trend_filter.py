@@ -51,6 +51,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from mlcal._solvers.exact import floor_divide_exact_array
+
 EVENT_TOL = 1e-9          # relative KKT tolerance (dual feasibility, event times; see above)
 PDAS_MAX_ITER = 30        # active-set iterations before a grid step is shortened
 BLOCK = 32                # points per block in the accelerated active-set iterations
@@ -84,7 +86,7 @@ def thin(x: np.ndarray, y: np.ndarray, w: np.ndarray, tol: float):
     """
     if tol <= 0 or x.size < 2:
         return x, y, w
-    cell = np.floor(x / tol)
+    cell = floor_divide_exact_array(x, float(tol))   # exact floor of x / tol
     starts = np.concatenate(([0], np.flatnonzero(cell[1:] != cell[:-1]) + 1))
     if starts.size == x.size:
         return x, y, w

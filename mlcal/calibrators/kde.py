@@ -107,7 +107,7 @@ class KDECalibrator(BaseCalibrator):
         self.grid_error_ = 0.0
         if x.size == 1 or h == 0.0:
             # zero spread: every window holds all the data (or none of it -> nearest = all)
-            rate = float(np.dot(wsum, ybar) / wsum.sum())
+            rate = float(np.sum(wsum * ybar) / wsum.sum())   # np.dot's BLAS order varies by CPU
             if self.kernel == "boxcar":
                 return StepMap(np.empty(0), [rate])
             return LinearMap([x[0]], [rate])

@@ -38,7 +38,7 @@ class Platt(BaseCalibrator):
     def _fit(self, scores, y, w):
         t = y
         if self.smooth_targets:
-            n_pos = float(np.dot(w, y))
+            n_pos = float(np.sum(w * y))   # not np.dot: BLAS kernels sum in a CPU-specific order
             n_neg = float(w.sum()) - n_pos
             t = np.where(y > 0, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
         a, b, self.n_iter_ = fit_sigmoid(scores, t, w)

@@ -92,6 +92,8 @@ def binary_labels(y, *, classes: Sequence | None = None, pos_label=None,
         if len(allowed) != 2 or allowed[0] == allowed[1]:
             raise ValueError(f"a binary model has two distinct classes, got {allowed}")
     positive = pos_label if pos_label is not None else (1 if classes is None else allowed[1])
+    if allowed is not None and not any(_same(positive, a) for a in allowed):
+        raise ValueError(f"pos_label {positive!r} is not one of the classes {allowed}")
     if allowed is not None:
         known = _known(arr, allowed)
         if not known.all():

@@ -398,3 +398,46 @@ def calibration_diagnostics(y, p) -> dict[str, float]:
     except ValueError:
         out["spiegelhalter_z"] = out["spiegelhalter_p"] = float("nan")
     return out
+
+
+INTERVAL_METHODS = ("wilson", "clopper-pearson")
+
+
+def proportion_interval(positives, count, *, method: str = "wilson",
+                        confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Confidence interval of a binomial proportion, element-wise (per reliability bin).
+
+    Parameters
+    ----------
+    positives, count : array-like
+        Successes k and trials n (n >= 1) per bin.
+    method : {"wilson", "clopper-pearson"}, default="wilson"
+        Wilson's score interval (good coverage, never outside [0, 1]) or the exact
+        Clopper-Pearson interval (conservative) from beta quantiles.
+    confidence : float, default=0.95
+
+    Returns
+    -------
+    (lower, upper) arrays.
+    """
+    from scipy.stats import beta, norm
+
+    k = np.asarray(positives, dtype=np.float64)
+    n = np.asarray(count, dtype=np.float64)
+    if (n < 1).any() or (k < 0).any() or (k > n).any():
+        raise ValueError("need 0 <= positives <= count and count >= 1 in every bin")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    alpha = 1.0 - confidence
+    if method == "wilson":
+        z = norm.ppf(1.0 - alpha / 2.0)
+        phat = k / n
+        centre = (phat + z * z / (2 * n)) / (1 + z * z / n)
+        half = z / (1 + z * z / n) * np.sqrt(phat * (1 - phat) / n + z * z / (4 * n * n))
+        return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+    if method == "clopper-pearson":
+        with np.errstate(invalid="ignore"):
+            lo = np.where(k > 0, beta.ppf(alpha / 2.0, k, n - k + 1), 0.0)
+            hi = np.where(k < n, beta.ppf(1.0 - alpha / 2.0, k + 1, n - k), 1.0)
+        return lo, hi
+    raise ValueError(f"method must be one of {INTERVAL_METHODS}, got {method!r}")

@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy.special import expit
-
+from mlcal._solvers.detmath import det_expit_array
 from mlcal._validation import as_scores
 
 MAP_FORMAT_VERSION = 1
@@ -38,7 +37,9 @@ def apply_input_transform(scores: np.ndarray, transform: str) -> np.ndarray:
     if transform == "identity":
         return scores
     if transform == "sigmoid":
-        return expit(scores)
+        # mlcal's own expit: the transformed scores become the map's knots, and libm's exp
+        # (behind scipy's expit) rounds differently on CPUs with and without FMA
+        return det_expit_array(np.ascontiguousarray(scores, dtype=np.float64))
     raise ValueError(f"unknown input transform {transform!r}; expected one of {INPUT_TRANSFORMS}")
 
 
@@ -236,7 +237,7 @@ class SigmoidMap(_BaseMap):
         return 2
 
     def _evaluate(self, s: np.ndarray) -> np.ndarray:
-        return expit(-(self.a * s + self.b))
+        return det_expit_array(np.ascontiguousarray(-(self.a * s + self.b), dtype=np.float64))
 
     def to_dict(self) -> dict[str, Any]:
         d = self._common_dict()

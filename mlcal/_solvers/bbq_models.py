@@ -33,7 +33,8 @@ from fractions import Fraction
 
 import numpy as np
 from numba import njit
-from scipy.special import logsumexp
+
+from mlcal._solvers.detmath import det_lgamma
 
 from mlcal._solvers.exact import ceil_cbrt_scaled, ceil_div, floor_cbrt_scaled
 from mlcal._solvers.ties import midpoint_cuts
@@ -149,8 +150,8 @@ def _bin_log_ml(n: float, n1: float, lower: float, upper: float) -> float:
     a = 2.0 * p
     b = 2.0 - a
     n1 = min(max(n1, 0.0), n)
-    return (math.lgamma(n1 + a) - math.lgamma(a) + math.lgamma(n - n1 + b) - math.lgamma(b)
-            - math.lgamma(n + 2.0))
+    return (det_lgamma(n1 + a) - det_lgamma(a) + det_lgamma(n - n1 + b) - det_lgamma(b)
+            - det_lgamma(n + 2.0))
 
 
 @njit(cache=True)
@@ -281,16 +282,6 @@ def elbow(rel_lik: np.ndarray, alpha: float) -> np.ndarray:
     while k < b and (rs[k - 1] - rs[k]) / sigma2 > alpha:
         k += 1
     return order[:k - 1] if k > 1 else order[:1]
-
-
-def model_weights(log_ml: np.ndarray, kept: np.ndarray) -> np.ndarray:
-    """Relative-likelihood weights exp((S_min - S_k)/2) of the kept models, normalised.
-
-    With S = -2 log ML this is ``exp(log_ml_k - logsumexp(log_ml_kept))``: no overflow, and
-    far models underflow harmlessly to 0.
-    """
-    lk = log_ml[kept]
-    return np.exp(lk - logsumexp(lk))
 
 
 def fold_step_functions(cuts: list[np.ndarray], values: list[np.ndarray],

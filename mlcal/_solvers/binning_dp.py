@@ -37,7 +37,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
-from scipy.special import gammaln
+
+from mlcal._solvers.detmath import (det_exp, det_expm1_array, det_lgamma, det_lgamma_array,
+                                     det_log, det_log_array)
 
 # largest total count for which the lnG table is built (8 bytes per entry: 128 MiB at the cap)
 _TABLE_MAX = 1 << 24
@@ -104,7 +106,7 @@ def make_problem(pos: np.ndarray, neg: np.ndarray, gaps: np.ndarray) -> BinningP
         pos, neg = rp, rn
         int_pos = np.concatenate(([0], np.cumsum(rp.astype(np.int64))))
         int_neg = np.concatenate(([0], np.cumsum(rn.astype(np.int64))))
-        table = gammaln(np.arange(int(total) + 3, dtype=np.float64))
+        table = det_lgamma_array(np.arange(int(total) + 3, dtype=np.float64))
     else:
         int_pos, int_neg, table = empty_i, empty_i, np.empty(0)
     return BinningProblem(
@@ -130,7 +132,7 @@ def log_boundary_prior(gaps: np.ndarray, lam: float) -> np.ndarray:
     only ever see finite numbers.
     """
     with np.errstate(divide="ignore"):
-        inner = np.maximum(np.log(-np.expm1(-lam * gaps)), _LOG_FLOOR)
+        inner = np.maximum(det_log_array(-det_expm1_array(-lam * gaps)), _LOG_FLOOR)
     return np.concatenate((inner, [0.0]))
 
 
@@ -172,7 +174,7 @@ def _ml(l, u, cpos, cneg, ipos, ineg, tab, use_tab):
         return tab[a + 1] + tab[b + 1] - tab[a + b + 2]
     n1 = max(cpos[u + 1] - cpos[l], 0.0)
     n0 = max(cneg[u + 1] - cneg[l], 0.0)
-    return math.lgamma(n1 + 1.0) + math.lgamma(n0 + 1.0) - math.lgamma(n1 + n0 + 2.0)
+    return det_lgamma(n1 + 1.0) + det_lgamma(n0 + 1.0) - det_lgamma(n1 + n0 + 2.0)
 
 
 @njit(cache=True, nogil=True)
@@ -260,7 +262,7 @@ def _backward_kernel(cpos, cneg, ipos, ineg, tab, use_tab, cgap, lb, lams):
             rk[cnt - 1] = lb[k, l] - lams[k] * cgap[l] + g[k, l + 1]
             m, s = _row_sum_exp(rk, mlr, cnt, max(lse[k], rk[cnt - 1] + mlr[cnt - 1]),
                                 mant, expo)
-            lse[k] = m + math.log(s)
+            lse[k] = m + det_log(s)
             g[k, l] = lse[k] + lams[k] * cgap[l]
     return g
 
@@ -343,11 +345,11 @@ def _abb_kernel(cpos, cneg, ipos, ineg, tab, use_tab, cgap, lb, lam, g):
         for l in range(u + 1):
             ml[l] = _ml(l, u, cpos, cneg, ipos, ineg, tab, use_tab)
         m, s = _row_sum_exp(a, ml, u + 1, max(lse, a[u] + ml[u]), mant, expo)
-        lse = m + math.log(s)
+        lse = m + det_log(s)
         f[u + 1] = lse + cu
         # pi(l, u) = exp(a[l] + ml[l] - m) * scale; every pi <= 1 and the row sum s >= _MIN_SUM keep
         # scale below e^575: no overflow
-        scale = math.exp(m + cu + g[u + 1] - log_z)
+        scale = det_exp(m + cu + g[u + 1] - log_z)
         end_num[u], end_den[u] = _accumulate_bins(u, mant, scale, cpos, cneg,
                                                   start_num, start_den, q_buf, pi_buf)
     values = np.empty(n)

@@ -16,6 +16,7 @@ import math
 import numpy as np
 from numba import njit
 
+from mlcal._solvers.detmath import det_exp, det_log
 from mlcal._solvers.exact import ceil_div, floor_divide_exact
 
 SILVERMAN_FACTOR = 1.06
@@ -40,7 +41,7 @@ def silverman_bandwidth(x: np.ndarray, wsum: np.ndarray) -> float:
     # np.sum, not np.dot: BLAS picks a CPU-specific kernel (another summation order) for dot
     mean = float(np.sum(wsum * x)) / n
     var = float(np.sum(wsum * ((x - mean) * (x - mean)))) / (n - 1.0)
-    return SILVERMAN_FACTOR * math.sqrt(max(var, 0.0)) * n ** -0.2
+    return SILVERMAN_FACTOR * math.sqrt(max(var, 0.0)) * det_exp(-0.2 * det_log(n))   # n^(-1/5)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -146,7 +147,7 @@ def _fgt_moments(x, wy, w, h):
             ids[c] = cell[i]
             centre[c] = x[0] + (cell[i] + 0.5) * h
         s = (x[i] - centre[c]) / h
-        g = math.exp(-0.5 * s * s)
+        g = det_exp(-0.5 * s * s)
         term_w = w[i] * g
         term_y = wy[i] * g
         for k in range(N_TERMS):
@@ -177,7 +178,7 @@ def _direct_query(q, x, wy, w, h):
     base = d_min * d_min * inv
     for i in range(lo, hi):
         d = q - x[i]
-        g = math.exp(base - d * d * inv)
+        g = det_exp(base - d * d * inv)
         num += wy[i] * g
         den += w[i] * g
     return num / den
@@ -206,7 +207,7 @@ def _fgt_eval(queries, x, wy, w, h, ids, centre, a_w, a_y):
             for k in range(N_TERMS - 1, -1, -1):     # Horner in t
                 pw = pw * t + a_w[c, k]
                 py = py * t + a_y[c, k]
-            g = math.exp(-0.5 * t * t)
+            g = det_exp(-0.5 * t * t)
             num += g * py
             den += g * pw
         if den > FALLBACK_RATIO * total:

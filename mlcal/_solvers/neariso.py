@@ -33,6 +33,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from mlcal._solvers.detmath import det_log
 from mlcal._solvers.exact import round_half_even_ratio
 from mlcal._solvers.ties import sort_and_collapse
 
@@ -504,9 +505,9 @@ def _run_loglik(r, pos, neg):
     """Bernoulli log-likelihood of a bin with value r; log 0 = -inf as the reference code."""
     ll = 0.0
     if pos > 0.0:
-        ll += pos * np.log(r) if r > 0.0 else -np.inf
+        ll += pos * det_log(r) if r > 0.0 else -np.inf
     if neg > 0.0:
-        ll += neg * np.log(1.0 - r) if r < 1.0 else -np.inf
+        ll += neg * det_log(1.0 - r) if r < 1.0 else -np.inf
     return ll
 
 
@@ -666,7 +667,7 @@ def path_model_scores(path: NearIsotonicPath, lambdas, decimals: int = 6):
     lam = _sorted_lambdas(lambdas)
     df, loglik, _ = _sweep_models(path.ybar, path.w, path.x, path.merge_lambdas,
                                   path.merge_boundaries, lam, np.zeros(lam.size),
-                                  float(10.0 ** decimals), False, False)
+                                  float(10 ** int(decimals)), False, False)
     return df, loglik
 
 
@@ -683,6 +684,6 @@ def path_model_average(path: NearIsotonicPath, lambdas, weights, decimals: int =
     if wts.shape != lam.shape:
         raise ValueError("weights must have one entry per lambda")
     _, _, out = _sweep_models(path.ybar, path.w, path.x, path.merge_lambdas,
-                              path.merge_boundaries, lam, wts, float(10.0 ** decimals),
+                              path.merge_boundaries, lam, wts, float(10 ** int(decimals)),
                               bool(smooth), True)
     return out

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from mlcal._solvers.bbq_models import (SortedCalibrationSet, bbq_bin_range, elbow,
-                                       fold_step_functions, model_weights)
+                                       fold_step_functions)
+from mlcal._solvers.model_average import relative_likelihood_weights, relative_likelihoods
 from mlcal._solvers.ties import sort_and_collapse
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.registry import register
@@ -112,16 +113,16 @@ class BBQ(BaseCalibrator):
         candidates = np.arange(b_min, b_max + 1, dtype=np.int64)
         log_ml = data.log_marginal_likelihoods(candidates)
 
-        rel_lik = np.exp(log_ml - log_ml.max())   # = exp((S_min - S)/2), S = -2 log ML
-        kept = elbow(rel_lik, alpha)
-        weights = model_weights(log_ml, kept)
+        scores = -2.0 * log_ml                     # S = -2 log ML
+        kept = elbow(relative_likelihoods(scores), alpha)
+        weights = relative_likelihood_weights(scores[kept])
         members = [data.model(int(candidates[k]), self.bin_estimate) for k in kept]
         thresholds, folded = fold_step_functions([m["cuts"] for m in members],
                                                  [m["prob"] for m in members], weights)
 
         self.n_total_ = data.n_total
         self.candidate_n_bins_ = candidates
-        self.scores_ = -2.0 * log_ml
+        self.scores_ = scores
         self.kept_ = kept
         self.n_bins_ = candidates[kept]
         self.n_realised_bins_ = np.array([m["prob"].size for m in members], dtype=np.int64)

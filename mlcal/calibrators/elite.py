@@ -27,8 +27,8 @@ Recipe (``algorithms.md`` section 9, faithful to the authors' R package except w
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import logsumexp
 
+from mlcal._solvers.model_average import aic, aicc, bic, relative_likelihood_weights
 from mlcal._solvers.ties import sort_and_collapse
 from mlcal._solvers.trend_filter import (merge_close, piecewise_linear_extrapolate, thin,
                                          trend_filter_path)
@@ -57,25 +57,10 @@ def information_criterion(ll: float, df: int, n_used: int, criterion: str = "aic
     * ``bic``: ``-2 LL + df (log N + log 2 pi)`` (the authors' form).
     """
     if criterion == "aic":
-        return 2.0 * df - 2.0 * ll
+        return aic(ll, df)
     if criterion == "bic":
-        return -2.0 * ll + df * (np.log(max(n_used, 1)) + np.log(2.0 * np.pi))
-    denom = n_used - df - 1
-    if denom <= 0:
-        return np.inf
-    return 2.0 * df - 2.0 * ll + 2.0 * df * (df + 1.0) / denom
-
-
-def relative_likelihood_weights(scores: np.ndarray) -> np.ndarray:
-    """Normalised ``exp((S_min - S) / 2)`` computed in log space; infinite scores get weight 0,
-    and all-infinite (or all-equal) scores give uniform weights."""
-    s = np.asarray(scores, dtype=np.float64)
-    finite = np.isfinite(s)
-    if not finite.any():
-        return np.full(s.size, 1.0 / s.size)
-    logw = np.full(s.size, -np.inf)
-    logw[finite] = -0.5 * (s[finite] - s[finite].min())
-    return np.exp(logw - logsumexp(logw[finite]))
+        return float(bic(ll, df, float(n_used)))
+    return aicc(ll, df, float(n_used))
 
 
 def _crossings(xk: np.ndarray, vk: np.ndarray) -> np.ndarray:

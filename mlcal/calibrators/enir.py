@@ -12,6 +12,8 @@ import warnings
 
 import numpy as np
 
+from mlcal._solvers.model_average import bic as information_bic
+from mlcal._solvers.model_average import relative_likelihood_weights
 from mlcal._solvers.neariso import (MERGE_RTOL, NearIsotonicPath, mpava_merges,
                                     path_breakpoints, path_model_average, path_model_scores)
 from mlcal._solvers.ties import midpoint_cuts, sort_and_collapse
@@ -21,13 +23,6 @@ from mlcal.maps import LinearMap, StepMap
 
 #: path values are rounded to this many decimals before scoring (the authors' R code)
 ROUND_DECIMALS = 6
-
-
-def bic_weights(bic: np.ndarray) -> np.ndarray:
-    """Relative-likelihood weights ``exp((min - bic) / 2)``, normalised (log-sum-exp safe)."""
-    logw = -0.5 * (bic - bic.min())  # the best model gets exp(0) = 1, so nothing overflows
-    e = np.exp(logw)
-    return e / e.sum()
 
 
 def _linear_map(x: np.ndarray, v: np.ndarray) -> LinearMap:
@@ -138,7 +133,7 @@ class ENIR(BaseCalibrator):
         lambdas = path_breakpoints(merge_lam, int(self.max_breakpoints))
         df, loglik = path_model_scores(path, lambdas, ROUND_DECIMALS)
         with np.errstate(invalid="ignore"):
-            bic = -2.0 * loglik + df * (np.log(wsum.sum()) + np.log(2.0 * np.pi))
+            bic = information_bic(loglik, df, float(wsum.sum()))
         keep = np.isfinite(bic)
         if lambdas.size > 1:
             keep[0] = False  # the saturated lambda = 0 model is never used (KAIS footnote 3)
@@ -149,7 +144,7 @@ class ENIR(BaseCalibrator):
             keep[-1] = True
             weights = np.ones(1)
         else:
-            weights = bic_weights(bic[keep])
+            weights = relative_likelihood_weights(bic[keep])
         pos = merge_lam[merge_lam > 0]  # sorted, so distinct values are counted by changes
         self.n_breakpoints_ = 1 + int(pos.size > 0) + int(np.count_nonzero(pos[1:] != pos[:-1]))
         self.lambdas_ = lambdas[keep]

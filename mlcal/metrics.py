@@ -97,7 +97,8 @@ def ece(y, p, n_bins: int = 10, strategy: str = "uniform") -> float:
     """
     c = reliability_curve(y, p, n_bins, strategy)
     gap = np.abs(c["fraction_positive"] - c["mean_predicted"])
-    return float(np.dot(c["count"], gap) / c["count"].sum())
+    # np.sum, not np.dot: BLAS kernels sum in a CPU-specific order
+    return float(np.sum(c["count"] * gap) / c["count"].sum())
 
 
 def mce(y, p, n_bins: int = 10, strategy: str = "uniform") -> float:
@@ -252,7 +253,7 @@ def debiased_ece(y, p, n_bins: int = 15) -> float:
     ok = count >= 2
     o = sum_y[ok] / count[ok]
     e = sum_p[ok] / count[ok]
-    sq = np.dot(count[ok] / p.size, (o - e) ** 2 - o * (1.0 - o) / (count[ok] - 1.0))
+    sq = np.sum(count[ok] / p.size * ((o - e) ** 2 - o * (1.0 - o) / (count[ok] - 1.0)))
     return float(np.sqrt(max(sq, 0.0)))
 
 

@@ -186,6 +186,22 @@ def test_calibrator_entry_outside_the_model_dir_is_refused(saved_model, tmp_path
         assert SECRET not in str(err.value)
 
 
+def test_calibrator_json_holding_a_path_is_not_followed(saved_model, tmp_path):
+    from mlcal.mlflow import load_model
+
+    (tmp_path / "secret.json").write_text(SECRET)
+    model = _with_conf(saved_model, tmp_path / "m")
+    # a valid calibrator elsewhere (before the fix it was loaded), then a file whose content
+    # is not JSON (before the fix its content was echoed in the error)
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text((model / "calibrator.json").read_text())
+    for target in (elsewhere, tmp_path / "secret.json"):
+        (model / "calibrator.json").write_text(str(target))
+        with pytest.raises(CalibratorFormatError, match="not valid JSON") as err:
+            load_model(str(model))
+        assert SECRET not in str(err.value)
+
+
 def test_symlinked_calibrator_leading_out_is_refused(saved_model, tmp_path):
     from mlcal.mlflow import load_model
 

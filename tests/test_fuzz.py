@@ -44,7 +44,9 @@ def fit_data(draw):
     n = draw(st.integers(2, 40))
     unit = draw(st.booleans())
     lo, hi = (0.0, 1.0) if unit else (-30.0, 30.0)
-    scores = draw(st.lists(st.floats(lo, hi, allow_nan=False), min_size=n, max_size=n))
+    # no subnormals: scores a subnormal apart break isotonic/ENIR (see the xfail test below)
+    scores = draw(st.lists(st.floats(lo, hi, allow_nan=False, allow_subnormal=False),
+                           min_size=n, max_size=n))
     y = draw(st.lists(st.integers(0, 1), min_size=n, max_size=n))
     y[0], y[-1] = 0, 1                                  # both classes present
     weights = draw(st.none() | st.lists(st.integers(1, 5), min_size=n, max_size=n))
@@ -69,6 +71,14 @@ def test_fit_predicts_probabilities_and_round_trips_exactly(method, data):
         from pathlib import Path
 
         assert np.array_equal(load_calibrator(Path(path)).predict(probe), p)
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError,
+                   reason="known bug found by this suite: two scores a subnormal distance apart "
+                          "give a LinearMap whose slope overflows, rejected by LinearMap")
+@pytest.mark.parametrize("method", ["isotonic", "enir"])
+def test_scores_a_subnormal_apart(method):
+    get_calibrator(method).fit(np.array([0.0, 2.2250738585e-313]), np.array([0, 1]))
 
 
 json_scalars = (st.none() | st.booleans() | st.integers(-3, 60)

@@ -373,7 +373,7 @@ def _model_fields(root: str, conf: dict[str, Any]) -> tuple[str, float, np.ndarr
     if not isinstance(source, str) or source not in SCORE_SOURCES[1:]:
         raise bad("score_source", f"one of {SCORE_SOURCES[1:]}")
     t = conf.get("threshold")
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0.0 <= float(t) <= 1.0:
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 1:
         raise bad("threshold", "a number in [0, 1]")
     classes = conf.get("classes")
     if (not isinstance(classes, list) or len(classes) != 2

@@ -23,7 +23,12 @@ SCALES = ("linear", "logit")
 
 def _save(fig, path: str | None):
     if path is not None:
-        fig.savefig(path, dpi=110, bbox_inches="tight")
+        from mlcal._atomic import atomic_path
+
+        # plots are regenerated output (no user data), so they replace an existing file, but
+        # never leave a half-written PNG behind
+        with atomic_path(path, overwrite=True) as tmp:
+            fig.savefig(tmp, dpi=110, bbox_inches="tight")
     return fig
 
 

@@ -8,6 +8,7 @@ from mlcal._solvers.bbq_models import (SortedCalibrationSet, bbq_bin_range, elbo
                                        fold_step_functions)
 from mlcal._solvers.model_average import relative_likelihood_weights, relative_likelihoods
 from mlcal._solvers.ties import sort_and_collapse
+from mlcal.calibrators._params import Options, Real
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.registry import register
 from mlcal.maps import StepMap
@@ -90,24 +91,16 @@ class BBQ(BaseCalibrator):
 
     requires_unit_interval = True
 
+    _parameter_constraints = {"alpha": [Real(0.0)], "bin_estimate": [Options(BIN_ESTIMATES)]}
+
     def __init__(self, alpha: float = 0.001, bin_estimate: str = "authors",
                  input_transform: str = "auto"):
         self.alpha = alpha
         self.bin_estimate = bin_estimate
         self.input_transform = input_transform
 
-    def _check_params(self) -> float:
-        alpha = self.alpha
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating, np.integer)) \
-                or not np.isfinite(alpha) or alpha < 0:
-            raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
-        if self.bin_estimate not in BIN_ESTIMATES:
-            raise ValueError(f"bin_estimate must be one of {BIN_ESTIMATES}, "
-                             f"got {self.bin_estimate!r}")
-        return float(alpha)
-
     def _fit(self, scores, y, w):
-        alpha = self._check_params()
+        alpha = float(self.alpha)
         data = SortedCalibrationSet(*sort_and_collapse(scores, y, w))
         b_min, b_max = bbq_bin_range(data.n_total)
         candidates = np.arange(b_min, b_max + 1, dtype=np.int64)

@@ -33,6 +33,7 @@ from mlcal._solvers.ties import sort_and_collapse
 from mlcal._solvers.trend_filter import (merge_close, piecewise_linear_extrapolate, thin,
                                          trend_filter_path)
 from mlcal._validation import as_scores
+from mlcal.calibrators._params import Integer, IsNone, Options, Real
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.registry import register
 from mlcal.maps import LinearMap, apply_input_transform
@@ -203,6 +204,13 @@ class ELiTE(BaseCalibrator):
 
     requires_unit_interval = True
 
+    _parameter_constraints = {
+        "n_lambdas": [Integer(1)],
+        "lambda_min_ratio": [Real(0.0, 1.0, closed="right")],
+        "thin_tol": [IsNone(), Real(0.0)],
+        "criterion": [Options(CRITERIA)],
+    }
+
     def __init__(self, n_lambdas: int = 50, lambda_min_ratio: float = 1e-4,
                  thin_tol: float | None = 1e-5, criterion: str = "aicc",
                  input_transform: str = "auto"):
@@ -212,22 +220,7 @@ class ELiTE(BaseCalibrator):
         self.criterion = criterion
         self.input_transform = input_transform
 
-    def _check_params(self) -> None:
-        if isinstance(self.n_lambdas, bool) or not isinstance(self.n_lambdas, (int, np.integer)) \
-                or self.n_lambdas < 1:
-            raise ValueError(f"n_lambdas must be a positive integer, got {self.n_lambdas!r}")
-        r = self.lambda_min_ratio
-        if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0.0 < r <= 1.0:
-            raise ValueError(f"lambda_min_ratio must be in (0, 1], got {r!r}")
-        t = self.thin_tol
-        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float))
-                              or not np.isfinite(t) or t < 0):
-            raise ValueError(f"thin_tol must be None or a finite number >= 0, got {t!r}")
-        if self.criterion not in CRITERIA:
-            raise ValueError(f"criterion must be one of {CRITERIA}, got {self.criterion!r}")
-
     def _fit(self, scores, y, w):
-        self._check_params()
         x, ybar, wsum = sort_and_collapse(scores, y, w)
         x, ybar, wsum = thin(x, ybar, wsum, float(self.thin_tol or 0.0))
         x, ybar, wsum = merge_close(x, ybar, wsum,

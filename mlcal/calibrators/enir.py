@@ -17,6 +17,7 @@ from mlcal._solvers.model_average import relative_likelihood_weights
 from mlcal._solvers.neariso import (MERGE_RTOL, NearIsotonicPath, mpava_merges,
                                     path_breakpoints, path_model_average, path_model_scores)
 from mlcal._solvers.ties import midpoint_cuts, sort_and_collapse
+from mlcal.calibrators._params import Boolean, Integer
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.registry import register
 from mlcal.maps import LinearMap, StepMap
@@ -108,6 +109,9 @@ class ENIR(BaseCalibrator):
 
     requires_unit_interval = True
 
+    _parameter_constraints = {"interpolate": [Boolean()], "smooth_bins": [Boolean()],
+                              "max_breakpoints": [Integer(2)]}
+
     def __init__(self, interpolate: bool = True, smooth_bins: bool = True,
                  max_breakpoints: int = 100, input_transform: str = "auto"):
         self.interpolate = interpolate
@@ -115,16 +119,7 @@ class ENIR(BaseCalibrator):
         self.max_breakpoints = max_breakpoints
         self.input_transform = input_transform
 
-    def _check_params(self) -> None:
-        for name in ("interpolate", "smooth_bins"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        mb = self.max_breakpoints
-        if isinstance(mb, (bool, np.bool_)) or not isinstance(mb, (int, np.integer)) or mb < 2:
-            raise ValueError(f"max_breakpoints must be an integer >= 2, got {mb!r}")
-
     def _fit(self, scores, y, w):
-        self._check_params()
         x, ybar, wsum = sort_and_collapse(scores, y, w)
         ybar = np.ascontiguousarray(ybar)
         wsum = np.ascontiguousarray(wsum)

@@ -6,6 +6,7 @@ import numpy as np
 
 from mlcal._solvers.exact import round_cbrt
 from mlcal._solvers.ties import midpoint_cuts, sort_and_collapse
+from mlcal.calibrators._params import Integer, Options
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.registry import register
 from mlcal.maps import StepMap
@@ -53,15 +54,14 @@ class HistogramBinning(BaseCalibrator):
         Number of bins realised.
     """
 
+    _parameter_constraints = {"n_bins": [Integer(1), Options(("auto",))]}
+
     def __init__(self, n_bins: int | str = "auto"):
         self.n_bins = n_bins
 
     def _resolve_n_bins(self, total_weight: float) -> int:
         if self.n_bins == "auto":
             return max(1, round_cbrt(total_weight))
-        if isinstance(self.n_bins, (bool, np.bool_)) or not isinstance(self.n_bins, (int, np.integer)) \
-                or self.n_bins < 1:
-            raise ValueError(f"n_bins must be a positive integer or 'auto', got {self.n_bins!r}")
         return int(self.n_bins)
 
     def _fit(self, scores, y, w):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mlcal._solvers.platt_newton import fit_sigmoid
+from mlcal.calibrators._params import Boolean
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.registry import register
 from mlcal.maps import SigmoidMap
@@ -31,6 +32,8 @@ class Platt(BaseCalibrator):
     n_iter_ : int
         Newton iterations used.
     """
+
+    _parameter_constraints = {"smooth_targets": [Boolean()]}
 
     def __init__(self, smooth_targets: bool = True):
         self.smooth_targets = smooth_targets

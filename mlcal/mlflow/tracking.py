@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from mlcal._atomic import write_atomic
 from mlcal.metrics import METRIC_NAMES, calibration_diagnostics, calibration_report
 from mlcal.model import CalibratedModel
 
@@ -106,8 +107,7 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
                  os.path.join(tmp, f"{prefix}calibration_report.json")]
         reliability_diagram(y, p_before, p_after, n_bins=n_bins, strategy=strategy,
                             path=files[0])
-        with open(files[1], "w", encoding="utf-8") as fh:
-            json.dump(_finite_or_none(report), fh, indent=1, allow_nan=False)
+        write_atomic(files[1], json.dumps(_finite_or_none(report), indent=1, allow_nan=False))
         if calibrator is not None:
             files.append(os.path.join(tmp, f"{prefix}calibration_map.png"))
             s_map, y_map = map_data if map_data is not None else (None, None)

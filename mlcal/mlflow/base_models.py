@@ -159,39 +159,101 @@ def _local_copy(model_uri: str) -> str:
 
 
 # -- nesting inside an mlcal artifact ----------------------------------------------------------
-def save_base_model(estimator: Any, path: str, *,
+BASE_FORMATS = ("auto", "native", "skops", "cloudpickle", "pickle")
+_NATIVE_FLAVORS = ("xgboost", "lightgbm", "catboost")
+_BASE_FLAVORS = ("sklearn", *_NATIVE_FLAVORS)
+
+
+def trusted_types(estimator: Any) -> list[str]:
+    """The types skops would refuse to load in ``estimator``'s own serialisation.
+
+    They come from the caller's in-memory model (which the caller already runs), so trusting
+    them for that model is what the caller implicitly asks for; an artifact from elsewhere is
+    never scanned this way.
+    """
+    import skops.io
+
+    return sorted(skops.io.get_untrusted_types(data=skops.io.dumps(estimator)))
+
+
+def base_flavor_for(estimator: Any, base_format: str = "auto") -> str:
+    """The MLflow flavour that nests ``estimator`` for ``base_format`` (see :func:`save_base_model`)."""
+    from mlcal.base_scores import library_of
+
+    if base_format not in BASE_FORMATS:
+        raise ValueError(f"base_format must be one of {BASE_FORMATS}, got {base_format!r}")
+    if isinstance(estimator, PyfuncScorer):
+        return "python_function"
+    lib = library_of(estimator)
+    native = lib in _NATIVE_FLAVORS and not hasattr(estimator, "steps")
+    if base_format == "native" and not native:
+        raise ValueError(f"base_format='native' needs an XGBoost, LightGBM or CatBoost "
+                         f"classifier (not in a pipeline); {type(estimator).__name__} is saved "
+                         "with mlflow.sklearn: use base_format='skops' (or 'auto')")
+    return lib if native and base_format in ("auto", "native") else "sklearn"
+
+
+def save_base_model(estimator: Any, path: str, *, base_format: str = "auto",
                     base_model_kwargs: dict | None = None) -> dict[str, Any]:
     """Write ``estimator`` as an MLflow model in ``path``; return the flavour-conf entries.
 
-    A :class:`PyfuncScorer` is copied as it is; anything else goes through
-    ``mlflow.sklearn.save_model(estimator, path, **base_model_kwargs)``.
+    Parameters
+    ----------
+    estimator : fitted classifier or PyfuncScorer
+    path : str
+    base_format : {"auto", "native", "skops", "cloudpickle", "pickle"}, default="auto"
+        ``"auto"``: XGBoost, LightGBM and CatBoost classifiers in their own MLflow flavour
+        (``mlflow.xgboost`` / ``mlflow.lightgbm`` / ``mlflow.catboost``), everything else with
+        ``mlflow.sklearn`` in skops format, trusting the types of this in-memory model.
+        ``"native"`` insists on the boosting library's flavour; ``"skops"``, ``"cloudpickle"``
+        and ``"pickle"`` use ``mlflow.sklearn`` in that format. A :class:`PyfuncScorer`'s
+        model directory is always copied as it is.
+    base_model_kwargs : dict, optional
+        Extra arguments for the flavour's ``save_model`` (override the choices above).
     """
-    if isinstance(estimator, PyfuncScorer):
+    import importlib
+
+    flavor = base_flavor_for(estimator, base_format)
+    if flavor == "python_function":
         shutil.copytree(estimator.local_path, path)
-        return {"base_flavor": "python_function", "base_output_column": estimator.output_column,
+        return {"base_flavor": flavor, "base_output_column": estimator.output_column,
                 "base_output_kind": estimator.kind}
     if not (hasattr(estimator, "predict_proba") or hasattr(estimator, "decision_function")):
         raise ValueError(f"cannot save a base model of type {type(estimator).__name__}: it is "
-                         "neither a scikit-learn classifier nor an mlcal.mlflow.PyfuncScorer")
-    import mlflow.sklearn
-
-    mlflow.sklearn.save_model(estimator, path, **(base_model_kwargs or {}))
-    return {"base_flavor": "sklearn"}
+                         "neither a classifier nor an mlcal.mlflow.PyfuncScorer")
+    module = importlib.import_module(f"mlflow.{flavor}")
+    kwargs = dict(base_model_kwargs or {})
+    fmt = None
+    if flavor in ("sklearn", "lightgbm"):  # the two flavours that serialise with skops
+        fmt = kwargs.setdefault("serialization_format",
+                                "skops" if base_format in ("auto", "native") else base_format)
+        if fmt == "skops" and "skops_trusted_types" not in kwargs:
+            kwargs["skops_trusted_types"] = trusted_types(estimator)
+    if "pip_requirements" not in kwargs and "conda_env" not in kwargs:
+        # the outer model's requirements cover the nested one (its inference loads it), so
+        # skip the nested model's own inference: it costs a subprocess and seconds
+        if flavor in ("sklearn", "lightgbm"):
+            kwargs["pip_requirements"] = module.get_default_pip_requirements(
+                include_cloudpickle=fmt == "cloudpickle", include_skops=fmt == "skops")
+        else:
+            kwargs["pip_requirements"] = module.get_default_pip_requirements()
+    module.save_model(estimator, path, **kwargs)
+    return {"base_flavor": flavor, "base_format": fmt or "native"}
 
 
 def load_base_model(path: str, conf: dict[str, Any]):
     """Rebuild the base estimator saved by :func:`save_base_model` (conf = the mlcal flavour)."""
-    flavor = conf.get("base_flavor")
-    if flavor == "sklearn":
-        import mlflow.sklearn
+    import importlib
 
-        return mlflow.sklearn.load_model(path)
+    flavor = conf.get("base_flavor")
+    if flavor in _BASE_FLAVORS:
+        return importlib.import_module(f"mlflow.{flavor}").load_model(path)
     if flavor == "python_function":
         return PyfuncScorer(path, output_column=conf.get("base_output_column"),
                             kind=conf.get("base_output_kind", "probability"),
                             classes=conf.get("classes", (0, 1)))
     raise ValueError(f"unknown base_flavor {flavor!r} in the mlcal flavour configuration; "
-                     "expected 'sklearn' or 'python_function'")
+                     f"expected one of {[*_BASE_FLAVORS, 'python_function']}")
 
 
 def base_requirements(path: str) -> list[str]:

@@ -193,7 +193,7 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
                overwrite: bool = False, conda_env=None, code_paths=None, mlflow_model=None,
                signature=None, input_example=None, pip_requirements=None,
                extra_pip_requirements=None, metadata: dict | None = None,
-               base_model_kwargs: dict | None = None) -> None:
+               base_format: str = "auto", base_model_kwargs: dict | None = None) -> None:
     """Save a fitted :class:`CalibratedModel` as an MLflow model directory.
 
     Parameters
@@ -218,12 +218,18 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
         base model's own requirements.
     code_paths, mlflow_model, metadata
         As in MLflow's flavours.
+    base_format : {"auto", "native", "skops", "cloudpickle", "pickle"}, default="auto"
+        How the base model is nested. ``"auto"``: XGBoost, LightGBM and CatBoost classifiers
+        in their own MLflow flavour, any other scikit-learn model (HistGradientBoosting,
+        pipelines, ...) with ``mlflow.sklearn`` as skops, trusting the types found in this
+        in-memory model. ``"native"`` insists on the boosting library's flavour; the other
+        values force ``mlflow.sklearn`` with that serialisation format. See
+        :func:`mlcal.mlflow.base_models.save_base_model`.
     base_model_kwargs : dict, optional
-        Extra arguments for ``mlflow.sklearn.save_model`` of the base model (e.g.
-        ``serialization_format``, ``skops_trusted_types``).
+        Extra arguments for the base model's ``save_model`` (they override the choices
+        above, e.g. an explicit ``skops_trusted_types``).
     """
     import mlflow
-    import mlflow.sklearn
     import yaml
     from mlflow import pyfunc
     from mlflow.models import Model
@@ -251,16 +257,9 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
         cal = cal_model.calibrator_
         with open(os.path.join(path, CALIBRATOR_FILE), "w", encoding="utf-8") as fh:
             fh.write(cal.to_json(indent=1) + "\n")
-        base_kwargs = dict(base_model_kwargs or {})
-        if "pip_requirements" not in base_kwargs and "conda_env" not in base_kwargs:
-            # the outer model's requirements cover the nested one (inference below loads it),
-            # so skip the nested model's own inference: it costs a subprocess and seconds
-            fmt = (base_kwargs.get("serialization_format")
-                   or mlflow.sklearn._get_default_serialization_format())
-            base_kwargs["pip_requirements"] = mlflow.sklearn.get_default_pip_requirements(
-                include_cloudpickle=fmt == "cloudpickle", include_skops=fmt == "skops")
         base_conf = save_base_model(cal_model.base_estimator, os.path.join(path, BASE_MODEL_DIR),
-                                    base_model_kwargs=base_kwargs)
+                                    base_format=base_format,
+                                    base_model_kwargs=base_model_kwargs)
 
         example = _save_example(mlflow_model, input_example, path)
         mlflow_model.signature = _signature(signature, example, cal_model.classes_)
@@ -308,7 +307,7 @@ def log_model(cal_model: CalibratedModel, name: str | None = None, *,
               signature=None, input_example=None, pip_requirements=None,
               extra_pip_requirements=None, conda_env=None, code_paths=None,
               threshold: float | None = None, metadata: dict | None = None,
-              base_model_kwargs: dict | None = None, **kwargs):
+              base_format: str = "auto", base_model_kwargs: dict | None = None, **kwargs):
     """Log a fitted :class:`CalibratedModel` to the active run (MLflow 3 LoggedModel).
 
     Parameters
@@ -319,7 +318,7 @@ def log_model(cal_model: CalibratedModel, name: str | None = None, *,
     registered_model_name : str, optional
         Also register the model under this name (creates the registered model if needed).
     signature, input_example, pip_requirements, extra_pip_requirements, conda_env, code_paths,
-    threshold, metadata, base_model_kwargs
+    threshold, metadata, base_format, base_model_kwargs
         See :func:`save_model`.
     **kwargs
         Passed to ``mlflow.models.Model.log`` (e.g. ``params``, ``tags``, ``step``,
@@ -342,7 +341,7 @@ def log_model(cal_model: CalibratedModel, name: str | None = None, *,
                      input_example=input_example, pip_requirements=pip_requirements,
                      extra_pip_requirements=extra_pip_requirements, conda_env=conda_env,
                      code_paths=code_paths, threshold=threshold, metadata=metadata,
-                     base_model_kwargs=base_model_kwargs, **kwargs)
+                     base_format=base_format, base_model_kwargs=base_model_kwargs, **kwargs)
 
 
 def _load_local(path: str, conf: dict[str, Any]) -> CalibratedModel:

@@ -75,9 +75,16 @@ def classes_of(est: Any) -> np.ndarray:
     return classes
 
 
+def _is_booster_classifier(est: Any) -> bool:
+    from mlcal.boosters import BoosterClassifier
+
+    return isinstance(est, BoosterClassifier)
+
+
 def has_margin(est: Any) -> bool:
     """Whether :func:`read_scores` can read raw log-odds from ``est``."""
-    return library_of(est) != "sklearn" or hasattr(est, "decision_function")
+    return (library_of(est) != "sklearn" or hasattr(est, "decision_function")
+            or _is_booster_classifier(final_estimator(est)))
 
 
 def resolve_source(est: Any, score: str) -> str:
@@ -101,7 +108,9 @@ def resolve_source(est: Any, score: str) -> str:
 
 def _margin(est: Any, X) -> np.ndarray:
     lib = library_of(est)
-    if lib == "sklearn":
+    if _is_booster_classifier(est):
+        return est.margin(X)
+    if lib == "sklearn" and not _is_booster_classifier(final_estimator(est)):
         return est.decision_function(X)
     if hasattr(est, "steps"):
         # run the preprocessing steps, then ask the booster for its margin

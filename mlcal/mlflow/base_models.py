@@ -2,8 +2,10 @@
 
 A calibrated artifact nests its base model as a complete MLflow model in ``base_model/``:
 
-* a scikit-learn compatible classifier is saved with ``mlflow.sklearn`` (its own flavour,
-  serialisation and requirements) and loaded back as the native estimator;
+* an XGBoost, LightGBM or CatBoost classifier (or a native ``Booster``) is saved with its own
+  MLflow flavour (``mlflow.xgboost`` / ``mlflow.lightgbm`` / ``mlflow.catboost``), any other
+  scikit-learn compatible classifier with ``mlflow.sklearn`` (skops, trusting the types of the
+  caller's in-memory model); both are loaded back as the native estimator;
 * any other MLflow model is accepted through :class:`PyfuncScorer`, which reads one score or
   probability column of the model's pyfunc output; its model directory is copied unchanged.
 """
@@ -131,7 +133,17 @@ def extract_scores(output: Any, column: str | int | None) -> np.ndarray:
             raise ValueError(f"the base model's output has no entry {column!r}; "
                              f"entries are {list(output)}")
         output = output[column]
-    arr = np.asarray(output, dtype=np.float64)
+    raw = np.asarray(output)
+    if raw.dtype.kind in "iubOUS":
+        from mlcal.base_scores import HardLabelError
+
+        raise HardLabelError(
+            f"the base model's output{'' if column is None else f' {column!r}'} holds class "
+            f"labels (dtype {raw.dtype}), not "
+            "probabilities or scores; load the model through a flavour mlcal reads natively "
+            "(sklearn, xgboost, lightgbm, catboost) or name a probability/score column with "
+            "output_column")
+    arr = np.asarray(raw, dtype=np.float64)
     if arr.ndim == 2:
         if isinstance(column, int):
             arr = arr[:, column]
@@ -146,6 +158,42 @@ def extract_scores(output: Any, column: str | int | None) -> np.ndarray:
         raise ValueError(f"the base model's output has shape {arr.shape}; expected one score "
                          "per row")
     return arr
+
+
+NATIVE_READ_FLAVORS = ("sklearn", "xgboost", "lightgbm", "catboost")
+
+
+def load_base_estimator(model_uri: str, *, output_column: str | int | None = None,
+                        kind: str = "probability", classes: Sequence[Any] = (0, 1)):
+    """The best reader of an MLflow model's positive-class score, and its ``ModelInfo``.
+
+    A model logged with ``mlflow.sklearn``, ``mlflow.xgboost``, ``mlflow.lightgbm`` or
+    ``mlflow.catboost`` is loaded natively (a ``Booster`` is wrapped in
+    :class:`~mlcal.boosters.BoosterClassifier`), so its probabilities are read rather than the
+    hard labels its pyfunc ``predict`` returns. Any other model, or any model when
+    ``output_column`` is given, is read through :class:`PyfuncScorer`, which refuses label
+    outputs (:class:`mlcal.base_scores.HardLabelError`).
+    """
+    import importlib
+
+    import mlflow.models
+
+    from mlcal.boosters import BoosterClassifier, is_booster
+
+    info = mlflow.models.get_model_info(model_uri)
+    if output_column is None:
+        for flavor in NATIVE_READ_FLAVORS:
+            if flavor in info.flavors:
+                model = importlib.import_module(f"mlflow.{flavor}").load_model(model_uri)
+                if is_booster(model):
+                    model = BoosterClassifier(model)
+                if not (hasattr(model, "predict_proba") or hasattr(model, "decision_function")):
+                    raise ValueError(f"the {flavor} model at {model_uri} "
+                                     f"({type(model).__name__}) is not a classifier: it has "
+                                     "neither predict_proba nor decision_function")
+                return model, info
+    return PyfuncScorer(model_uri, output_column=output_column, kind=kind,
+                        classes=classes), info
 
 
 def _local_copy(model_uri: str) -> str:
@@ -182,8 +230,15 @@ def base_flavor_for(estimator: Any, base_format: str = "auto") -> str:
 
     if base_format not in BASE_FORMATS:
         raise ValueError(f"base_format must be one of {BASE_FORMATS}, got {base_format!r}")
+    from mlcal.boosters import BoosterClassifier
+
     if isinstance(estimator, PyfuncScorer):
         return "python_function"
+    if isinstance(estimator, BoosterClassifier):
+        if base_format not in ("auto", "native"):
+            raise ValueError(f"a native {estimator.library_} Booster is saved in its own MLflow "
+                             f"flavour; base_format={base_format!r} does not apply")
+        return estimator.library_
     lib = library_of(estimator)
     native = lib in _NATIVE_FLAVORS and not hasattr(estimator, "steps")
     if base_format == "native" and not native:
@@ -237,6 +292,13 @@ def save_base_model(estimator: Any, path: str, *, base_format: str = "auto",
                 include_cloudpickle=fmt == "cloudpickle", include_skops=fmt == "skops")
         else:
             kwargs["pip_requirements"] = module.get_default_pip_requirements()
+    from mlcal.boosters import BoosterClassifier
+
+    if isinstance(estimator, BoosterClassifier):
+        kwargs.pop("serialization_format", None)  # a Booster is always saved natively
+        kwargs.pop("skops_trusted_types", None)
+        module.save_model(estimator.booster, path, **kwargs)
+        return {"base_flavor": flavor, "base_format": "native", "base_booster": True}
     module.save_model(estimator, path, **kwargs)
     return {"base_flavor": flavor, "base_format": fmt or "native"}
 
@@ -247,7 +309,12 @@ def load_base_model(path: str, conf: dict[str, Any]):
 
     flavor = conf.get("base_flavor")
     if flavor in _BASE_FLAVORS:
-        return importlib.import_module(f"mlflow.{flavor}").load_model(path)
+        model = importlib.import_module(f"mlflow.{flavor}").load_model(path)
+        if conf.get("base_booster"):
+            from mlcal.boosters import BoosterClassifier
+
+            return BoosterClassifier(model)
+        return model
     if flavor == "python_function":
         return PyfuncScorer(path, output_column=conf.get("base_output_column"),
                             kind=conf.get("base_output_kind", "probability"),

@@ -14,7 +14,9 @@ The pyfunc ``predict`` returns a DataFrame with one row per input row and the co
 MLflow's scoring server the same rows come back as a list of records (the server would convert
 the DataFrame to exactly that JSON, only slower).
 
-Base models: a scikit-learn compatible classifier is nested with ``mlflow.sklearn``; any other
+Base models: XGBoost, LightGBM and CatBoost classifiers (and native Boosters) are nested with
+their own MLflow flavour, other scikit-learn compatible classifiers with ``mlflow.sklearn``
+(skops, trusting the types of the caller's in-memory model; see ``base_format``); any other
 MLflow model whose pyfunc output holds a score or probability column is used through
 ``PyfuncScorer(model_uri, output_column="<column>", kind="probability" | "score")`` and nested as
 a copy of its own model directory.
@@ -77,7 +79,10 @@ class CalibratedPyfuncModel:
         self.model = model
         base = model.base_estimator
         # a base fitted on a bare array warns on every DataFrame request; give it the array
-        self._to_array = (not isinstance(base, PyfuncScorer)
+        from mlcal.boosters import BoosterClassifier
+
+        # (a native Booster checks column names itself, so it keeps the DataFrame)
+        self._to_array = (not isinstance(base, (PyfuncScorer, BoosterClassifier))
                           and not hasattr(base, "feature_names_in_"))
 
     def get_raw_model(self) -> CalibratedModel:

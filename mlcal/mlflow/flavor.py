@@ -5,6 +5,7 @@ Artifact layout (``<model>/``)::
     MLmodel              flavours "mlcal" and "python_function" (loader_module: mlcal.mlflow)
     calibrator.json      the fitted calibrator as mlcal JSON (no pickle)
     base_model/          the base model as a complete MLflow model in its own flavour
+    wheels/              the mlcal wheel, required by relative path (``bundle_mlcal=True``)
     requirements.txt, python_env.yaml, conda.yaml, [input_example.json, serving_input_example.json]
 
 The pyfunc ``predict`` returns a DataFrame with one row per input row and the columns
@@ -37,6 +38,7 @@ import numpy as np
 from mlcal.calibrators.base import CalibratorFormatError, load_calibrator
 from mlcal.mlflow.base_models import (BASE_MODEL_DIR, PyfuncScorer, base_requirements,
                                       load_base_model, save_base_model)
+from mlcal.mlflow.bundle import bundle_into, is_mlcal_requirement
 from mlcal.model import CalibratedModel
 
 FLAVOR_NAME = "mlcal"
@@ -198,7 +200,8 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
                overwrite: bool = False, conda_env=None, code_paths=None, mlflow_model=None,
                signature=None, input_example=None, pip_requirements=None,
                extra_pip_requirements=None, metadata: dict | None = None,
-               base_format: str = "auto", base_model_kwargs: dict | None = None) -> None:
+               base_format: str = "auto", base_model_kwargs: dict | None = None,
+               bundle_mlcal: bool = True) -> None:
     """Save a fitted :class:`CalibratedModel` as an MLflow model directory.
 
     Parameters
@@ -233,6 +236,11 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
     base_model_kwargs : dict, optional
         Extra arguments for the base model's ``save_model`` (they override the choices
         above, e.g. an explicit ``skops_trusted_types``).
+    bundle_mlcal : bool, default=True
+        Ship the running mlcal as a wheel in ``<model>/wheels/`` and require it by that relative
+        path (MLflow's library-bundling layout) instead of ``mlcal==<version>``, so
+        ``mlflow models serve/prepare-env --env-manager virtualenv`` can rebuild the
+        environment where no package index has this mlcal. ``False`` keeps the pin.
     """
     import mlflow
     import yaml
@@ -294,6 +302,12 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
                 default_reqs, pip_requirements, extra_pip_requirements)
         else:
             conda_env, pip_reqs, constraints = _process_conda_env(conda_env)
+        if bundle_mlcal:
+            pip_reqs = bundle_into(path, pip_reqs)
+            for dep in conda_env.get("dependencies", []):
+                if isinstance(dep, dict) and "pip" in dep:
+                    dep["pip"] = [pip_reqs[0], *(r for r in dep["pip"]
+                                                 if not is_mlcal_requirement(r))]
         with open(os.path.join(path, _CONDA_ENV_FILE_NAME), "w") as fh:
             yaml.safe_dump(conda_env, stream=fh, default_flow_style=False)
         if constraints:
@@ -312,7 +326,8 @@ def log_model(cal_model: CalibratedModel, name: str | None = None, *,
               signature=None, input_example=None, pip_requirements=None,
               extra_pip_requirements=None, conda_env=None, code_paths=None,
               threshold: float | None = None, metadata: dict | None = None,
-              base_format: str = "auto", base_model_kwargs: dict | None = None, **kwargs):
+              base_format: str = "auto", base_model_kwargs: dict | None = None,
+              bundle_mlcal: bool = True, **kwargs):
     """Log a fitted :class:`CalibratedModel` to the active run (MLflow 3 LoggedModel).
 
     Parameters
@@ -323,7 +338,7 @@ def log_model(cal_model: CalibratedModel, name: str | None = None, *,
     registered_model_name : str, optional
         Also register the model under this name (creates the registered model if needed).
     signature, input_example, pip_requirements, extra_pip_requirements, conda_env, code_paths,
-    threshold, metadata, base_format, base_model_kwargs
+    threshold, metadata, base_format, base_model_kwargs, bundle_mlcal
         See :func:`save_model`.
     **kwargs
         Passed to ``mlflow.models.Model.log`` (e.g. ``params``, ``tags``, ``step``,
@@ -346,7 +361,8 @@ def log_model(cal_model: CalibratedModel, name: str | None = None, *,
                      input_example=input_example, pip_requirements=pip_requirements,
                      extra_pip_requirements=extra_pip_requirements, conda_env=conda_env,
                      code_paths=code_paths, threshold=threshold, metadata=metadata,
-                     base_format=base_format, base_model_kwargs=base_model_kwargs, **kwargs)
+                     base_format=base_format, base_model_kwargs=base_model_kwargs,
+                     bundle_mlcal=bundle_mlcal, **kwargs)
 
 
 def _load_local(path: str, conf: dict[str, Any]) -> CalibratedModel:

@@ -48,6 +48,9 @@ OUTPUT_PROBABILITY = "p_calibrated"
 OUTPUT_LABEL = "label"
 OUTPUT_UNCALIBRATED = "score_uncalibrated"
 PARAM_RETURN_UNCALIBRATED = "return_uncalibrated"
+# pyfunc model_config {"output": ...}: the whole frame, or one column for MLflow's evaluators
+OUTPUT_ALL = "all"
+OUTPUT_CHOICES = (OUTPUT_ALL, OUTPUT_LABEL, OUTPUT_PROBABILITY)
 # set by MLflow's scoring server (and `mlflow models predict`) in the serving process
 _SERVING_FLAG = "_MLFLOW_IS_IN_SERVING_ENVIRONMENT"
 
@@ -75,10 +78,24 @@ def get_default_conda_env() -> dict:
 
 # -- the pyfunc wrapper ------------------------------------------------------------------------
 class CalibratedPyfuncModel:
-    """What ``mlflow.pyfunc.load_model`` wraps: tabular rows in, calibrated probabilities out."""
+    """What ``mlflow.pyfunc.load_model`` wraps: tabular rows in, calibrated probabilities out.
 
-    def __init__(self, model: CalibratedModel):
+    Parameters
+    ----------
+    model : CalibratedModel
+    output : {"all", "label", "p_calibrated"}, default="all"
+        ``"all"``: the DataFrame described in the module notes. ``"label"`` or
+        ``"p_calibrated"``: only that column, as a Series - the one-column output MLflow's
+        default evaluator needs (``mlflow.models.evaluate(..., model_type="classifier",
+        model_config={"output": "label"})``).
+    """
+
+    def __init__(self, model: CalibratedModel, output: str = OUTPUT_ALL):
+        if output not in OUTPUT_CHOICES:
+            raise ValueError(f"model_config 'output' must be one of {OUTPUT_CHOICES}, got "
+                             f"{output!r}")
         self.model = model
+        self.output = output
         base = model.base_estimator
         # a base fitted on a bare array warns on every DataFrame request; give it the array
         from mlcal.boosters import BoosterClassifier
@@ -130,13 +147,15 @@ class CalibratedPyfuncModel:
                OUTPUT_LABEL: m.classes_[(p >= m.threshold).astype(np.int64)]}
         if params.get(PARAM_RETURN_UNCALIBRATED):
             out[OUTPUT_UNCALIBRATED] = np.asarray(scores, dtype=np.float64)
+        index = data.index if isinstance(data, pd.DataFrame) else None
+        if self.output != OUTPUT_ALL:
+            return pd.Series(out[self.output], index=index, name=self.output)
         if os.environ.get(_SERVING_FLAG, "").lower() == "true":
             # The scoring server turns a DataFrame into these same records with
             # DataFrame.to_dict, which costs more than the whole calibration; hand it the
             # records directly (identical JSON response, a fraction of the time).
             names = list(out)
             return [dict(zip(names, row)) for row in zip(*(v.tolist() for v in out.values()))]
-        index = data.index if isinstance(data, pd.DataFrame) else None
         return pd.DataFrame(out, index=index)
 
 
@@ -277,8 +296,10 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
         example = _save_example(mlflow_model, input_example, path)
         mlflow_model.signature = _signature(signature, example, cal_model.classes_)
 
+        # declaring the config is what lets load_model(..., model_config=) override it
         pyfunc.add_to_model(mlflow_model, loader_module=LOADER_MODULE, code=code_subpath,
-                            conda_env=_CONDA_ENV_FILE_NAME, python_env=_PYTHON_ENV_FILE_NAME)
+                            conda_env=_CONDA_ENV_FILE_NAME, python_env=_PYTHON_ENV_FILE_NAME,
+                            model_config={"output": OUTPUT_ALL})
         mlflow_model.add_flavor(
             FLAVOR_NAME, mlcal_version=__version__, calibrator=CALIBRATOR_FILE,
             calibration_method=cal.method_name, map_type=cal.map_.kind,
@@ -415,8 +436,19 @@ def load_model(model_uri: str, dst_path: str | None = None) -> CalibratedModel:
 
 
 def _load_pyfunc(path: str, model_config=None) -> CalibratedPyfuncModel:
-    """Called by ``mlflow.pyfunc.load_model`` with the local model directory."""
+    """Called by ``mlflow.pyfunc.load_model`` with the local model directory.
+
+    ``model_config={"output": "label" | "p_calibrated"}`` makes ``predict`` return that one
+    column (see :class:`CalibratedPyfuncModel`); any other key is refused.
+    """
     from mlflow.utils.model_utils import _get_flavor_configuration
 
+    config = dict(model_config or {})
+    unknown = set(config) - {"output"}
+    if unknown:
+        raise ValueError(f"mlcal model: unknown model_config keys {sorted(unknown)}; "
+                         "supported: 'output'")
+
     conf = _get_flavor_configuration(model_path=path, flavor_name=FLAVOR_NAME)
-    return CalibratedPyfuncModel(_load_local(path, conf))
+    return CalibratedPyfuncModel(_load_local(path, conf),
+                                 output=config.get("output", OUTPUT_ALL))

@@ -168,6 +168,13 @@ def test_base_format_is_a_named_choice(data, bases, tmp_path):
         mlcal.mlflow.load_model(str(tmp_path / "skops")).predict_proba(data["X_te"]),
         xgb.predict_proba(data["X_te"]))
     hgb = CalibratedModel(bases["hgb"], "platt").fit(data["X_cal"], data["y_cal"])
+    # MLflow's own advice for untrusted types is accepted as a named argument
+    trusted = mlcal.mlflow.base_models.trusted_types(bases["hgb"])
+    assert any("TreePredictor" in t for t in trusted)
+    mlcal.mlflow.save_model(hgb, str(tmp_path / "trusted"), skops_trusted_types=trusted)
+    np.testing.assert_array_equal(
+        mlcal.mlflow.load_model(str(tmp_path / "trusted")).predict_proba(data["X_te"]),
+        hgb.predict_proba(data["X_te"]))
     with pytest.raises(ValueError, match="base_format='native' needs"):
         mlcal.mlflow.save_model(hgb, str(tmp_path / "native"), base_format="native")
     assert not (tmp_path / "native").exists()
@@ -209,6 +216,11 @@ def test_cli_calibrates_native_probabilities_of_flavour_logged_models(data, base
         auc_labels = roc_auc_score(data["y_te"], np.asarray(labels))
         assert roc_auc_score(data["y_te"], p) > auc_labels + 0.02
         assert abs(roc_auc_score(data["y_te"], p) - auc_native) < 0.01
+        # the Python adapter reads the same native probabilities (or margins) of that model
+        scorer = mlcal.mlflow.PyfuncScorer(uri)
+        np.testing.assert_array_equal(scorer.predict_proba(data["X_te"])[:, 1], proba)
+        margin = mlcal.mlflow.PyfuncScorer(uri, kind="score").decision_function(data["X_te"])
+        np.testing.assert_allclose(expit(margin), proba, rtol=0, atol=2e-6)
 
 
 def test_cli_refuses_a_label_only_model_and_registers_nothing(data, store, tmp_path):

@@ -36,6 +36,10 @@ class PyfuncScorer(BaseEstimator):
       columns (``predict_proba`` layout), else the only column;
     * a 1-D array or Series: as is.
 
+    A model saved in a flavour mlcal reads natively (sklearn, xgboost, lightgbm, catboost)
+    with no ``output_column`` is read through that flavour instead: its pyfunc ``predict``
+    returns class labels, which are never calibrated.
+
     With ``kind="probability"`` the adapter exposes ``predict_proba`` (values must lie in
     [0, 1]); with ``kind="score"`` it exposes ``decision_function`` (any real score; calibrators
     that need [0, 1] squash it with a sigmoid). ``CalibratedModel(PyfuncScorer(...))`` then works
@@ -75,6 +79,9 @@ class PyfuncScorer(BaseEstimator):
         import mlflow.pyfunc
 
         self.model_ = mlflow.pyfunc.load_model(self.local_path)
+        # a flavour whose pyfunc predicts labels (sklearn, xgboost, ...) is read natively
+        self.native_ = (_load_native(self.local_path, self.model_.metadata.flavors)
+                        if output_column is None else None)
 
     # sklearn's check_is_fitted: the wrapped model is always trained already
     def __sklearn_is_fitted__(self) -> bool:
@@ -88,7 +95,19 @@ class PyfuncScorer(BaseEstimator):
                 f"kind={self.kind!r})")
 
     def scores(self, X) -> np.ndarray:
-        """One float per row: the selected output of the wrapped model's ``predict``."""
+        """One float per row: the selected output of the wrapped model's ``predict``, or, for
+        a model in a flavour mlcal reads natively (and no ``output_column``), its
+        positive-class probability (``kind="probability"``) or raw margin (``kind="score"``)."""
+        if self.native_ is not None:
+            from mlcal.base_scores import has_margin, read_scores
+
+            if self.kind == "probability":
+                if not hasattr(self.native_, "predict_proba"):
+                    raise ValueError(f"{type(self.native_).__name__} has no predict_proba; "
+                                     "use kind='score' (its decision function)")
+                return read_scores(self.native_, X, "predict_proba")
+            return read_scores(self.native_, X, "margin" if has_margin(self.native_)
+                               else "decision_function")
         return extract_scores(self.model_.predict(X), self.output_column)
 
     # exactly one of the two score methods exists, so CalibratedModel(score="auto") picks it
@@ -163,6 +182,25 @@ def extract_scores(output: Any, column: str | int | None) -> np.ndarray:
 NATIVE_READ_FLAVORS = ("sklearn", "xgboost", "lightgbm", "catboost")
 
 
+def _load_native(path: str, flavors: dict):
+    """The native classifier of a model logged in a flavour from NATIVE_READ_FLAVORS, else None."""
+    import importlib
+
+    from mlcal.boosters import BoosterClassifier, is_booster
+
+    for flavor in NATIVE_READ_FLAVORS:
+        if flavor in flavors:
+            model = importlib.import_module(f"mlflow.{flavor}").load_model(path)
+            if is_booster(model):
+                model = BoosterClassifier(model)
+            if not (hasattr(model, "predict_proba") or hasattr(model, "decision_function")):
+                raise ValueError(f"the {flavor} model at {path} ({type(model).__name__}) is not "
+                                 "a classifier (no predict_proba or decision_function); name "
+                                 "its score column with output_column")
+            return model
+    return None
+
+
 def load_base_estimator(model_uri: str, *, output_column: str | int | None = None,
                         kind: str = "probability", classes: Sequence[Any] = (0, 1)):
     """The best reader of an MLflow model's positive-class score, and its ``ModelInfo``.
@@ -174,24 +212,11 @@ def load_base_estimator(model_uri: str, *, output_column: str | int | None = Non
     ``output_column`` is given, is read through :class:`PyfuncScorer`, which refuses label
     outputs (:class:`mlcal.base_scores.HardLabelError`).
     """
-    import importlib
-
     import mlflow.models
 
-    from mlcal.boosters import BoosterClassifier, is_booster
-
     info = mlflow.models.get_model_info(model_uri)
-    if output_column is None:
-        for flavor in NATIVE_READ_FLAVORS:
-            if flavor in info.flavors:
-                model = importlib.import_module(f"mlflow.{flavor}").load_model(model_uri)
-                if is_booster(model):
-                    model = BoosterClassifier(model)
-                if not (hasattr(model, "predict_proba") or hasattr(model, "decision_function")):
-                    raise ValueError(f"the {flavor} model at {model_uri} "
-                                     f"({type(model).__name__}) is not a classifier: it has "
-                                     "neither predict_proba nor decision_function")
-                return model, info
+    if output_column is None and any(f in info.flavors for f in NATIVE_READ_FLAVORS):
+        return _load_native(_local_copy(model_uri), info.flavors), info
     return PyfuncScorer(model_uri, output_column=output_column, kind=kind,
                         classes=classes), info
 

@@ -220,6 +220,7 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
                signature=None, input_example=None, pip_requirements=None,
                extra_pip_requirements=None, metadata: dict | None = None,
                base_format: str = "auto", base_model_kwargs: dict | None = None,
+               skops_trusted_types: list[str] | None = None,
                bundle_mlcal: bool = True) -> None:
     """Save a fitted :class:`CalibratedModel` as an MLflow model directory.
 
@@ -255,6 +256,9 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
     base_model_kwargs : dict, optional
         Extra arguments for the base model's ``save_model`` (they override the choices
         above, e.g. an explicit ``skops_trusted_types``).
+    skops_trusted_types : list of str, optional
+        Types to trust when the base model is saved as skops (MLflow's own argument, which its
+        "untrusted types" error suggests); by default the types of the in-memory base model.
     bundle_mlcal : bool, default=True
         Ship the running mlcal as a wheel in ``<model>/wheels/`` and require it by that relative
         path (MLflow's library-bundling layout) instead of ``mlcal==<version>``, so
@@ -289,9 +293,11 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
         cal = cal_model.calibrator_
         with open(os.path.join(path, CALIBRATOR_FILE), "w", encoding="utf-8") as fh:
             fh.write(cal.to_json(indent=1) + "\n")
+        base_kwargs = dict(base_model_kwargs or {})
+        if skops_trusted_types is not None:
+            base_kwargs["skops_trusted_types"] = list(skops_trusted_types)
         base_conf = save_base_model(cal_model.base_estimator, os.path.join(path, BASE_MODEL_DIR),
-                                    base_format=base_format,
-                                    base_model_kwargs=base_model_kwargs)
+                                    base_format=base_format, base_model_kwargs=base_kwargs)
 
         example = _save_example(mlflow_model, input_example, path)
         mlflow_model.signature = _signature(signature, example, cal_model.classes_)
@@ -348,7 +354,8 @@ def log_model(cal_model: CalibratedModel, name: str | None = None, *,
               extra_pip_requirements=None, conda_env=None, code_paths=None,
               threshold: float | None = None, metadata: dict | None = None,
               base_format: str = "auto", base_model_kwargs: dict | None = None,
-              bundle_mlcal: bool = True, **kwargs):
+              skops_trusted_types: list[str] | None = None, bundle_mlcal: bool = True,
+              **kwargs):
     """Log a fitted :class:`CalibratedModel` to the active run (MLflow 3 LoggedModel).
 
     Parameters
@@ -359,7 +366,7 @@ def log_model(cal_model: CalibratedModel, name: str | None = None, *,
     registered_model_name : str, optional
         Also register the model under this name (creates the registered model if needed).
     signature, input_example, pip_requirements, extra_pip_requirements, conda_env, code_paths,
-    threshold, metadata, base_format, base_model_kwargs, bundle_mlcal
+    threshold, metadata, base_format, base_model_kwargs, skops_trusted_types, bundle_mlcal
         See :func:`save_model`.
     **kwargs
         Passed to ``mlflow.models.Model.log`` (e.g. ``params``, ``tags``, ``step``,
@@ -383,7 +390,8 @@ def log_model(cal_model: CalibratedModel, name: str | None = None, *,
                      extra_pip_requirements=extra_pip_requirements, conda_env=conda_env,
                      code_paths=code_paths, threshold=threshold, metadata=metadata,
                      base_format=base_format, base_model_kwargs=base_model_kwargs,
-                     bundle_mlcal=bundle_mlcal, **kwargs)
+                     skops_trusted_types=skops_trusted_types, bundle_mlcal=bundle_mlcal,
+                     **kwargs)
 
 
 def _load_local(path: str, conf: dict[str, Any]) -> CalibratedModel:

@@ -243,6 +243,17 @@ def test_cli_refuses_a_label_only_model_and_registers_nothing(data, store, tmp_p
     assert client.search_registered_models("name='labels-model'") == []
     assert len(client.search_runs([mlflow.get_experiment_by_name("boosted")
                                    .experiment_id])) == runs_before
+    # a three-class model logged with its native flavour: refused, nothing registered
+    y3 = np.arange(len(data["y_tr"])) % 3
+    with mlflow.start_run():
+        multi_uri = mlflow.xgboost.log_model(
+            xgboost.XGBClassifier(n_estimators=3, n_jobs=1).fit(data["X_tr"], y3),
+            name="multi").model_uri
+    code, out, err = _calibrate_cli(["--model-uri", multi_uri, "--data", str(cal_csv),
+                                     "--method", "isotonic", "--register", "multi-model",
+                                     "--tracking-uri", store["uri"]])
+    assert code == 2 and "3 classes" in err
+    assert client.search_registered_models("name='multi-model'") == []
     # a float column that only holds 0/1 is refused the same way
     scorer = mlcal.mlflow.PyfuncScorer(str(path), kind="score")
     with pytest.raises(HardLabelError):

@@ -46,7 +46,7 @@ def data():
 def _catboost_model():
     catboost = pytest.importorskip("catboost")
     return catboost.CatBoostClassifier(iterations=30, depth=4, verbose=0, random_seed=0,
-                                       thread_count=1)
+                                       thread_count=1, allow_writing_files=False)
 
 
 MAKERS = {

@@ -125,7 +125,8 @@ def test_named_mixed_columns_export_one_input_per_column(frame_data, final, tol)
 def test_missing_converters_are_named(data):
     Xtr, ytr, Xc, yc, _, _ = data
     catboost = pytest.importorskip("catboost")
-    cb = catboost.CatBoostClassifier(iterations=10, verbose=0, thread_count=1).fit(Xtr, ytr)
+    cb = catboost.CatBoostClassifier(iterations=10, verbose=0, thread_count=1,
+                                    allow_writing_files=False).fit(Xtr, ytr)
     with pytest.raises(MissingConverterError, match="CatBoost"):
         to_onnx(CalibratedModel(cb, "platt").fit(Xc, yc))
     # onnxmltools made unimportable in a fresh interpreter: the error names the package

@@ -1,8 +1,8 @@
 """Native XGBoost and LightGBM ``Booster`` objects as binary classifiers.
 
 ``xgb.train`` and ``lgb.train`` return a ``Booster``, not a scikit-learn estimator, and
-``mlflow.xgboost`` / ``mlflow.lightgbm`` load such models back as Boosters. :class:`BoosterClassifier`
-gives them ``predict_proba`` (the positive-class probability of a binary logistic objective) and
+``mlflow.xgboost`` / ``mlflow.lightgbm`` load such models back as Boosters.
+:class:`BoosterClassifier` gives them ``predict_proba`` (the positive-class probability of a binary logistic objective) and
 a raw margin, so :class:`~mlcal.CalibratedModel` reads them like any other base model.
 """
 

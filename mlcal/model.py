@@ -7,8 +7,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import NotFittedError
 
 from mlcal._validation import as_weights
-from mlcal.base_scores import (RAW_SOURCES, SCORE_SOURCES, check_not_labels, classes_of,  # noqa: F401
-                               is_fitted, read_scores, resolve_source)
+# SCORE_SOURCES and read_scores are re-exported: callers import them from here
+from mlcal.base_scores import (RAW_SOURCES, SCORE_SOURCES, check_not_labels,  # noqa: F401
+                               classes_of, is_fitted, read_scores, resolve_source)
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.registry import get_calibrator
 
@@ -32,9 +33,9 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
         positive-class probability) when the model has it, else ``decision_function``.
         ``"margin"`` takes the raw log-odds: ``output_margin=True`` (XGBoost),
         ``raw_score=True`` (LightGBM), ``RawFormulaVal`` (CatBoost) or ``decision_function``
-        (scikit-learn, e.g. HistGradientBoosting); see :mod:`mlcal.base_scores`. Methods that need scores in [0, 1] squash a
-        decision function with the logistic sigmoid, as the papers do; the squashing is recorded
-        on the map (``map_.input_transform == "sigmoid"``).
+        (scikit-learn, e.g. HistGradientBoosting); see :mod:`mlcal.base_scores`. Methods that
+        need scores in [0, 1] squash a decision function or margin with the logistic sigmoid,
+        as the papers do; the squashing is recorded on the map (``map_.input_transform == "sigmoid"``).
     threshold : float, default=0.5
         ``predict`` returns the positive class when the calibrated probability is >= threshold.
 

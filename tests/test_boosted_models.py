@@ -300,9 +300,10 @@ def test_bundled_mlcal_wheel_installs_and_serves_the_model_without_the_source(da
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
                     "--target", str(target), wheel], cwd=path, check=True)
     data["X_te"][:50].to_csv(tmp_path / "x.csv", index=False)
+    rows_csv = str(tmp_path / "x.csv")
     code = ("import sys, mlcal, mlflow, pandas as pd; "
             f"assert mlcal.__file__.startswith({str(target)!r}), mlcal.__file__; "
-            f"p = mlflow.pyfunc.load_model({str(path)!r}).predict(pd.read_csv({str(tmp_path / 'x.csv')!r})); "
+            f"p = mlflow.pyfunc.load_model({str(path)!r}).predict(pd.read_csv({rows_csv!r})); "
             "print(repr(p['p_calibrated'].tolist()))")
     env = {**os.environ, "PYTHONPATH": str(target)}
     res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
@@ -310,3 +311,57 @@ def test_bundled_mlcal_wheel_installs_and_serves_the_model_without_the_source(da
     got = np.array(eval(res.stdout.strip().splitlines()[-1]))  # noqa: S307 (our own output)
     np.testing.assert_array_equal(got, model.predict_proba(data["X_te"][:50])[:, 1])
     assert (target / "bin" / "mlcal").exists()  # the console script comes along
+
+
+@pytest.mark.skipif(os.environ.get("MLCAL_SLOW_TESTS") != "1",
+                    reason="rebuilds a virtualenv from the package index (minutes); set "
+                           "MLCAL_SLOW_TESTS=1")
+def test_virtualenv_env_manager_rebuilds_the_logged_environment_and_serves(data, bases,
+                                                                          tmp_path):
+    """`mlflow models serve --env-manager virtualenv` (pyenv + pip, fresh env root) installs
+    requirements.txt - the bundled mlcal wheel included - and serves the model."""
+    import json
+    import shutil
+    import signal
+    import time
+    import urllib.request
+
+    from mlcal.mlflow.serving import free_port
+
+    if shutil.which("pyenv") is None:
+        pytest.skip("MLflow's virtualenv env manager needs pyenv")
+    model = CalibratedModel(bases["hgb"], "isotonic").fit(data["X_cal"], data["y_cal"])
+    path = tmp_path / "model"
+    mlcal.mlflow.save_model(model, str(path), input_example=data["X_cal"][:3])
+    port = free_port()
+    bin_dir = os.path.dirname(os.path.abspath(sys.executable))
+    env = {**os.environ, "MLFLOW_ENV_ROOT": str(tmp_path / "envs"),
+           "PATH": f"/usr/bin:/bin:{os.path.dirname(shutil.which('pyenv'))}"}
+    with open(tmp_path / "serve.log", "wb") as log:
+        proc = subprocess.Popen([os.path.join(bin_dir, "mlflow"), "models", "serve", "-m",
+                                 str(path), "--env-manager", "virtualenv", "--host", "127.0.0.1",
+                                 "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 900
+        while True:
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=2):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(2)
+        rows = data["X_te"][:5]
+        body = json.dumps({"dataframe_split": {"columns": list(rows.columns),
+                                               "data": rows.to_numpy().tolist()}}).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/invocations", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            served = [r["p_calibrated"] for r in json.load(resp)["predictions"]]
+        np.testing.assert_array_equal(served, model.predict_proba(rows)[:, 1])
+        envs = list((tmp_path / "envs").glob("mlflow-*/lib/python*/site-packages/mlcal"))
+        assert envs, "mlcal was not installed into the rebuilt environment"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)

@@ -250,7 +250,8 @@ def trusted_types(estimator: Any) -> list[str]:
 
 
 def base_flavor_for(estimator: Any, base_format: str = "auto") -> str:
-    """The MLflow flavour that nests ``estimator`` for ``base_format`` (see :func:`save_base_model`)."""
+    """The MLflow flavour that nests ``estimator`` for ``base_format``
+    (see :func:`save_base_model`)."""
     from mlcal.base_scores import library_of
 
     if base_format not in BASE_FORMATS:

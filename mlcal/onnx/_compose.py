@@ -130,8 +130,9 @@ def convert_base(estimator, score_source: str, dtype: np.dtype, opset: int, X=No
     hold the decision function when the calibrator reads ``decision_function``. XGBoost and
     LightGBM classifiers go through onnxmltools' converters (registered here, with the
     ai.onnx.ml opset they need); their trees compare in float32, so the graph rounds right
-    before the trees, and a margin export switches the ensemble's LOGISTIC post-transform off. With a
-    DataFrame ``X`` the model gets one graph input per column (named, typed by the column).
+    before the trees, and a margin export switches the ensemble's LOGISTIC post-transform
+    off. With a DataFrame ``X`` the model gets one graph input per column (named, typed by
+    the column).
     """
     from skl2onnx import to_onnx as skl_to_onnx
     from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType

@@ -11,7 +11,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     MPLBACKEND=Agg \
-    NUMBA_CACHE_DIR=/tmp/numba-cache \
+    NUMBA_CACHE_DIR=/opt/mlcal/numba-cache \
     HOST=0.0.0.0 \
     PORT=8080
 
@@ -23,9 +23,14 @@ COPY docker/serve.sh /usr/local/bin/mlcal-serve
 
 # the same install command the test suite runs in a fresh virtual environment
 RUN pip install . ./plugins/mlcal-mlflow-evaluator \
- && useradd --create-home --uid 10001 mlcal
+ && useradd --create-home --uid 10001 mlcal \
+ && mkdir -p "$NUMBA_CACHE_DIR" && chown mlcal "$NUMBA_CACHE_DIR"
 
 USER mlcal
+# compile every numba kernel now, as the user that runs the image: numba only uses a cache
+# directory it can write to, and a first fit in the container then loads machine code instead
+# of compiling for seconds (the cache is keyed to this CPU model; another CPU recompiles)
+RUN mlcal warmup
 WORKDIR /home/mlcal
 EXPOSE 8080
 HEALTHCHECK --interval=30s --timeout=5s --start-period=90s --retries=3 \

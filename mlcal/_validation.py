@@ -68,9 +68,12 @@ def check_fit_inputs(scores, y, sample_weight=None):
     s = as_scores(scores)
     z = as_labels(y, s.shape[0])
     w = as_weights(sample_weight, s.shape[0])
-    positive_weight = float(np.dot(w, z))
-    if positive_weight <= 0 or positive_weight >= float(w.sum()):
-        only = "0" if positive_weight <= 0 else "1"
+    # decided on the labels of positive-weight rows, not on float sums of weights
+    carries = w > 0
+    has_pos = bool(np.any(carries & (z == 1.0)))
+    has_neg = bool(np.any(carries & (z == 0.0)))
+    if not (has_pos and has_neg):
+        only = "0" if not has_pos else "1"
         raise ValueError(f"y contains a single class (only label {only}); calibration needs "
                          "both positives and negatives")
     return s, z, w

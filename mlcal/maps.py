@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy.special import expit
-
+from mlcal._solvers.detmath import det_expit_array
 from mlcal._validation import as_scores
 
 MAP_FORMAT_VERSION = 1
@@ -33,12 +32,23 @@ class MapFormatError(ValueError):
     """A serialised map is malformed, of an unknown type or of an unsupported version."""
 
 
+def _short(value: Any) -> str:
+    """A bounded repr for error messages about untrusted documents."""
+    if isinstance(value, int) and abs(value) > 10 ** 60:
+        return "<a huge integer>"
+    text = repr(value) if isinstance(value, (str, int, float, type(None))) else \
+        f"<{type(value).__name__}>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def apply_input_transform(scores: np.ndarray, transform: str) -> np.ndarray:
     """Apply a map's input transform to already-validated scores."""
     if transform == "identity":
         return scores
     if transform == "sigmoid":
-        return expit(scores)
+        # mlcal's own expit: the transformed scores become the map's knots, and libm's exp
+        # (behind scipy's expit) rounds differently on CPUs with and without FMA
+        return det_expit_array(np.ascontiguousarray(scores, dtype=np.float64))
     raise ValueError(f"unknown input transform {transform!r}; expected one of {INPUT_TRANSFORMS}")
 
 
@@ -49,7 +59,10 @@ def _float_array(doc: dict, key: str, where: str) -> np.ndarray:
     if not isinstance(raw, list) or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in raw):
         raise MapFormatError(f"{where}: field {key!r} must be a list of numbers")
-    arr = np.asarray(raw, dtype=np.float64)
+    try:
+        arr = np.asarray(raw, dtype=np.float64)
+    except OverflowError:   # an integer beyond the float range
+        raise MapFormatError(f"{where}: field {key!r} contains non-finite numbers") from None
     if not np.isfinite(arr).all():
         raise MapFormatError(f"{where}: field {key!r} contains non-finite numbers")
     return arr
@@ -57,9 +70,15 @@ def _float_array(doc: dict, key: str, where: str) -> np.ndarray:
 
 def _float_scalar(doc: dict, key: str, where: str) -> float:
     raw = doc.get(key)
-    if not isinstance(raw, (int, float)) or isinstance(raw, bool) or not np.isfinite(raw):
+    if not isinstance(raw, (int, float)) or isinstance(raw, bool):
         raise MapFormatError(f"{where}: field {key!r} must be a finite number")
-    return float(raw)
+    try:
+        value = float(raw)
+    except OverflowError:   # an integer beyond the float range
+        value = float("inf")
+    if not np.isfinite(value):
+        raise MapFormatError(f"{where}: field {key!r} must be a finite number")
+    return value
 
 
 def _check_increasing(arr: np.ndarray, what: str, where: str) -> None:
@@ -236,7 +255,7 @@ class SigmoidMap(_BaseMap):
         return 2
 
     def _evaluate(self, s: np.ndarray) -> np.ndarray:
-        return expit(-(self.a * s + self.b))
+        return det_expit_array(np.ascontiguousarray(-(self.a * s + self.b), dtype=np.float64))
 
     def to_dict(self) -> dict[str, Any]:
         d = self._common_dict()
@@ -260,16 +279,17 @@ def map_from_dict(doc: Any) -> CalibrationMap:
     if not isinstance(doc, dict):
         raise MapFormatError(f"a map document must be a JSON object, got {type(doc).__name__}")
     kind = doc.get("type")
-    if kind not in _MAP_TYPES:
-        raise MapFormatError(f"unknown map type {kind!r}; expected one of {sorted(_MAP_TYPES)}")
+    if not isinstance(kind, str) or kind not in _MAP_TYPES:
+        raise MapFormatError(f"unknown map type {_short(kind)}; expected one of "
+                             f"{sorted(_MAP_TYPES)}")
     where = f"{kind} map"
     version = doc.get("format_version")
-    if version != MAP_FORMAT_VERSION:
-        raise MapFormatError(f"{where}: unsupported format_version {version!r} "
+    if type(version) is not int or version != MAP_FORMAT_VERSION:   # True == 1 in Python
+        raise MapFormatError(f"{where}: unsupported format_version {_short(version)} "
                              f"(this mlcal reads version {MAP_FORMAT_VERSION})")
     transform = doc.get("input_transform", "identity")
-    if transform not in INPUT_TRANSFORMS:
-        raise MapFormatError(f"{where}: unknown input_transform {transform!r}")
+    if not isinstance(transform, str) or transform not in INPUT_TRANSFORMS:
+        raise MapFormatError(f"{where}: unknown input_transform {_short(transform)}")
     domain = doc.get("domain")
     if domain is not None:
         if not isinstance(domain, list) or len(domain) != 2:

@@ -2,6 +2,12 @@
 
 Figures are built with matplotlib's object API (no pyplot state, no GUI backend), so they work
 in servers and CI. Pass ``path=`` to write a PNG.
+
+Small and imbalanced evaluation sets make reliability diagrams lie: a bin with three items
+shows a fraction of positives of 0 or 1/3 or 1 as if it were a fact. The diagram therefore
+draws each bin's confidence interval (Wilson by default, or Clopper-Pearson) and its count,
+and can use log-odds axes (``scale="logit"``) or zoom onto the predictions (``zoom=True``) so
+that rare-positive data are not squeezed into the bottom-left corner.
 """
 
 from __future__ import annotations
@@ -10,20 +16,48 @@ from typing import Sequence
 
 import numpy as np
 
-from mlcal.metrics import ece, reliability_curve
+from mlcal.metrics import ece, proportion_interval, reliability_curve
+
+SCALES = ("linear", "logit")
 
 
 def _save(fig, path: str | None):
     if path is not None:
-        fig.savefig(path, dpi=110, bbox_inches="tight")
+        from mlcal._atomic import atomic_path
+
+        # plots are regenerated output (no user data), so they replace an existing file, but
+        # never leave a half-written PNG behind
+        with atomic_path(path, overwrite=True) as tmp:
+            fig.savefig(tmp, dpi=110, bbox_inches="tight")
     return fig
+
+
+def _limits(values: list[np.ndarray], scale: str, zoom: bool) -> tuple[float, float]:
+    """Axis range: [0, 1], or (zoom / logit) the range of the bins' mean predictions and
+    fractions of positives, padded; on the logit axis values of exactly 0 or 1 are left out
+    (they sit at minus or plus infinity)."""
+    if scale == "linear" and not zoom:
+        return 0.0, 1.0
+    v = np.concatenate(values)
+    if scale == "logit":
+        v = v[(v > 0) & (v < 1)]
+        if v.size == 0:
+            return 1e-3, 1 - 1e-3
+        t = np.log(v / (1 - v))
+        lo, hi = t.min() - 0.5, t.max() + 0.5
+        return float(1 / (1 + np.exp(-lo))), float(1 / (1 + np.exp(-hi)))
+    lo, hi = float(v.min()), float(v.max())
+    pad = 0.08 * max(hi - lo, 0.02)
+    return max(0.0, lo - pad), min(1.0, hi + pad)
 
 
 def reliability_diagram(y, p_before, p_after=None, *, n_bins: int = 10,
                         strategy: str = "uniform",
                         labels: Sequence[str] = ("uncalibrated", "calibrated"),
+                        interval: str | None = "wilson", confidence: float = 0.95,
+                        scale: str = "linear", zoom: bool = False, show_counts: bool = True,
                         title: str | None = None, path: str | None = None):
-    """Reliability diagram with the prediction histogram under it, before/after overlaid.
+    """Reliability diagram with per-bin intervals and counts, and the prediction histogram.
 
     Parameters
     ----------
@@ -37,6 +71,17 @@ def reliability_diagram(y, p_before, p_after=None, *, n_bins: int = 10,
         Binning, as in :func:`mlcal.metrics.ece`.
     labels : two strings
         Legend names of the two curves.
+    interval : {"wilson", "clopper-pearson"} or None, default="wilson"
+        Confidence interval of each bin's fraction of positives, drawn as an error bar.
+    confidence : float, default=0.95
+    scale : {"linear", "logit"}, default="linear"
+        "logit" draws both axes in log-odds, which spreads out predictions near 0 or 1 (rare
+        positives).
+    zoom : bool, default=False
+        With the linear scale, limit both axes to the range of the predictions and bin
+        fractions instead of [0, 1].
+    show_counts : bool, default=True
+        Write each bin's item count next to its point.
     title : str, optional
     path : str, optional
         Write the figure as PNG here.
@@ -47,26 +92,58 @@ def reliability_diagram(y, p_before, p_after=None, *, n_bins: int = 10,
     """
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(5.5, 6.5))
-    ax, hist = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
-    ax.plot([0, 1], [0, 1], ls="--", color="grey", lw=1, label="perfectly calibrated")
-    series = [(p_before, labels[0], "tab:red")]
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
+    series = [(np.asarray(p_before, dtype=float), labels[0], "tab:red")]
     if p_after is not None:
-        series.append((p_after, labels[1], "tab:blue"))
-    for p, name, color in series:
-        c = reliability_curve(y, p, n_bins, strategy)
+        series.append((np.asarray(p_after, dtype=float), labels[1], "tab:blue"))
+    curves = [reliability_curve(y, p, n_bins, strategy) for p, _, _ in series]
+    extent = [c[k] for c in curves for k in ("mean_predicted", "fraction_positive")]
+    lo, hi = _limits(extent, scale, zoom)
+
+    fig = Figure(figsize=(5.8, 6.8))
+    ax, hist = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    diag = np.linspace(lo, hi, 200)
+    ax.plot(diag, diag, ls="--", color="grey", lw=1, label="perfectly calibrated")
+    for (p, name, color), c, shift in zip(series, curves, (-1, 1)):
         err = ece(y, p, n_bins, strategy)
-        ax.plot(c["mean_predicted"], c["fraction_positive"], marker="o", color=color,
-                label=f"{name} (ECE {err:.4f})")
-        hist.hist(np.asarray(p, dtype=float), bins=np.linspace(0, 1, 41), color=color,
-                  alpha=0.45, label=name)
-    ax.set_ylabel("fraction of positives")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.legend(loc="upper left", fontsize=8)
-    ax.set_title(title or f"Reliability diagram ({n_bins} {strategy} bins)")
-    hist.set_xlabel("predicted probability")
+        x, f, n = c["mean_predicted"], c["fraction_positive"], c["count"]
+        label = f"{name} (ECE {err:.4f}, n={p.size})"
+        if interval is not None:
+            low, up = proportion_interval(np.round(f * n), n, method=interval,
+                                          confidence=confidence)
+            yerr = np.maximum([f - low, up - f], 0.0)  # float rounding at k = 0 or n
+            ax.errorbar(x, f, yerr=yerr, fmt="o-", color=color, ms=4, lw=1.2,
+                        elinewidth=1, capsize=2.5,
+                        label=f"{label}; {confidence:.0%} {interval} interval")
+        else:
+            ax.plot(x, f, marker="o", color=color, ms=4, label=label)
+        if show_counts:
+            for xi, fi, ni in zip(x, f, n):
+                ax.annotate(f"{int(ni)}", (xi, fi), textcoords="offset points",
+                            xytext=(4, 6 * shift), fontsize=6.5, color=color)
+        # predictions outside a zoomed range are piled into the edge bins of the histogram
+        if scale == "logit":
+            edges = 1 / (1 + np.exp(-np.linspace(np.log(lo / (1 - lo)), np.log(hi / (1 - hi)),
+                                                 41)))
+        else:
+            edges = np.linspace(lo, hi, 41)
+        hist.hist(np.clip(p, edges[0], edges[-1]), bins=edges, color=color, alpha=0.45,
+                  label=name)
+    if scale == "logit":
+        for a in (ax, hist):
+            a.set_xscale("logit", nonpositive="clip")
+        ax.set_yscale("logit", nonpositive="clip")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_ylabel("fraction of positives" + (" (log-odds axis)" if scale == "logit" else ""))
+    ax.legend(loc="upper left", fontsize=7)
+    ax.set_title(title or f"Reliability diagram ({n_bins} {strategy} bins; numbers = items "
+                          "per bin)", fontsize=10)
+    hist.set_xlabel("predicted probability" + (" (log-odds axis)" if scale == "logit" else ""))
     hist.set_ylabel("count")
+    if max(p.size for p, _, _ in series) >= 1000:
+        hist.set_yscale("log")  # large samples: keep sparse tails visible next to the bulk
     fig.tight_layout()
     return _save(fig, path)
 
@@ -74,6 +151,10 @@ def reliability_diagram(y, p_before, p_after=None, *, n_bins: int = 10,
 def plot_map(calibrator_or_map, *, scores=None, y=None, title: str | None = None,
              path: str | None = None):
     """Plot a fitted calibration map over its score domain.
+
+    Only the domain the map was fitted on is drawn (outside it the map just extends its end
+    values, which says nothing about the data); calibration data outside the domain are not
+    shown.
 
     Parameters
     ----------
@@ -91,23 +172,33 @@ def plot_map(calibrator_or_map, *, scores=None, y=None, title: str | None = None
     from matplotlib.figure import Figure
 
     m = getattr(calibrator_or_map, "map_", calibrator_or_map)
-    lo, hi = m.domain if m.domain is not None else (0.0, 1.0)
-    pad = 0.05 * (hi - lo) if hi > lo else 0.5
+    if m.domain is not None:
+        lo, hi = m.domain
+    elif scores is not None:
+        lo, hi = float(np.min(scores)), float(np.max(scores))
+    else:
+        lo, hi = 0.0, 1.0
+    if not hi > lo:
+        hi = lo + 1e-9
     # dense grid plus the map's own break points so steps and kinks are drawn sharply
-    grid = np.linspace(lo - pad, hi + pad, 2001)
+    grid = np.linspace(lo, hi, 2001)
     breaks = getattr(m, "thresholds", getattr(m, "knots", np.empty(0)))
     if m.input_transform == "identity" and breaks.size <= 20000:
-        grid = np.union1d(grid, np.concatenate((breaks, np.nextafter(breaks, -np.inf))))
+        extra = np.concatenate((breaks, np.nextafter(breaks, -np.inf)))
+        grid = np.union1d(grid, extra[(extra >= lo) & (extra <= hi)])
     fig = Figure(figsize=(5.5, 4.5))
     ax = fig.subplots()
     if scores is not None and y is not None:
         s = np.asarray(scores, dtype=float)
+        lab = np.asarray(y, dtype=float)
+        inside = (s >= lo) & (s <= hi)
         jitter = np.random.default_rng(0).uniform(-0.02, 0.02, s.size)
-        ax.scatter(s, np.asarray(y, dtype=float) + jitter, s=4, alpha=0.25, color="grey",
+        ax.scatter(s[inside], (lab + jitter)[inside], s=4, alpha=0.25, color="grey",
                    label="calibration data")
     ax.plot(grid, m(grid), color="tab:blue", lw=1.8, label=f"{m.kind} map")
+    ax.set_xlim(lo, hi)
     xlabel = "score" if m.input_transform == "identity" else "raw score (sigmoid applied first)"
-    ax.set_xlabel(xlabel)
+    ax.set_xlabel(xlabel + f" (fitted domain [{lo:.4g}, {hi:.4g}])")
     ax.set_ylabel("calibrated probability")
     ax.set_ylim(-0.05, 1.05)
     ax.legend(loc="upper left", fontsize=8)

@@ -84,3 +84,42 @@ def test_mlcal_calibrated_model_metrics_equal_mlcal_metrics(store, data):
     got = logged(run.info.run_id)
     for name in ("ece", "mce", "brier", "log_loss"):
         assert got[f"calibration_{name}"] == pytest.approx(expected[name], abs=1e-12)
+
+
+def test_diagnostics_are_logged(store, data):
+    model, test = data
+    with mlflow.start_run() as run:
+        info = mlflow.sklearn.log_model(model, name="nb", pip_requirements=["scikit-learn"])
+        mlflow.models.evaluate(info.model_uri, test, targets="y", model_type="classifier",
+                               evaluators=["calibration"])
+    p = model.predict_proba(test.drop(columns=["y"]))[:, 1]
+    y = test["y"].to_numpy()
+    got = logged(run.info.run_id)
+    assert got["calibration_debiased_ece"] == pytest.approx(metrics.debiased_ece(y, p), abs=1e-12)
+    assert got["calibration_smooth_ece"] == pytest.approx(metrics.smooth_ece(y, p), abs=1e-12)
+    assert got["calibration_spiegelhalter_z"] == pytest.approx(metrics.spiegelhalter_z(y, p)[0])
+
+
+@pytest.mark.parametrize("kind,message", [
+    ("all NaN", "missing"), ("5% NaN", "missing"), ("unknown strings", "not among"),
+    ("single class", "negative class"), ("too few rows", "minimum")])
+def test_bad_labels_are_refused_with_a_clear_error(store, data, kind, message):
+    model, test = data
+    t = test.copy()
+    if kind == "all NaN":
+        t["y"] = np.nan
+    elif kind == "5% NaN":
+        t["y"] = t["y"].astype(float)
+        t.loc[t.index[::20], "y"] = np.nan
+    elif kind == "unknown strings":
+        t["y"] = np.where(t["y"] == 1, "yes", "no")
+    elif kind == "single class":
+        t = t[t["y"] == 0]
+    else:
+        t = t.iloc[:50]
+    with mlflow.start_run() as run:
+        info = mlflow.sklearn.log_model(model, name="nb", pip_requirements=["scikit-learn"])
+        with pytest.raises(Exception, match=message):
+            mlflow.models.evaluate(info.model_uri, t, targets="y", model_type="classifier",
+                                   evaluators=["calibration"])
+    assert not any(k.startswith("calibration_") for k in logged(run.info.run_id))

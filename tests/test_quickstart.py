@@ -58,6 +58,8 @@ def test_quickstart_end_to_end(tmp_path, capsys, monkeypatch):
     assert code == 0, out
     for step in range(1, 8):
         assert f"[{step}/7]" in out
+    # numba compilation happens (or is loaded from cache) before the timed fits, not in them
+    assert out.index("numba kernels ready") < out.index("(base)")
     # the printed table: calibrated ECE below the base model's
     rows = {line.split()[0]: line.split() for line in out.splitlines()
             if line.split() and line.split()[0] in {"(base)", "platt", "histogram", "isotonic",
@@ -89,3 +91,13 @@ def test_quickstart_end_to_end(tmp_path, capsys, monkeypatch):
     np.testing.assert_array_equal(served, expected)
     assert not (tmp_path / "mlruns").exists()  # artifacts stay in the workdir
     assert np.isfinite(base_ece)
+
+
+def test_gate_rows_are_disjoint_from_the_rows_that_pick_the_champion():
+    from mlcal.quickstart import _split
+
+    X_tr, _, X_cal, _, X_sel, _, X_gate, y_gate = _split(0)
+    parts = [set(X.index) for X in (X_tr, X_cal, X_sel, X_gate)]
+    assert sum(map(len, parts)) == len(set().union(*parts)) == 569   # a partition
+    assert not parts[2] & parts[3]
+    assert len(y_gate) >= 100  # the gate's default minimum of rows

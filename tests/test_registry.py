@@ -1,4 +1,7 @@
-"""ECE-gated promotion on a real sqlite model registry (no mocks)."""
+"""The promotion gate on a real sqlite model registry (no mocks): label checks, the
+calibration + sharpness policy, bootstrap confidence, tags, JSON and decision history."""
+
+import json
 
 import numpy as np
 import pandas as pd
@@ -9,13 +12,15 @@ mlflow = pytest.importorskip("mlflow")
 from sklearn.naive_bayes import GaussianNB  # noqa: E402
 
 import mlcal.mlflow as mlcal_mlflow  # noqa: E402
-from mlcal import CalibratedModel, HistogramBinning, Isotonic  # noqa: E402
+from mlcal import CalibratedModel, HistogramBinning, Platt  # noqa: E402
 from mlcal.cli import main  # noqa: E402
 from mlcal.datasets import make_circular  # noqa: E402
-from mlcal.metrics import ece  # noqa: E402
-from mlcal.registry import promote  # noqa: E402
+from mlcal.metrics import auc, brier, ece, log_loss  # noqa: E402
+from mlcal.bootstrap import paired_bootstrap_diff  # noqa: E402
+from mlcal.registry import gate_history, promote  # noqa: E402
 
 NAME = "circle-clf"
+LOOSE = dict(max_log_loss_increase=10.0, max_brier_increase=1.0, max_auc_decrease=1.0)
 
 
 @pytest.fixture()
@@ -27,24 +32,22 @@ def registry(sqlite_tracking):
 def models():
     X, y = make_circular(3000, seed=11)
     X = np.column_stack([X, (X ** 2).sum(1)])
-    cols = ["x1", "x2", "r2"]
-    frame = pd.DataFrame(X, columns=cols)
-    rng = np.random.default_rng(0)
-    idx = rng.permutation(len(y))
+    frame = pd.DataFrame(X, columns=["x1", "x2", "r2"])
+    idx = np.random.default_rng(0).permutation(len(y))
     tr, cal, te = idx[:1000], idx[1000:2000], idx[2000:]
     base = GaussianNB().fit(frame.iloc[tr], y[tr])
-    good = CalibratedModel(base, Isotonic()).fit(frame.iloc[cal], y[cal])
-    # one bin = the base rate everywhere: badly calibrated conditionally, but coarse
+    good = CalibratedModel(base, Platt()).fit(frame.iloc[cal], y[cal])
+    # two output values: calibrated on average (tiny ECE) but with almost no sharpness
     coarse = CalibratedModel(base, HistogramBinning(n_bins=2)).fit(frame.iloc[cal], y[cal])
     holdout = frame.iloc[te].copy()
     holdout["y"] = y[te]
     return good, coarse, holdout
 
 
-def register(model, holdout, logged_ece=None):
+def register(model, holdout, logged=None):
     with mlflow.start_run():
-        if logged_ece is not None:
-            mlflow.log_metric("ece_after", logged_ece)
+        if logged is not None:
+            mlflow.log_metrics(logged)
         mlcal_mlflow.log_model(model, name="model", registered_model_name=NAME,
                                pip_requirements=["mlcal"], input_example=holdout.iloc[:2, :3])
     client = mlflow.MlflowClient()
@@ -58,67 +61,167 @@ def holder(client):
         return None
 
 
-def test_logged_metric_gate_promotes_refuses_and_tags(registry, models):
+def scores(model, holdout):
+    X, y = holdout.drop(columns=["y"]), holdout["y"].to_numpy()
+    p = model.predict_proba(X)[:, 1]
+    return {"ece": ece(y, p), "log_loss": log_loss(y, p), "brier": brier(y, p), "auc": auc(y, p)}
+
+
+def logged_of(s):
+    return {f"{k}_after": v for k, v in s.items()}
+
+
+def test_two_value_calibrator_is_refused_against_a_correct_holder(registry, models):
     good, coarse, holdout = models
-    v1 = register(good, holdout, logged_ece=0.02)
+    sg, sc = scores(good, holdout), scores(coarse, holdout)
+    assert len(np.unique(coarse.predict_proba(holdout.drop(columns=["y"]))[:, 1])) == 2
+    assert sc["ece"] < 0.03            # ECE alone would promote it...
+    assert sc["log_loss"] > sg["log_loss"] + 0.03 and sc["brier"] > sg["brier"] + 0.005
+    v_good, v_coarse = register(good, holdout), register(coarse, holdout)
+    assert promote(NAME, v_good, max_ece=0.05, data=holdout).promoted
+    d = promote(NAME, v_coarse, max_ece=0.05, data=holdout)
+    assert not d.promoted and holder(registry) == str(v_good)
+    verdicts = {c.name: c.passed for c in d.criteria}
+    assert verdicts == {"ece": True, "log_loss_vs_holder": False, "brier_vs_holder": False,
+                        "auc_vs_holder": sc["auc"] - sg["auc"] >= -0.01}
+    by = {c.name: c for c in d.criteria}
+    # paired on the same rows: the differences are exactly those of the two models' scores
+    assert by["log_loss_vs_holder"].value == pytest.approx(sc["log_loss"] - sg["log_loss"],
+                                                           abs=1e-12)
+    assert by["auc_vs_holder"].value == pytest.approx(sc["auc"] - sg["auc"], abs=1e-12)
+    assert by["ece"].value == pytest.approx(sc["ece"], abs=1e-12)
+    text = d.explain()
+    assert "REFUSED" in text and "FAIL log_loss_vs_holder" in text and "pass ece" in text
+    tags = registry.get_model_version(NAME, str(v_coarse)).tags
+    assert tags["mlcal.gate.result"] == "refused"
+    assert tags["mlcal.gate.log_loss_vs_holder.verdict"] == "fail"
+    assert float(tags["mlcal.gate.auc_vs_holder.value"]) == pytest.approx(sc["auc"] - sg["auc"])
+    assert tags["mlcal.gate.compared_to"] == str(v_good)
+
+
+def test_logged_metrics_gate(registry, models):
+    good, coarse, holdout = models
+    sg, sc = scores(good, holdout), scores(coarse, holdout)
+    v1 = register(good, holdout, logged_of(sg))
     d = promote(NAME, v1, max_ece=0.03)
     assert d.promoted and holder(registry) == str(v1)
-    tags = registry.get_model_version(NAME, str(v1)).tags
-    assert tags["mlcal.gate.result"] == "promoted" and float(tags["mlcal.gate.ece"]) == 0.02
-    assert tags["mlcal.gate.compared_to"] == "none"
-
-    v2 = register(coarse, holdout, logged_ece=0.05)          # above the threshold
+    assert registry.get_model_version(NAME, str(v1)).tags["mlcal.gate.compared_to"] == "none"
+    v2 = register(coarse, holdout, logged_of(sc))
     d = promote(NAME, v2, max_ece=0.03)
     assert not d.promoted and holder(registry) == str(v1)
-    assert registry.get_model_version(NAME, str(v2)).tags["mlcal.gate.result"] == "refused"
-
-    v3 = register(coarse, holdout, logged_ece=0.025)         # under threshold, worse than champion
-    d = promote(NAME, v3, max_ece=0.03)
-    assert not d.promoted and holder(registry) == str(v1)
-    t3 = registry.get_model_version(NAME, str(v3)).tags
-    assert t3["mlcal.gate.compared_to"] == str(v1) and float(t3["mlcal.gate.champion_ece"]) == 0.02
-    d = promote(NAME, v3, max_ece=0.03, margin=0.01)         # within the margin: promoted
-    assert d.promoted and holder(registry) == str(v3)
-    assert "PROMOTED" in d.explain() and "REFUSED" not in d.explain()
+    d = promote(NAME, v2, max_ece=0.03, **LOOSE)   # within very loose margins: promoted
+    assert d.promoted and holder(registry) == str(v2)
+    v3 = register(good, holdout, {"ece_after": 0.01})   # no log_loss_after etc.
+    with pytest.raises(ValueError, match="log_loss_after"):
+        promote(NAME, v3, max_ece=0.03)
+    assert holder(registry) == str(v2)
 
 
-def test_recomputed_gate_compares_on_the_same_data(registry, models):
+def test_confidence_decides_on_the_whole_interval(registry, models):
     good, coarse, holdout = models
-    X, y = holdout.drop(columns=["y"]), holdout["y"].to_numpy()
-    e_good = ece(y, good.predict_proba(X)[:, 1])
-    e_coarse = ece(y, coarse.predict_proba(X)[:, 1])
-    assert e_good < e_coarse
-    v_coarse = register(coarse, holdout)
-    v_good = register(good, holdout)
-    d = promote(NAME, v_coarse, max_ece=1.0, data=holdout)
-    assert d.promoted and d.candidate_ece == pytest.approx(e_coarse, abs=1e-12)
-    d = promote(NAME, v_good, max_ece=1.0, data=holdout)     # better than the champion
-    assert d.promoted and d.champion_ece == pytest.approx(e_coarse, abs=1e-12)
-    d = promote(NAME, v_coarse, max_ece=1.0, data=holdout)   # now worse than the champion
-    assert not d.promoted and holder(registry) == str(v_good)
-    d = promote(NAME, v_coarse, max_ece=1.0, data=holdout, margin=e_coarse - e_good + 1e-9)
+    small = holdout.iloc[:300]
+    v_coarse, v_good = register(coarse, small), register(good, small)
+    assert promote(NAME, v_coarse, max_ece=1.0, data=small).promoted
+    d = promote(NAME, v_good, max_ece=1.0, data=small, confidence=0.95, n_resamples=200)
     assert d.promoted
+    for c in d.criteria:
+        assert c.lower <= c.value <= c.upper and c.lower < c.upper
+    ll = next(c for c in d.criteria if c.name == "log_loss_vs_holder")
+    assert ll.upper < 0  # the good model is better with confidence
+    # a log-loss margin between the point difference and the interval's upper end: point
+    # estimates promote, the 95% interval does not
+    X, y = small.drop(columns=["y"]), small["y"].to_numpy()
+    iv = paired_bootstrap_diff(log_loss, y, coarse.predict_proba(X)[:, 1],
+                               good.predict_proba(X)[:, 1], n_resamples=200, seed=0)
+    assert iv.estimate < iv.upper
+    policy = {**LOOSE, "max_log_loss_increase": (iv.estimate + iv.upper) / 2}
+    refused = promote(NAME, v_coarse, max_ece=1.0, data=small, confidence=0.95,
+                      n_resamples=200, **policy)
+    assert not refused.promoted and holder(registry) == str(v_good)
+    ll = next(c for c in refused.criteria if c.name == "log_loss_vs_holder")
+    assert (ll.value, ll.lower, ll.upper) == pytest.approx((iv.estimate, iv.lower, iv.upper),
+                                                           abs=1e-12)
+    assert promote(NAME, v_coarse, max_ece=1.0, data=small, **policy).promoted
+    with pytest.raises(ValueError, match="data"):
+        promote(NAME, v_good, max_ece=1.0, confidence=0.95)
 
 
-def test_cli_exit_codes(registry, models, tmp_path, capsys):
+def test_cli_json_history_and_exit_codes(registry, models, tmp_path, capsys):
     good, coarse, holdout = models
     csv = tmp_path / "holdout.csv"
     holdout.to_csv(csv, index=False)
-    v = register(good, holdout, logged_ece=0.02)
-    assert main(["promote", "--model-name", NAME, "--version", str(v), "--max-ece", "0.001"]) == 1
+    v_good, v_coarse = register(good, holdout), register(coarse, holdout)
+    base = ["promote", "--model-name", NAME, "--data", str(csv)]
+    assert main(base + ["--version", str(v_good), "--max-ece", "0.001"]) == 1
     assert "REFUSED" in capsys.readouterr().out
-    assert main(["promote", "--model-name", NAME, "--max-ece", "0.5", "--data", str(csv)]) == 0
-    assert "PROMOTED" in capsys.readouterr().out
+    assert main(base + ["--version", str(v_good), "--max-ece", "0.5", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["result"] == "promoted" and out["criteria"][0]["name"] == "ece"
+    assert out["criteria"][0]["value"] == pytest.approx(scores(good, holdout)["ece"])
+    assert out["policy"]["max_log_loss_increase"] == 0.01
+    assert main(base + ["--version", str(v_coarse), "--max-ece", "0.5", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert {c["name"]: c["passed"] for c in out["criteria"]}["brier_vs_holder"] is False
+    # every decision kept, oldest first, readable from the CLI
+    hist = gate_history(NAME)
+    assert [(h["version"], h["result"]) for h in hist] == [
+        (str(v_good), "refused"), (str(v_good), "promoted"), (str(v_coarse), "refused")]
+    assert main(["promote", "--history", NAME]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert len(table) == 4 and "brier_vs_holder" in table[3] and "promoted" in table[2]
+    assert main(["promote", "--history", NAME, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == hist
     assert main(["promote", "--model-name", "no-such-model", "--max-ece", "0.1"]) == 2
-    assert main(["promote", "--model-name", NAME, "--max-ece", "0.1", "--data", str(csv),
-                 "--label-column", "nope"]) == 2
+    assert main(base + ["--max-ece", "0.1", "--label-column", "nope"]) == 2
     assert "no label column" in capsys.readouterr().err
     assert main(["promote", "--model-name", NAME, "--max-ece", "-1"]) == 2
+    assert main(base + ["--max-ece", "0.1", "--confidence", "1.5"]) == 2
+    assert holder(registry) == str(v_good)
 
 
-def test_missing_logged_metric_is_an_error_not_a_pass(registry, models):
+def _bad(holdout, kind):
+    h = holdout.copy()
+    if kind == "all NaN":
+        h["y"] = np.nan
+    elif kind == "strings not among the classes":
+        h["y"] = np.where(h["y"] == 1, "yes", "no")
+    elif kind == "5% NaN":
+        h["y"] = h["y"].astype(float)
+        h.loc[h.index[::20], "y"] = np.nan
+    elif kind == "a single class":
+        h = h[h["y"] == 1]
+    elif kind == "a label 2":
+        h.loc[h.index[0], "y"] = 2
+    elif kind == "too few rows":
+        h = h.iloc[:60]
+    return h
+
+
+@pytest.mark.parametrize("kind,message", [
+    ("all NaN", "missing"), ("strings not among the classes", "not among the model's classes"),
+    ("5% NaN", "50 of 1000 labels are missing"), ("a single class", "positive class"),
+    ("a label 2", "not among the model's classes"), ("too few rows", "minimum of 100")])
+def test_bad_labels_exit_2_and_change_nothing(registry, models, tmp_path, capsys, kind,
+                                              message):
+    good, coarse, holdout = models
+    v_good = register(good, holdout)
+    assert promote(NAME, v_good, max_ece=0.5, data=holdout).promoted
+    v_coarse = register(coarse, holdout)
+    before_tags = registry.get_model_version(NAME, str(v_coarse)).tags
+    n_hist = len(gate_history(NAME))
+    csv = tmp_path / "bad.csv"
+    _bad(holdout, kind).to_csv(csv, index=False)
+    code = main(["promote", "--model-name", NAME, "--version", str(v_coarse), "--max-ece", "1",
+                 "--data", str(csv), *sum(([f"--{k.replace('_', '-')}", str(v)]
+                                           for k, v in LOOSE.items()), [])])
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert holder(registry) == str(v_good)
+    assert registry.get_model_version(NAME, str(v_coarse)).tags == before_tags
+    assert len(gate_history(NAME)) == n_hist
+
+
+def test_too_few_rows_is_configurable(registry, models):
     good, _, holdout = models
     v = register(good, holdout)
-    with pytest.raises(ValueError, match="ece_after"):
-        promote(NAME, v, max_ece=0.5)
-    assert holder(registry) is None
+    assert promote(NAME, v, max_ece=1.0, data=holdout.iloc[:60], min_rows=50).promoted

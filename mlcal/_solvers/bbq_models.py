@@ -9,9 +9,11 @@ materialised afterwards.
 
 The recipe follows the authors' MATLAB code (see ``algorithms.md`` §6):
 
-* B from ``max(1, floor(N^(1/3)/10))`` to ``min(ceil(N/5), ceil(10 N^(1/3)))``, N^(1/3) by
-  ``cbrt`` (the code's ``pow`` gives 1000^(1/3) = 9.999..., one less B_min at N = 8000, 27000, 1e6);
-* nominal bin i ends at sorted position ``i * floor(N/B)``, the last bin takes the remainder;
+* B from ``max(1, floor(N^(1/3)/10))`` to ``min(ceil(N/5), ceil(10 N^(1/3)))``, each integer
+  computed exactly (:mod:`mlcal._solvers.exact`): the code's ``pow`` gives 1000^(1/3) = 9.999...,
+  one less B_min at N = 8000, 27000, 1e6, and a float ``cbrt`` rounds differently by CPU;
+* nominal bin i ends at sorted position ``i * floor(N/B)``, the last bin takes the remainder
+  (with fractional weights, at weight ``i * N/B``; see :func:`nominal_block_sizes`);
 * cuts halfway between neighbouring scores, the first bin starts at 0 and the last ends at 1;
 * log marginal likelihood per bin (Beta-binomial, prior strength 2 around the clipped midpoint)::
 
@@ -27,11 +29,14 @@ so a model may realise fewer than B bins. Without ties this is exactly the code'
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 from numba import njit
-from scipy.special import logsumexp
 
+from mlcal._solvers.detmath import det_lgamma
+
+from mlcal._solvers.exact import ceil_cbrt_scaled, ceil_div, floor_cbrt_scaled
 from mlcal._solvers.ties import midpoint_cuts
 
 PRIOR_CLIP = 0.005  # the code clips the prior mean p_b to [0.005, 0.995]
@@ -40,12 +45,26 @@ PRIOR_CLIP = 0.005  # the code clips the prior mean p_b to [0.005, 0.995]
 def bbq_bin_range(n_total: float) -> tuple[int, int]:
     """Smallest and largest number of bins of the BBQ family for a calibration set of size N.
 
-    ``B_min = max(1, floor(cbrt(N)/10))`` and ``B_max = min(ceil(N/5), ceil(10 cbrt(N)))``.
+    ``B_min = max(1, floor(cbrt(N)/10))`` and ``B_max = min(ceil(N/5), ceil(10 cbrt(N)))``,
+    exact for the given (possibly fractional) total weight N on every CPU.
     """
-    root = float(np.cbrt(n_total))
-    b_min = max(1, int(np.floor(root / 10.0)))
-    b_max = min(int(np.ceil(n_total / 5.0)), int(np.ceil(10.0 * root)))
+    b_min = max(1, floor_cbrt_scaled(n_total, Fraction(1, 10)))
+    b_max = min(ceil_div(n_total, 5), ceil_cbrt_scaled(n_total, 10))
     return b_min, max(b_min, b_max)
+
+
+def nominal_block_sizes(n_total: float, whole: bool, n_bins: np.ndarray) -> np.ndarray:
+    """Weight of one nominal bin of each B-bin model: bin i ends at weight ``i * block``.
+
+    With whole-number weights (the authors' setting: counts) ``block = floor(N / B)`` in integer
+    arithmetic, and the last bin takes the remainder. With fractional weights there is no count
+    to floor, so ``block = N / B`` (one correctly rounded division, the same on every CPU).
+    """
+    n_bins = np.asarray(n_bins, dtype=np.int64)
+    if whole:
+        total = int(n_total)
+        return np.array([total // int(b) for b in n_bins], dtype=np.float64)
+    return n_total / n_bins.astype(np.float64)
 
 
 def cut_values(x: np.ndarray) -> np.ndarray:
@@ -96,25 +115,23 @@ def _search_left(a: np.ndarray, v: float, lo: int, guess: int) -> int:
 
 
 @njit(cache=True)
-def bin_ends(table: np.ndarray, n_bins: int) -> np.ndarray:
+def bin_ends(table: np.ndarray, n_bins: int, block: float) -> np.ndarray:
     """Index of the last unique point of every realised bin of the ``n_bins``-bin model.
 
     ``table[:, 0]`` holds the cumulative weights (see :class:`SortedCalibrationSet`). Nominal
-    bin i ends at sorted position i * floor(N/B) (1-based, in weight units, N the total weight);
-    the bin closes after the unique point that holds that position, i.e. at the end of its tie
-    run. Boundaries after the last point and repeated boundaries are dropped; the
-    last bin ends at the last point.
+    bin i ends at sorted position ``i * block`` (1-based, in weight units; ``block`` from
+    :func:`nominal_block_sizes`); the bin closes after the unique point that holds that
+    position, i.e. at the end of its tie run. Boundaries after the last point and repeated
+    boundaries are dropped; the last bin ends at the last point.
     """
     m = table.shape[0]
     total = table[m - 1, 0]
-    # relative slacks so that float sums of weights round like exact integer counts
-    block = np.floor(total / n_bins * (1.0 + 1e-12))
-    per_point = total / m             # mean weight of a unique point, for the search guess
+    per_point = total / m             # mean weight of a unique point, for the search guess only
     ends = np.empty(n_bins, dtype=np.int64)
     k = 0
     j = 0
     for i in range(1, n_bins):
-        target = i * block * (1.0 - 1e-12)
+        target = i * block
         j = _search_left(table, target, j, int(target / per_point) - 1)
         if j >= m - 1:
             break
@@ -133,15 +150,15 @@ def _bin_log_ml(n: float, n1: float, lower: float, upper: float) -> float:
     a = 2.0 * p
     b = 2.0 - a
     n1 = min(max(n1, 0.0), n)
-    return (math.lgamma(n1 + a) - math.lgamma(a) + math.lgamma(n - n1 + b) - math.lgamma(b)
-            - math.lgamma(n + 2.0))
+    return (det_lgamma(n1 + a) - det_lgamma(a) + det_lgamma(n - n1 + b) - det_lgamma(b)
+            - det_lgamma(n + 2.0))
 
 
 @njit(cache=True)
-def _family_log_ml(table, n_bins):
+def _family_log_ml(table, n_bins, blocks):
     out = np.empty(n_bins.size)
     for t in range(n_bins.size):
-        ends = bin_ends(table, n_bins[t])
+        ends = bin_ends(table, n_bins[t], blocks[t])
         total = 0.0
         w_prev = 0.0
         y_prev = 0.0
@@ -193,11 +210,18 @@ class SortedCalibrationSet:
     def __init__(self, x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray):
         self.table = _prefix_table(x, ybar, wsum)
         self.n_total = float(self.table[-1, 0])
+        # whole-number weights sum exactly (below 2^53), so the authors' integer recipe applies
+        self.whole = bool(np.all(wsum == np.floor(wsum))) and self.n_total < 2.0 ** 53
+
+    def block_sizes(self, n_bins) -> np.ndarray:
+        """Nominal bin weight of each B-bin model (see :func:`nominal_block_sizes`)."""
+        return nominal_block_sizes(self.n_total, self.whole, n_bins)
 
     def log_marginal_likelihoods(self, n_bins: np.ndarray) -> np.ndarray:
         """Log marginal likelihood (sum of the per-bin Beta-binomial terms) of the B-bin model,
         for every B in ``n_bins``."""
-        return _family_log_ml(self.table, np.asarray(n_bins, dtype=np.int64))
+        n_bins = np.asarray(n_bins, dtype=np.int64)
+        return _family_log_ml(self.table, n_bins, self.block_sizes(n_bins))
 
     def model(self, n_bins: int, bin_estimate: str = "authors") -> dict[str, np.ndarray]:
         """The realised bins of the ``n_bins``-bin model.
@@ -210,7 +234,8 @@ class SortedCalibrationSet:
         scores + m)/(n1 + 1)`` and m the (unclipped) bin midpoint, as in the BBQ code;
         ``"beta_mean"``: the posterior mean ``(n1 + 2p)/(n + 2)`` of the scoring prior.
         """
-        rows = self.table[bin_ends(self.table, int(n_bins))]
+        block = float(self.block_sizes([n_bins])[0])
+        rows = self.table[bin_ends(self.table, int(n_bins), block)]
         before = np.vstack((np.zeros((1, 4)), rows[:-1]))   # the row ending the previous bin
         upper, lower = rows[:, 2], before[:, 2]             # lower edge of the first bin is 0
         n = rows[:, 0] - before[:, 0]
@@ -257,16 +282,6 @@ def elbow(rel_lik: np.ndarray, alpha: float) -> np.ndarray:
     while k < b and (rs[k - 1] - rs[k]) / sigma2 > alpha:
         k += 1
     return order[:k - 1] if k > 1 else order[:1]
-
-
-def model_weights(log_ml: np.ndarray, kept: np.ndarray) -> np.ndarray:
-    """Relative-likelihood weights exp((S_min - S_k)/2) of the kept models, normalised.
-
-    With S = -2 log ML this is ``exp(log_ml_k - logsumexp(log_ml_kept))``: no overflow, and
-    far models underflow harmlessly to 0.
-    """
-    lk = log_ml[kept]
-    return np.exp(lk - logsumexp(lk))
 
 
 def fold_step_functions(cuts: list[np.ndarray], values: list[np.ndarray],

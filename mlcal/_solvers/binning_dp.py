@@ -37,7 +37,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
-from scipy.special import gammaln
+
+from mlcal._solvers.detmath import (det_exp, det_expm1_array, det_lgamma, det_lgamma_array,
+                                     det_log, det_log_array)
 
 # largest total count for which the lnG table is built (8 bytes per entry: 128 MiB at the cap)
 _TABLE_MAX = 1 << 24
@@ -104,7 +106,7 @@ def make_problem(pos: np.ndarray, neg: np.ndarray, gaps: np.ndarray) -> BinningP
         pos, neg = rp, rn
         int_pos = np.concatenate(([0], np.cumsum(rp.astype(np.int64))))
         int_neg = np.concatenate(([0], np.cumsum(rn.astype(np.int64))))
-        table = gammaln(np.arange(int(total) + 3, dtype=np.float64))
+        table = det_lgamma_array(np.arange(int(total) + 3, dtype=np.float64))
     else:
         int_pos, int_neg, table = empty_i, empty_i, np.empty(0)
     return BinningProblem(
@@ -130,7 +132,7 @@ def log_boundary_prior(gaps: np.ndarray, lam: float) -> np.ndarray:
     only ever see finite numbers.
     """
     with np.errstate(divide="ignore"):
-        inner = np.maximum(np.log(-np.expm1(-lam * gaps)), _LOG_FLOOR)
+        inner = np.maximum(det_log_array(-det_expm1_array(-lam * gaps)), _LOG_FLOOR)
     return np.concatenate((inner, [0.0]))
 
 
@@ -153,8 +155,12 @@ _LN2_HI = 6.93147180369123816490e-01   # ln 2 split so that k * _LN2_HI is exact
 _LN2_LO = 1.90821492927058770002e-10
 _EXP_FLOOR = -708.0
 _MIN_SUM = 1e-250
-# reassociation lets LLVM vectorise the reductions; it only reorders sums of positive terms
-_SUM_MATH = {"reassoc", "contract", "nsz", "arcp"}
+# No fastmath anywhere: with "reassoc" LLVM vectorises a reduction with the host's vector width
+# (AVX-512 vs AVX2 sums in another order) and "contract" fuses to FMA only where the CPU has it,
+# so results, and the calibrator JSON, would depend on the CPU. The sums below instead keep
+# _LANES explicit partial sums combined in a fixed order: the same association on every CPU,
+# and independent lanes that LLVM may still pack into vector registers.
+_LANES = 8
 # a lower bound for log boundary priors keeps every quantity finite (exp of it is exactly 0)
 _LOG_FLOOR = -1e300
 
@@ -168,10 +174,10 @@ def _ml(l, u, cpos, cneg, ipos, ineg, tab, use_tab):
         return tab[a + 1] + tab[b + 1] - tab[a + b + 2]
     n1 = max(cpos[u + 1] - cpos[l], 0.0)
     n0 = max(cneg[u + 1] - cneg[l], 0.0)
-    return math.lgamma(n1 + 1.0) + math.lgamma(n0 + 1.0) - math.lgamma(n1 + n0 + 2.0)
+    return det_lgamma(n1 + 1.0) + det_lgamma(n0 + 1.0) - det_lgamma(n1 + n0 + 2.0)
 
 
-@njit(cache=True, nogil=True, fastmath={"contract"})
+@njit(cache=True, nogil=True)
 def _exp_fill(base, ml, cnt, m, mant, expo):
     """Set ``mant[i] * expo.view(float64)[i] = exp(base[i] + ml[i] - m)`` for ``i < cnt``."""
     for i in range(cnt):
@@ -196,16 +202,28 @@ def _exp_fill(base, ml, cnt, m, mant, expo):
         expo[i] = (np.int64(kf) + 1023) << 52
 
 
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
+@njit(cache=True, nogil=True, inline="always")
+def _fixed_order_sum(terms, cnt):
+    """Sum of ``terms[:cnt]`` as _LANES interleaved partial sums added in a fixed tree."""
+    acc = np.zeros(_LANES)
+    full = cnt - cnt % _LANES
+    for i in range(0, full, _LANES):
+        for j in range(_LANES):
+            acc[j] += terms[i + j]
+    for i in range(full, cnt):
+        acc[i - full] += terms[i]
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+
+
+@njit(cache=True, nogil=True)
 def _sum_exp(base, ml, cnt, m, mant, expo):
-    """``sum(exp(base[:cnt] + ml[:cnt] - m))``; leaves the terms in ``mant * expo.view(float64)``.
+    """``sum(exp(base[:cnt] + ml[:cnt] - m))``; leaves the terms in ``mant[:cnt]``.
     (Every array is read from index 0: offsets defeat LLVM's vectoriser here.)"""
     _exp_fill(base, ml, cnt, m, mant, expo)
     scale = expo.view(np.float64)
-    s = 0.0
     for i in range(cnt):
-        s += mant[i] * scale[i]
-    return s
+        mant[i] = mant[i] * scale[i]      # scale is a power of two
+    return _fixed_order_sum(mant, cnt)
 
 
 @njit(cache=True, nogil=True)
@@ -244,7 +262,7 @@ def _backward_kernel(cpos, cneg, ipos, ineg, tab, use_tab, cgap, lb, lams):
             rk[cnt - 1] = lb[k, l] - lams[k] * cgap[l] + g[k, l + 1]
             m, s = _row_sum_exp(rk, mlr, cnt, max(lse[k], rk[cnt - 1] + mlr[cnt - 1]),
                                 mant, expo)
-            lse[k] = m + math.log(s)
+            lse[k] = m + det_log(s)
             g[k, l] = lse[k] + lams[k] * cgap[l]
     return g
 
@@ -280,22 +298,19 @@ def _sbb_kernel(cpos, cneg, ipos, ineg, tab, use_tab, cgap, lb, lam):
     return v[n], starts[:nb][::-1].copy()
 
 
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
-def _accumulate_bins(u, mant, expo, scale, cpos, cneg, start_num, start_den):
+@njit(cache=True, nogil=True)
+def _accumulate_bins(u, terms, scale, cpos, cneg, start_num, start_den, q_buf, pi_buf):
     """Add pi(l, u) * p(l, u) and pi(l, u) at every start l <= u; return their sums over l."""
-    w = expo.view(np.float64)
     n1u = cpos[u + 1]
     ntu = cpos[u + 1] + cneg[u + 1]
-    num_u = 0.0
-    den_u = 0.0
     for l in range(u + 1):
-        pi = mant[l] * w[l] * scale
+        pi = terms[l] * scale
         q = pi * ((n1u - cpos[l] + 1.0) / (ntu - cpos[l] - cneg[l] + 2.0))
         start_num[l] += q
         start_den[l] += pi
-        num_u += q
-        den_u += pi
-    return num_u, den_u
+        q_buf[l] = q
+        pi_buf[l] = pi
+    return _fixed_order_sum(q_buf, u + 1), _fixed_order_sum(pi_buf, u + 1)
 
 
 @njit(cache=True, nogil=True)
@@ -321,6 +336,8 @@ def _abb_kernel(cpos, cneg, ipos, ineg, tab, use_tab, cgap, lb, lam, g):
     start_den = np.zeros(n)
     end_num = np.zeros(n)
     end_den = np.zeros(n)
+    q_buf = np.empty(n)
+    pi_buf = np.empty(n)
     lse = -np.inf
     for u in range(n):
         a[u] = f[u] + lam * cgap[u]
@@ -328,13 +345,13 @@ def _abb_kernel(cpos, cneg, ipos, ineg, tab, use_tab, cgap, lb, lam, g):
         for l in range(u + 1):
             ml[l] = _ml(l, u, cpos, cneg, ipos, ineg, tab, use_tab)
         m, s = _row_sum_exp(a, ml, u + 1, max(lse, a[u] + ml[u]), mant, expo)
-        lse = m + math.log(s)
+        lse = m + det_log(s)
         f[u + 1] = lse + cu
         # pi(l, u) = exp(a[l] + ml[l] - m) * scale; every pi <= 1 and the row sum s >= _MIN_SUM keep
         # scale below e^575: no overflow
-        scale = math.exp(m + cu + g[u + 1] - log_z)
-        end_num[u], end_den[u] = _accumulate_bins(u, mant, expo, scale, cpos, cneg,
-                                                  start_num, start_den)
+        scale = det_exp(m + cu + g[u + 1] - log_z)
+        end_num[u], end_den[u] = _accumulate_bins(u, mant, scale, cpos, cneg,
+                                                  start_num, start_den, q_buf, pi_buf)
     values = np.empty(n)
     run_num = 0.0
     run_den = 0.0

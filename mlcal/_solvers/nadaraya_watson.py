@@ -16,6 +16,9 @@ import math
 import numpy as np
 from numba import njit
 
+from mlcal._solvers.detmath import det_exp, det_log
+from mlcal._solvers.exact import ceil_div, floor_divide_exact
+
 SILVERMAN_FACTOR = 1.06
 
 
@@ -35,9 +38,10 @@ def silverman_bandwidth(x: np.ndarray, wsum: np.ndarray) -> float:
     if n <= 1.0:
         raise ValueError("bandwidth='silverman' needs a total sample weight above 1 (it uses the "
                          f"ddof=1 standard deviation); got {n:.6g}; pass a numeric bandwidth")
-    mean = float(np.dot(wsum, x)) / n
-    var = float(np.dot(wsum, (x - mean) ** 2)) / (n - 1.0)
-    return SILVERMAN_FACTOR * math.sqrt(max(var, 0.0)) * n ** -0.2
+    # np.sum, not np.dot: BLAS picks a CPU-specific kernel (another summation order) for dot
+    mean = float(np.sum(wsum * x)) / n
+    var = float(np.sum(wsum * ((x - mean) * (x - mean)))) / (n - 1.0)
+    return SILVERMAN_FACTOR * math.sqrt(max(var, 0.0)) * det_exp(-0.2 * det_log(n))   # n^(-1/5)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -127,7 +131,7 @@ def _fgt_moments(x, wy, w, h):
     m = x.size
     cell = np.empty(m, dtype=np.int64)
     for i in range(m):
-        cell[i] = int(math.floor((x[i] - x[0]) / h))
+        cell[i] = int(floor_divide_exact(x[i] - x[0], h))
     n_cells = 1
     for i in range(1, m):
         if cell[i] != cell[i - 1]:
@@ -143,7 +147,7 @@ def _fgt_moments(x, wy, w, h):
             ids[c] = cell[i]
             centre[c] = x[0] + (cell[i] + 0.5) * h
         s = (x[i] - centre[c]) / h
-        g = math.exp(-0.5 * s * s)
+        g = det_exp(-0.5 * s * s)
         term_w = w[i] * g
         term_y = wy[i] * g
         for k in range(N_TERMS):
@@ -174,7 +178,7 @@ def _direct_query(q, x, wy, w, h):
     base = d_min * d_min * inv
     for i in range(lo, hi):
         d = q - x[i]
-        g = math.exp(base - d * d * inv)
+        g = det_exp(base - d * d * inv)
         num += wy[i] * g
         den += w[i] * g
     return num / den
@@ -189,7 +193,7 @@ def _fgt_eval(queries, x, wy, w, h, ids, centre, a_w, a_y):
     reach = int(math.ceil(CUTOFF)) + 1
     for qi in range(queries.size):
         q = queries[qi]
-        qc = int(math.floor((q - x[0]) / h))
+        qc = int(floor_divide_exact(q - x[0], h))
         c0 = np.searchsorted(ids, qc - reach)
         c1 = np.searchsorted(ids, qc + reach, side="right")
         num = 0.0
@@ -203,7 +207,7 @@ def _fgt_eval(queries, x, wy, w, h, ids, centre, a_w, a_y):
             for k in range(N_TERMS - 1, -1, -1):     # Horner in t
                 pw = pw * t + a_w[c, k]
                 py = py * t + a_y[c, k]
-            g = math.exp(-0.5 * t * t)
+            g = det_exp(-0.5 * t * t)
             num += g * py
             den += g * pw
         if den > FALLBACK_RATIO * total:
@@ -253,7 +257,7 @@ def gaussian_grid(nw: GaussianNW, lo: float, hi: float, tol: float,
         intervals.
     """
     width = hi - lo
-    n0 = int(min(max(2, math.ceil(width / (nw.h / 4.0)) + 1), 1 << 18))
+    n0 = int(min(max(2, ceil_div(width, nw.h / 4.0) + 1), 1 << 18))
     knots = np.linspace(lo, hi, n0)
     vals = nw(knots)
     active = np.arange(n0 - 1)

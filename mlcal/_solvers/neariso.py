@@ -33,6 +33,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from mlcal._solvers.detmath import det_log
+from mlcal._solvers.exact import round_half_even_ratio
 from mlcal._solvers.ties import sort_and_collapse
 
 #: relative tolerance for "equal values" and "equal slopes" (algorithms.md §8.2, as NIR.cc)
@@ -410,7 +412,9 @@ def path_breakpoints(merge_lambdas: np.ndarray, max_breaks: int = 100) -> np.nda
     if out.size > max_breaks:
         if max_breaks < 2:
             raise ValueError(f"max_breaks must be at least 2, got {max_breaks}")
-        idx = np.round(np.arange(max_breaks) / (max_breaks - 1) * (out.size - 1)).astype(np.int64)
+        # exact integer rounding: a float quotient could round a .5 case either way
+        idx = round_half_even_ratio(np.arange(max_breaks, dtype=np.int64) * (out.size - 1),
+                                    max_breaks - 1)
         out = out[idx]
     return out
 
@@ -501,9 +505,9 @@ def _run_loglik(r, pos, neg):
     """Bernoulli log-likelihood of a bin with value r; log 0 = -inf as the reference code."""
     ll = 0.0
     if pos > 0.0:
-        ll += pos * np.log(r) if r > 0.0 else -np.inf
+        ll += pos * det_log(r) if r > 0.0 else -np.inf
     if neg > 0.0:
-        ll += neg * np.log(1.0 - r) if r < 1.0 else -np.inf
+        ll += neg * det_log(1.0 - r) if r < 1.0 else -np.inf
     return ll
 
 
@@ -663,7 +667,7 @@ def path_model_scores(path: NearIsotonicPath, lambdas, decimals: int = 6):
     lam = _sorted_lambdas(lambdas)
     df, loglik, _ = _sweep_models(path.ybar, path.w, path.x, path.merge_lambdas,
                                   path.merge_boundaries, lam, np.zeros(lam.size),
-                                  float(10.0 ** decimals), False, False)
+                                  float(10 ** int(decimals)), False, False)
     return df, loglik
 
 
@@ -680,6 +684,6 @@ def path_model_average(path: NearIsotonicPath, lambdas, weights, decimals: int =
     if wts.shape != lam.shape:
         raise ValueError("weights must have one entry per lambda")
     _, _, out = _sweep_models(path.ybar, path.w, path.x, path.merge_lambdas,
-                              path.merge_boundaries, lam, wts, float(10.0 ** decimals),
+                              path.merge_boundaries, lam, wts, float(10 ** int(decimals)),
                               bool(smooth), True)
     return out

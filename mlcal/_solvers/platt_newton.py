@@ -11,6 +11,8 @@ import math
 import numpy as np
 from numba import njit
 
+from mlcal._solvers.detmath import det_exp, det_log, det_log1p
+
 
 @njit(cache=True, nogil=True)
 def _objective(f, t, w, a, b):
@@ -20,9 +22,9 @@ def _objective(f, t, w, a, b):
     for i in range(f.shape[0]):
         z = a * f[i] + b
         if z >= 0.0:
-            total += w[i] * (t[i] * z + math.log1p(math.exp(-z)))
+            total += w[i] * (t[i] * z + det_log1p(det_exp(-z)))
         else:
-            total += w[i] * ((t[i] - 1.0) * z + math.log1p(math.exp(z)))
+            total += w[i] * ((t[i] - 1.0) * z + det_log1p(det_exp(z)))
     return total
 
 
@@ -32,10 +34,10 @@ def _gradient_hessian(f, t, w, a, b):
     for i in range(f.shape[0]):
         z = a * f[i] + b
         if z >= 0.0:
-            e = math.exp(-z)
+            e = det_exp(-z)
             p = e / (1.0 + e)  # 1/(1+e^z)
         else:
-            p = 1.0 / (1.0 + math.exp(z))
+            p = 1.0 / (1.0 + det_exp(z))
         d1 = w[i] * (t[i] - p)
         d2 = w[i] * p * (1.0 - p)
         g0 += d1 * f[i]
@@ -63,9 +65,9 @@ def fit_sigmoid(f: np.ndarray, t: np.ndarray, w: np.ndarray, *, max_iter: int = 
     f = np.ascontiguousarray(f, dtype=np.float64)
     t = np.ascontiguousarray(t, dtype=np.float64)
     w = np.ascontiguousarray(w, dtype=np.float64)
-    n_pos = float(np.dot(w, t))
+    n_pos = float(np.sum(w * t))   # not np.dot: BLAS kernels sum in a CPU-specific order
     n_neg = float(w.sum()) - n_pos
-    a, b = 0.0, float(np.log((n_neg + 1.0) / (n_pos + 1.0)))
+    a, b = 0.0, float(det_log((n_neg + 1.0) / (n_pos + 1.0)))
     fval = _objective(f, t, w, a, b)
     scale = float(w.sum())
     n_iter = 0

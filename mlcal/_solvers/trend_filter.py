@@ -51,6 +51,9 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from mlcal._solvers.detmath import det_exp, det_exp_array, det_log, det_log1p
+from mlcal._solvers.exact import floor_divide_exact_array
+
 EVENT_TOL = 1e-9          # relative KKT tolerance (dual feasibility, event times; see above)
 PDAS_MAX_ITER = 30        # active-set iterations before a grid step is shortened
 BLOCK = 32                # points per block in the accelerated active-set iterations
@@ -84,7 +87,7 @@ def thin(x: np.ndarray, y: np.ndarray, w: np.ndarray, tol: float):
     """
     if tol <= 0 or x.size < 2:
         return x, y, w
-    cell = np.floor(x / tol)
+    cell = floor_divide_exact_array(x, float(tol))   # exact floor of x / tol
     starts = np.concatenate(([0], np.flatnonzero(cell[1:] != cell[:-1]) + 1))
     if starts.size == x.size:
         return x, y, w
@@ -695,7 +698,7 @@ def _path(x, y, w, ratios, tol, bs, pdas_iter, max_events):
         goal = lam_max * float(ratios[gi])
         step = np.inf  # log-length of the attempted step: first the whole grid step
         while True:
-            t = max(goal, cur * np.exp(-step))
+            t = max(goal, cur * det_exp(-step))
             tkn, tks, tstate = kn.copy(), ks.copy(), state.copy()
             it, tK, r_kkt, r_kinks = _pdas_iterations(x, y, w, bs, mom, t, tkn, tks, K, tstate,
                                                       tol, pdas_iter, pw)
@@ -703,7 +706,7 @@ def _path(x, y, w, ratios, tol, bs, pdas_iter, max_events):
                 stats[0] -= it
                 if t < cur * (1.0 - 1e-3):
                     stats[1] += 1
-                    step = 0.5 * np.log(cur / t)
+                    step = 0.5 * det_log(cur / t)
                     continue
                 # a step this short that PDAS still cannot take is walked exactly
                 ev = _walk(x, y, w, state, cur, t, ws, tol, max_events)
@@ -725,7 +728,7 @@ def _path(x, y, w, ratios, tol, bs, pdas_iter, max_events):
             stats[0] += it
             K, kn, ks, state = tK, tkn, tks, tstate
             if t > goal:
-                step = 2.0 * np.log(cur / t)
+                step = 2.0 * det_log(cur / t)
             cur = t
             if t <= goal:
                 break
@@ -777,7 +780,7 @@ def _clipped_loglik(x, bpi, bpv, z, w, snap):
             t = (x[k] - x[a]) / (x[b] - x[a])
             p = bpv[j] * (1.0 - t) + bpv[j + 1] * t
         if p > snap and p < 1.0 - snap:
-            ll += w[k] * (z[k] * np.log(p) + (1.0 - z[k]) * np.log1p(-p))
+            ll += w[k] * (z[k] * det_log(p) + (1.0 - z[k]) * det_log1p(-p))
             used += 1
     return ll, used
 
@@ -865,7 +868,7 @@ def lambda_grid(n_lambdas: int = 50, lambda_min_ratio: float = 1e-4) -> np.ndarr
     ``lambda_min_ratio`` (glmgen's grid; ELiTE uses 50 and 1e-4)."""
     if n_lambdas == 1:
         return np.ones(1)
-    return np.exp(np.linspace(0.0, np.log(lambda_min_ratio), n_lambdas))
+    return det_exp_array(np.linspace(0.0, det_log(float(lambda_min_ratio)), n_lambdas))
 
 
 def trend_filter_path(x: np.ndarray, y: np.ndarray, w: np.ndarray | None = None, *,

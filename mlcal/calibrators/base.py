@@ -8,18 +8,24 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
+from mlcal._atomic import write_atomic
+from mlcal._safe_json import MAX_DOCUMENT_BYTES, loads_strict
 from mlcal._validation import check_fit_inputs
+from mlcal.calibrators._params import (Constraint, InvalidParameterError, Options, short_repr,
+                                       validate_params)
 from mlcal.maps import CalibrationMap, MapFormatError, apply_input_transform, map_from_dict
 
 CALIBRATOR_FORMAT = "mlcal-calibrator"
 CALIBRATOR_FORMAT_VERSION = 1
 INPUT_TRANSFORM_CHOICES = ("auto", "identity", "sigmoid")
+_MAX_PATH_CHARS = 4096
 
 
 class CalibratorFormatError(ValueError):
@@ -38,10 +44,22 @@ class BaseCalibrator(BaseEstimator):
     * ``"sigmoid"``: always apply the logistic sigmoid.
 
     The chosen transform is recorded on ``map_.input_transform`` and applied again at predict time.
+
+    Every constructor parameter is checked by :meth:`_validate_params` against the class's
+    ``_parameter_constraints`` (see :mod:`mlcal.calibrators._params`), at ``fit`` and when a
+    calibrator is loaded from JSON.
     """
 
     method_name: ClassVar[str] = ""
     requires_unit_interval: ClassVar[bool] = False
+    _parameter_constraints: ClassVar[dict[str, list[Constraint]]] = {}
+
+    def _validate_params(self) -> None:
+        """``InvalidParameterError`` (a ``ValueError``) naming the first invalid parameter."""
+        constraints = dict(self._parameter_constraints)
+        if self.requires_unit_interval:
+            constraints.setdefault("input_transform", [Options(INPUT_TRANSFORM_CHOICES)])
+        validate_params(type(self).__name__, self.get_params(deep=False), constraints)
 
     # -- fitting -------------------------------------------------------------------------------
     def fit(self, scores, y, sample_weight=None) -> "BaseCalibrator":
@@ -61,6 +79,7 @@ class BaseCalibrator(BaseEstimator):
         -------
         self
         """
+        self._validate_params()
         s, z, w = check_fit_inputs(scores, y, sample_weight)
         transform = self._resolve_input_transform(s)
         fitted = self._fit(apply_input_transform(s, transform), z, w)
@@ -74,10 +93,7 @@ class BaseCalibrator(BaseEstimator):
     def _resolve_input_transform(self, s: np.ndarray) -> str:
         if not self.requires_unit_interval:
             return "identity"
-        choice = getattr(self, "input_transform", "auto")
-        if choice not in INPUT_TRANSFORM_CHOICES:
-            raise ValueError(f"input_transform must be one of {INPUT_TRANSFORM_CHOICES}, "
-                             f"got {choice!r}")
+        choice = getattr(self, "input_transform", "auto")   # validated by _validate_params
         outside = bool(s.min() < 0.0 or s.max() > 1.0)
         if choice == "identity" and outside:
             raise ValueError(
@@ -123,31 +139,39 @@ class BaseCalibrator(BaseEstimator):
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
     @classmethod
-    def from_json(cls, text: str) -> "BaseCalibrator":
+    def from_json(cls, text: str | bytes, *,
+                  max_bytes: int = MAX_DOCUMENT_BYTES) -> "BaseCalibrator":
         """Rebuild a fitted calibrator from :meth:`to_json` output (validated; no code runs).
 
-        Called on a specific class, the document must be of that method.
+        Called on a specific class, the document must be of that method. Any malformed input
+        (not strict JSON, over ``max_bytes``, non-finite or overflowing numbers, deep nesting,
+        bad fields or parameters) raises :class:`CalibratorFormatError`.
         """
         try:
-            doc = json.loads(text)
-        except (TypeError, json.JSONDecodeError) as exc:
-            raise CalibratorFormatError(f"calibrator document is not valid JSON: {exc}") from None
+            doc = loads_strict(text, max_bytes=max_bytes)
+        except ValueError as exc:
+            raise CalibratorFormatError(f"calibrator document: {exc}") from None
         return cls.from_dict(doc)
 
     @classmethod
     def from_dict(cls, doc: Any) -> "BaseCalibrator":
-        """Rebuild a fitted calibrator from :meth:`to_dict` output."""
+        """Rebuild a fitted calibrator from :meth:`to_dict` output, validating every field."""
         from mlcal.calibrators.registry import calibrator_class
 
         if not isinstance(doc, dict) or doc.get("format") != CALIBRATOR_FORMAT:
             raise CalibratorFormatError("not an mlcal calibrator document "
                                         f"(expected \"format\": \"{CALIBRATOR_FORMAT}\")")
-        if doc.get("format_version") != CALIBRATOR_FORMAT_VERSION:
+        version = doc.get("format_version")
+        if type(version) is not int or version != CALIBRATOR_FORMAT_VERSION:  # True == 1
             raise CalibratorFormatError(
-                f"unsupported calibrator format_version {doc.get('format_version')!r} "
+                f"unsupported calibrator format_version {short_repr(version)} "
                 f"(this mlcal reads version {CALIBRATOR_FORMAT_VERSION})")
+        method = doc.get("method")
+        if not isinstance(method, str):
+            raise CalibratorFormatError(f"calibrator document: 'method' must be a string, got "
+                                        f"{short_repr(method)}")
         try:
-            target = calibrator_class(doc.get("method"))
+            target = calibrator_class(method)
         except ValueError as exc:
             raise CalibratorFormatError(str(exc)) from None
         if cls is not BaseCalibrator and target is not cls:
@@ -156,10 +180,15 @@ class BaseCalibrator(BaseEstimator):
         params = doc.get("params")
         if not isinstance(params, dict):
             raise CalibratorFormatError("calibrator document: 'params' must be an object")
+        unknown = sorted(set(params) - set(target._get_param_names()))
+        if unknown:
+            raise CalibratorFormatError(f"calibrator document: {target.__name__} has no "
+                                        f"parameter(s) {short_repr(unknown)}")
+        obj = target(**params)
         try:
-            obj = target(**params)
-        except TypeError as exc:
-            raise CalibratorFormatError(f"calibrator document: bad parameters: {exc}") from None
+            obj._validate_params()
+        except InvalidParameterError as exc:
+            raise CalibratorFormatError(f"calibrator document: {exc}") from None
         try:
             obj.map_ = map_from_dict(doc.get("map"))
         except MapFormatError as exc:
@@ -167,29 +196,58 @@ class BaseCalibrator(BaseEstimator):
         return obj
 
 
-def load_calibrator(source: str | dict) -> BaseCalibrator:
-    """Load any mlcal calibrator from a JSON string, a dict, or a path to a ``.json`` file."""
+def _read_calibrator_file(path: str | os.PathLike, max_bytes: int) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except (OSError, ValueError) as exc:   # ValueError: a NUL in the path
+        raise CalibratorFormatError(f"cannot read calibrator file "
+                                    f"{short_repr(os.fspath(path))}: {exc}") from None
+    if len(data) > max_bytes:
+        raise CalibratorFormatError(f"calibrator file {short_repr(os.fspath(path))} is larger "
+                                    f"than the {max_bytes}-byte limit")
+    return data
+
+
+def load_calibrator(source: str | bytes | os.PathLike | dict, *,
+                    max_bytes: int = MAX_DOCUMENT_BYTES) -> BaseCalibrator:
+    """Load any mlcal calibrator from JSON text, a dict, or a path to a JSON file.
+
+    Parameters
+    ----------
+    source : str, bytes, os.PathLike or dict
+        A ``dict`` is a parsed document; ``bytes`` and a ``str`` whose first non-blank
+        character is ``{``, ``[`` or a byte-order mark are JSON text; a ``pathlib.Path`` or any
+        other ``str`` is the path of a JSON file. A file's content is only ever parsed as JSON.
+    max_bytes : int
+        Largest document accepted.
+
+    Raises
+    ------
+    CalibratorFormatError
+        For every malformed, oversized or unreadable input.
+    """
     if isinstance(source, dict):
         return BaseCalibrator.from_dict(source)
-    text = str(source)
-    if not text.lstrip().startswith("{"):
-        try:
-            with open(text, encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise CalibratorFormatError(f"cannot read calibrator file {source!r}: {exc}") from None
-    return BaseCalibrator.from_json(text)
+    if isinstance(source, (bytes, bytearray)):
+        return BaseCalibrator.from_json(source, max_bytes=max_bytes)
+    if isinstance(source, os.PathLike):
+        return BaseCalibrator.from_json(_read_calibrator_file(source, max_bytes),
+                                        max_bytes=max_bytes)
+    if not isinstance(source, str):
+        raise CalibratorFormatError(f"load_calibrator expects JSON text, a path or a dict, got "
+                                    f"{type(source).__name__}")
+    if source.lstrip().startswith(("{", "[", "\ufeff")):
+        return BaseCalibrator.from_json(source, max_bytes=max_bytes)
+    if len(source) > _MAX_PATH_CHARS or "\n" in source or "\x00" in source:
+        raise CalibratorFormatError("calibrator source is neither a JSON object nor a file path")
+    return BaseCalibrator.from_json(_read_calibrator_file(source, max_bytes), max_bytes=max_bytes)
 
 
-def save_calibrator(calibrator: BaseCalibrator, path: str, *, overwrite: bool = False) -> str:
-    """Write ``calibrator.to_json()`` to ``path``; refuses to replace an existing file unless
+def save_calibrator(calibrator: BaseCalibrator, path: str | os.PathLike, *,
+                    overwrite: bool = False) -> str:
+    """Write ``calibrator.to_json()`` to ``path`` atomically (a temporary file renamed over
+    it, so a crash leaves the old file intact); refuses to replace an existing file unless
     ``overwrite=True``. Returns the path."""
-    import os
-
-    if os.path.exists(path) and not overwrite:
-        raise FileExistsError(f"{path} already exists; pass overwrite=True (CLI: --force) "
-                              "to replace it")
-    text = calibrator.to_json(indent=1)
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(text + "\n")
-    return path
+    write_atomic(path, calibrator.to_json(indent=1) + "\n", overwrite=overwrite)
+    return os.fspath(path)

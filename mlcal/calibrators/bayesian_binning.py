@@ -12,7 +12,6 @@ best binning, ABB averages all ``2**(N-1)`` of them. The dynamic programs live i
 
 from __future__ import annotations
 
-import numbers
 import warnings
 
 import numpy as np
@@ -20,6 +19,7 @@ import numpy as np
 from mlcal._solvers.binning_dp import (BinningProblem, abb_point_means, backward_log_sums,
                                        make_problem, sbb_binning)
 from mlcal._solvers.ties import midpoint_cuts, sort_and_collapse
+from mlcal.calibrators._params import Integer, IsNone, ListOf, Options, Real
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.histogram import equal_frequency_bins
 from mlcal.calibrators.registry import register
@@ -37,16 +37,6 @@ class PreAggregationWarning(UserWarning):
     """SBB/ABB grouped the unique training scores into fewer weighted points before fitting."""
 
 
-def _is_real(value) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-
-
-def _positive_finite(value, name: str) -> float:
-    if not _is_real(value) or not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return float(value)
-
-
 class _BayesianBinning(BaseCalibrator):
     """Shared data preparation, lam selection and map building of SBB and ABB.
 
@@ -56,6 +46,11 @@ class _BayesianBinning(BaseCalibrator):
     """
 
     requires_unit_interval = True
+    _parameter_constraints = {
+        "lam": [Options(("auto",)), Real(0.0, closed="neither")],
+        "lam_grid": [IsNone(), ListOf(Real(0.0, closed="neither"))],
+        "max_unique": [IsNone(), Integer(2)],
+    }
 
     def __init__(self, lam: float | str = "auto", lam_grid: list[float] | None = None,
                  max_unique: int | None = DEFAULT_MAX_UNIQUE, input_transform: str = "auto"):
@@ -65,26 +60,15 @@ class _BayesianBinning(BaseCalibrator):
         self.input_transform = input_transform
 
     # -- parameters ----------------------------------------------------------------------------
+    # (values already checked against _parameter_constraints by fit)
     def _lambda_grid(self) -> np.ndarray:
-        if isinstance(self.lam, str):
-            if self.lam != "auto":
-                raise ValueError(f"lam must be a positive number or 'auto', got {self.lam!r}")
-            if self.lam_grid is None:
-                return np.array(DEFAULT_LAMBDA_GRID)
-            if isinstance(self.lam_grid, (str, bytes)) or not hasattr(self.lam_grid, "__len__") \
-                    or len(self.lam_grid) == 0:
-                raise ValueError("lam_grid must be None or a non-empty list of positive numbers, "
-                                 f"got {self.lam_grid!r}")
-            return np.array([_positive_finite(v, "every lam_grid value") for v in self.lam_grid])
-        return np.array([_positive_finite(self.lam, "lam")])
+        if isinstance(self.lam, str):   # "auto"
+            grid = DEFAULT_LAMBDA_GRID if self.lam_grid is None else self.lam_grid
+            return np.array([float(v) for v in grid])
+        return np.array([float(self.lam)])
 
     def _max_unique(self) -> int | None:
-        m = self.max_unique
-        if m is None:
-            return None
-        if not isinstance(m, (int, np.integer)) or isinstance(m, (bool, np.bool_)) or m < 2:
-            raise ValueError(f"max_unique must be None or an integer >= 2, got {m!r}")
-        return int(m)
+        return None if self.max_unique is None else int(self.max_unique)
 
     # -- fitting -------------------------------------------------------------------------------
     def _fit(self, scores, y, w):

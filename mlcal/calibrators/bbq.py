@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from mlcal._solvers.bbq_models import (SortedCalibrationSet, bbq_bin_range, elbow,
-                                       fold_step_functions, model_weights)
+                                       fold_step_functions)
+from mlcal._solvers.model_average import relative_likelihood_weights, relative_likelihoods
 from mlcal._solvers.ties import sort_and_collapse
+from mlcal.calibrators._params import Options, Real
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.registry import register
 from mlcal.maps import StepMap
@@ -89,39 +91,31 @@ class BBQ(BaseCalibrator):
 
     requires_unit_interval = True
 
+    _parameter_constraints = {"alpha": [Real(0.0)], "bin_estimate": [Options(BIN_ESTIMATES)]}
+
     def __init__(self, alpha: float = 0.001, bin_estimate: str = "authors",
                  input_transform: str = "auto"):
         self.alpha = alpha
         self.bin_estimate = bin_estimate
         self.input_transform = input_transform
 
-    def _check_params(self) -> float:
-        alpha = self.alpha
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating, np.integer)) \
-                or not np.isfinite(alpha) or alpha < 0:
-            raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
-        if self.bin_estimate not in BIN_ESTIMATES:
-            raise ValueError(f"bin_estimate must be one of {BIN_ESTIMATES}, "
-                             f"got {self.bin_estimate!r}")
-        return float(alpha)
-
     def _fit(self, scores, y, w):
-        alpha = self._check_params()
+        alpha = float(self.alpha)
         data = SortedCalibrationSet(*sort_and_collapse(scores, y, w))
         b_min, b_max = bbq_bin_range(data.n_total)
         candidates = np.arange(b_min, b_max + 1, dtype=np.int64)
         log_ml = data.log_marginal_likelihoods(candidates)
 
-        rel_lik = np.exp(log_ml - log_ml.max())   # = exp((S_min - S)/2), S = -2 log ML
-        kept = elbow(rel_lik, alpha)
-        weights = model_weights(log_ml, kept)
+        scores = -2.0 * log_ml                     # S = -2 log ML
+        kept = elbow(relative_likelihoods(scores), alpha)
+        weights = relative_likelihood_weights(scores[kept])
         members = [data.model(int(candidates[k]), self.bin_estimate) for k in kept]
         thresholds, folded = fold_step_functions([m["cuts"] for m in members],
                                                  [m["prob"] for m in members], weights)
 
         self.n_total_ = data.n_total
         self.candidate_n_bins_ = candidates
-        self.scores_ = -2.0 * log_ml
+        self.scores_ = scores
         self.kept_ = kept
         self.n_bins_ = candidates[kept]
         self.n_realised_bins_ = np.array([m["prob"].size for m in members], dtype=np.int64)

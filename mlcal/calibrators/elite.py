@@ -27,12 +27,13 @@ Recipe (``algorithms.md`` section 9, faithful to the authors' R package except w
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import logsumexp
 
+from mlcal._solvers.model_average import aic, aicc, bic, relative_likelihood_weights
 from mlcal._solvers.ties import sort_and_collapse
 from mlcal._solvers.trend_filter import (merge_close, piecewise_linear_extrapolate, thin,
                                          trend_filter_path)
 from mlcal._validation import as_scores
+from mlcal.calibrators._params import Integer, IsNone, Options, Real
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.registry import register
 from mlcal.maps import LinearMap, apply_input_transform
@@ -57,25 +58,10 @@ def information_criterion(ll: float, df: int, n_used: int, criterion: str = "aic
     * ``bic``: ``-2 LL + df (log N + log 2 pi)`` (the authors' form).
     """
     if criterion == "aic":
-        return 2.0 * df - 2.0 * ll
+        return aic(ll, df)
     if criterion == "bic":
-        return -2.0 * ll + df * (np.log(max(n_used, 1)) + np.log(2.0 * np.pi))
-    denom = n_used - df - 1
-    if denom <= 0:
-        return np.inf
-    return 2.0 * df - 2.0 * ll + 2.0 * df * (df + 1.0) / denom
-
-
-def relative_likelihood_weights(scores: np.ndarray) -> np.ndarray:
-    """Normalised ``exp((S_min - S) / 2)`` computed in log space; infinite scores get weight 0,
-    and all-infinite (or all-equal) scores give uniform weights."""
-    s = np.asarray(scores, dtype=np.float64)
-    finite = np.isfinite(s)
-    if not finite.any():
-        return np.full(s.size, 1.0 / s.size)
-    logw = np.full(s.size, -np.inf)
-    logw[finite] = -0.5 * (s[finite] - s[finite].min())
-    return np.exp(logw - logsumexp(logw[finite]))
+        return float(bic(ll, df, float(n_used)))
+    return aicc(ll, df, float(n_used))
 
 
 def _crossings(xk: np.ndarray, vk: np.ndarray) -> np.ndarray:
@@ -218,6 +204,13 @@ class ELiTE(BaseCalibrator):
 
     requires_unit_interval = True
 
+    _parameter_constraints = {
+        "n_lambdas": [Integer(1)],
+        "lambda_min_ratio": [Real(0.0, 1.0, closed="right")],
+        "thin_tol": [IsNone(), Real(0.0)],
+        "criterion": [Options(CRITERIA)],
+    }
+
     def __init__(self, n_lambdas: int = 50, lambda_min_ratio: float = 1e-4,
                  thin_tol: float | None = 1e-5, criterion: str = "aicc",
                  input_transform: str = "auto"):
@@ -227,22 +220,7 @@ class ELiTE(BaseCalibrator):
         self.criterion = criterion
         self.input_transform = input_transform
 
-    def _check_params(self) -> None:
-        if isinstance(self.n_lambdas, bool) or not isinstance(self.n_lambdas, (int, np.integer)) \
-                or self.n_lambdas < 1:
-            raise ValueError(f"n_lambdas must be a positive integer, got {self.n_lambdas!r}")
-        r = self.lambda_min_ratio
-        if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0.0 < r <= 1.0:
-            raise ValueError(f"lambda_min_ratio must be in (0, 1], got {r!r}")
-        t = self.thin_tol
-        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float))
-                              or not np.isfinite(t) or t < 0):
-            raise ValueError(f"thin_tol must be None or a finite number >= 0, got {t!r}")
-        if self.criterion not in CRITERIA:
-            raise ValueError(f"criterion must be one of {CRITERIA}, got {self.criterion!r}")
-
     def _fit(self, scores, y, w):
-        self._check_params()
         x, ybar, wsum = sort_and_collapse(scores, y, w)
         x, ybar, wsum = thin(x, ybar, wsum, float(self.thin_tol or 0.0))
         x, ybar, wsum = merge_close(x, ybar, wsum,

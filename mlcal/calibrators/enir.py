@@ -12,22 +12,18 @@ import warnings
 
 import numpy as np
 
+from mlcal._solvers.model_average import bic as information_bic
+from mlcal._solvers.model_average import relative_likelihood_weights
 from mlcal._solvers.neariso import (MERGE_RTOL, NearIsotonicPath, mpava_merges,
                                     path_breakpoints, path_model_average, path_model_scores)
 from mlcal._solvers.ties import midpoint_cuts, sort_and_collapse
+from mlcal.calibrators._params import Boolean, Integer
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.registry import register
 from mlcal.maps import LinearMap, StepMap
 
 #: path values are rounded to this many decimals before scoring (the authors' R code)
 ROUND_DECIMALS = 6
-
-
-def bic_weights(bic: np.ndarray) -> np.ndarray:
-    """Relative-likelihood weights ``exp((min - bic) / 2)``, normalised (log-sum-exp safe)."""
-    logw = -0.5 * (bic - bic.min())  # the best model gets exp(0) = 1, so nothing overflows
-    e = np.exp(logw)
-    return e / e.sum()
 
 
 def _linear_map(x: np.ndarray, v: np.ndarray) -> LinearMap:
@@ -113,6 +109,9 @@ class ENIR(BaseCalibrator):
 
     requires_unit_interval = True
 
+    _parameter_constraints = {"interpolate": [Boolean()], "smooth_bins": [Boolean()],
+                              "max_breakpoints": [Integer(2)]}
+
     def __init__(self, interpolate: bool = True, smooth_bins: bool = True,
                  max_breakpoints: int = 100, input_transform: str = "auto"):
         self.interpolate = interpolate
@@ -120,16 +119,7 @@ class ENIR(BaseCalibrator):
         self.max_breakpoints = max_breakpoints
         self.input_transform = input_transform
 
-    def _check_params(self) -> None:
-        for name in ("interpolate", "smooth_bins"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        mb = self.max_breakpoints
-        if isinstance(mb, (bool, np.bool_)) or not isinstance(mb, (int, np.integer)) or mb < 2:
-            raise ValueError(f"max_breakpoints must be an integer >= 2, got {mb!r}")
-
     def _fit(self, scores, y, w):
-        self._check_params()
         x, ybar, wsum = sort_and_collapse(scores, y, w)
         ybar = np.ascontiguousarray(ybar)
         wsum = np.ascontiguousarray(wsum)
@@ -138,7 +128,7 @@ class ENIR(BaseCalibrator):
         lambdas = path_breakpoints(merge_lam, int(self.max_breakpoints))
         df, loglik = path_model_scores(path, lambdas, ROUND_DECIMALS)
         with np.errstate(invalid="ignore"):
-            bic = -2.0 * loglik + df * (np.log(wsum.sum()) + np.log(2.0 * np.pi))
+            bic = information_bic(loglik, df, float(wsum.sum()))
         keep = np.isfinite(bic)
         if lambdas.size > 1:
             keep[0] = False  # the saturated lambda = 0 model is never used (KAIS footnote 3)
@@ -149,7 +139,7 @@ class ENIR(BaseCalibrator):
             keep[-1] = True
             weights = np.ones(1)
         else:
-            weights = bic_weights(bic[keep])
+            weights = relative_likelihood_weights(bic[keep])
         pos = merge_lam[merge_lam > 0]  # sorted, so distinct values are counted by changes
         self.n_breakpoints_ = 1 + int(pos.size > 0) + int(np.count_nonzero(pos[1:] != pos[:-1]))
         self.lambdas_ = lambdas[keep]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from mlcal._solvers.exact import round_cbrt
 from mlcal._solvers.ties import midpoint_cuts, sort_and_collapse
+from mlcal.calibrators._params import Integer, Options
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.registry import register
 from mlcal.maps import StepMap
@@ -15,10 +17,19 @@ def equal_frequency_bins(wsum: np.ndarray, n_bins: int) -> np.ndarray:
 
     A point goes to the bin containing the centre of its weight interval, so tied scores (one
     point) are never split and the bins stay contiguous. Empty bins are removed by renumbering.
+    With whole-number weights the bin index ``floor(centre * B / N)`` is computed in integer
+    arithmetic (``(2 cum - w) * B // (2 N)``), so no rounding can move a point across a bin edge;
+    fractional weights use the same formula in floating point (IEEE operations only: the same
+    result on every CPU).
     """
-    total = wsum.sum()
-    centre = np.cumsum(wsum) - 0.5 * wsum
-    raw = np.minimum((centre * n_bins / total).astype(np.int64), n_bins - 1)
+    cum = np.cumsum(wsum)
+    total = cum[-1]
+    if np.all(wsum == np.floor(wsum)) and 2.0 * total * n_bins < 2.0 ** 62:
+        twice_centre = 2 * cum.astype(np.int64) - wsum.astype(np.int64)
+        raw = twice_centre * n_bins // (2 * int(total))
+    else:
+        raw = ((cum - 0.5 * wsum) * n_bins / total).astype(np.int64)
+    raw = np.minimum(raw, n_bins - 1)
     # renumber so the realised bins are 0..B'-1 with no gaps
     return np.concatenate(([0], np.cumsum(raw[1:] != raw[:-1])))
 
@@ -30,7 +41,7 @@ class HistogramBinning(BaseCalibrator):
     Parameters
     ----------
     n_bins : int or "auto", default="auto"
-        Number of bins. ``"auto"`` uses round(N^(1/3)) with N the total sample weight, the rate
+        Number of bins. ``"auto"`` uses round(N^(1/3)) (computed exactly, halves up) with N the total sample weight, the rate
         the histogram-binning theory paper (Naeini et al., arXiv 1401.3390) recommends. Tied
         scores are never split, so fewer bins may be realised (see ``n_bins_``).
 
@@ -43,15 +54,14 @@ class HistogramBinning(BaseCalibrator):
         Number of bins realised.
     """
 
+    _parameter_constraints = {"n_bins": [Integer(1), Options(("auto",))]}
+
     def __init__(self, n_bins: int | str = "auto"):
         self.n_bins = n_bins
 
     def _resolve_n_bins(self, total_weight: float) -> int:
         if self.n_bins == "auto":
-            return max(1, int(round(np.cbrt(total_weight))))
-        if isinstance(self.n_bins, (bool, np.bool_)) or not isinstance(self.n_bins, (int, np.integer)) \
-                or self.n_bins < 1:
-            raise ValueError(f"n_bins must be a positive integer or 'auto', got {self.n_bins!r}")
+            return max(1, round_cbrt(total_weight))
         return int(self.n_bins)
 
     def _fit(self, scores, y, w):

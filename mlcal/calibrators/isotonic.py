@@ -6,6 +6,7 @@ import numpy as np
 
 from mlcal._solvers.pava import pava_blocks
 from mlcal._solvers.ties import midpoint_cuts, sort_and_collapse
+from mlcal.calibrators._params import Boolean
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.registry import register
 from mlcal.maps import LinearMap, StepMap
@@ -40,6 +41,8 @@ class Isotonic(BaseCalibrator):
     >>> cal.predict([0.1, 0.25, 0.4]).round(3).tolist()
     [0.0, 0.5, 1.0]
     """
+
+    _parameter_constraints = {"interpolate": [Boolean()]}
 
     def __init__(self, interpolate: bool = True):
         self.interpolate = interpolate

@@ -10,6 +10,7 @@ import numpy as np
 from mlcal._solvers.nadaraya_watson import (GaussianNW, boxcar_step, gaussian_grid,
                                             silverman_bandwidth)
 from mlcal._solvers.ties import sort_and_collapse
+from mlcal.calibrators._params import Options, Real
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.registry import register
 from mlcal.maps import LinearMap, StepMap
@@ -76,29 +77,19 @@ class KDECalibrator(BaseCalibrator):
         boxcar, which is exact).
     """
 
+    _parameter_constraints = {
+        "bandwidth": [Options(("silverman",)), Real(0.0, closed="neither")],
+        "kernel": [Options(KERNELS)],
+        "grid_tol": [Real(0.0, closed="neither")],
+    }
+
     def __init__(self, bandwidth: str | float = "silverman", kernel: str = "boxcar",
                  grid_tol: float = 1e-4):
         self.bandwidth = bandwidth
         self.kernel = kernel
         self.grid_tol = grid_tol
 
-    def _check_params(self) -> None:
-        if self.kernel not in KERNELS:
-            raise ValueError(f"kernel must be one of {KERNELS}, got {self.kernel!r}")
-        bw = self.bandwidth
-        if isinstance(bw, str):
-            if bw != "silverman":
-                raise ValueError(f"bandwidth must be 'silverman' or a positive number, got {bw!r}")
-        elif isinstance(bw, bool) or not isinstance(bw, (int, float, np.integer, np.floating)) \
-                or not np.isfinite(bw) or bw <= 0:
-            raise ValueError(f"bandwidth must be 'silverman' or a positive number, got {bw!r}")
-        tol = self.grid_tol
-        if isinstance(tol, bool) or not isinstance(tol, (int, float, np.integer, np.floating)) \
-                or not np.isfinite(tol) or tol <= 0:
-            raise ValueError(f"grid_tol must be a positive number, got {tol!r}")
-
     def _fit(self, scores, y, w):
-        self._check_params()
         x, ybar, wsum = sort_and_collapse(scores, y, w)
         h = silverman_bandwidth(x, wsum) if self.bandwidth == "silverman" \
             else float(self.bandwidth)
@@ -107,7 +98,7 @@ class KDECalibrator(BaseCalibrator):
         self.grid_error_ = 0.0
         if x.size == 1 or h == 0.0:
             # zero spread: every window holds all the data (or none of it -> nearest = all)
-            rate = float(np.dot(wsum, ybar) / wsum.sum())
+            rate = float(np.sum(wsum * ybar) / wsum.sum())   # np.dot's BLAS order varies by CPU
             if self.kernel == "boxcar":
                 return StepMap(np.empty(0), [rate])
             return LinearMap([x[0]], [rate])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mlcal._solvers.platt_newton import fit_sigmoid
+from mlcal.calibrators._params import Boolean
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.registry import register
 from mlcal.maps import SigmoidMap
@@ -32,13 +33,15 @@ class Platt(BaseCalibrator):
         Newton iterations used.
     """
 
+    _parameter_constraints = {"smooth_targets": [Boolean()]}
+
     def __init__(self, smooth_targets: bool = True):
         self.smooth_targets = smooth_targets
 
     def _fit(self, scores, y, w):
         t = y
         if self.smooth_targets:
-            n_pos = float(np.dot(w, y))
+            n_pos = float(np.sum(w * y))   # not np.dot: BLAS kernels sum in a CPU-specific order
             n_neg = float(w.sum()) - n_pos
             t = np.where(y > 0, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
         a, b, self.n_iter_ = fit_sigmoid(scores, t, w)

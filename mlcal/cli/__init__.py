@@ -9,7 +9,7 @@ import sys
 
 # sub-command modules, in the order `mlcal --help` lists them
 COMMAND_MODULES = ("quickstart", "fit", "evaluate", "demo", "calibrate", "export_onnx",
-                   "promote")
+                   "promote", "warmup")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 
@@ -12,7 +13,7 @@ from mlcal.metrics import BIN_STRATEGIES, calibration_report, format_report
 
 
 def run(args) -> int:
-    cal = load_calibrator(args.calibrator)
+    cal = load_calibrator(Path(args.calibrator))   # a path, never JSON text
     data = read_columns(args.data, [args.score_column, args.label_column])
     scores = np.asarray(data[args.score_column], dtype=float)
     before = scores

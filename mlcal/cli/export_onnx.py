@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 
 def run(args) -> int:
@@ -11,7 +12,7 @@ def run(args) -> int:
 
     if os.path.exists(args.out) and not args.force:   # fail before doing any work
         raise FileExistsError(f"{args.out} already exists; pass --force to replace it")
-    cal = load_calibrator(args.calibrator)
+    cal = load_calibrator(Path(args.calibrator))   # a path, never JSON text
     model = to_onnx(cal, dtype=args.dtype, opset=args.opset)
     save(model, args.out, overwrite=args.force)
     m = cal.map_

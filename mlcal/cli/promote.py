@@ -1,13 +1,25 @@
-"""``mlcal promote``: move a registry alias to a model version only if it passes the ECE gate.
+"""``mlcal promote``: move a registry alias to a model version only if it passes the gate.
 
-Exit codes: 0 promoted, 1 refused, 2 error, so the command can gate a CI pipeline.
+Exit codes: 0 promoted, 1 refused, 2 error (nothing changed), so the command can gate a CI
+pipeline. ``--history NAME`` prints every recorded decision instead.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 
+from mlcal.bootstrap import DEFAULT_RESAMPLES
+from mlcal.labels import DEFAULT_MIN_ROWS
 from mlcal.metrics import BIN_STRATEGIES
+
+
+def _history(args) -> int:
+    from mlcal.registry import format_history, gate_history
+
+    entries = gate_history(args.history, alias=args.alias_filter)
+    print(json.dumps(entries, indent=1) if args.json else format_history(entries))
+    return 0
 
 
 def run(args) -> int:
@@ -19,37 +31,64 @@ def run(args) -> int:
     if args.tracking_uri:
         mlflow.set_tracking_uri(args.tracking_uri)
     try:
+        if args.history:
+            return _history(args)
+        if args.model_name is None or args.max_ece is None:
+            raise ValueError("--model-name and --max-ece are required (or use --history NAME)")
         decision = promote(args.model_name, args.version, max_ece=args.max_ece, alias=args.alias,
                            data=args.data, label_column=args.label_column, margin=args.margin,
+                           max_log_loss_increase=args.max_log_loss_increase,
+                           max_brier_increase=args.max_brier_increase,
+                           max_auc_decrease=args.max_auc_decrease, confidence=args.confidence,
+                           n_resamples=args.n_resamples, seed=args.seed,
                            metric_key=args.metric_key or DEFAULT_METRIC_KEY, n_bins=args.n_bins,
-                           strategy=args.strategy)
+                           strategy=args.strategy, min_rows=args.min_rows)
     except MlflowException as exc:
         print(f"mlcal promote: error: {exc.message}", file=sys.stderr)
         return 2
-    print(decision.explain())
+    print(json.dumps(decision.as_dict(), indent=1) if args.json else decision.explain())
     return 0 if decision.promoted else 1
 
 
 def register(sub) -> None:
-    p = sub.add_parser("promote", help="promote a registered model version if its ECE passes",
+    p = sub.add_parser("promote", help="promote a registered model version if it passes the gate",
                        description="Move a registry alias to a model version only if its ECE is "
                                    "<= --max-ece and it is not worse than the current alias "
-                                   "holder by more than --margin. Exit code 0 promoted, 1 "
-                                   "refused, 2 error.")
-    p.add_argument("--model-name", required=True, help="registered model name")
+                                   "holder on log loss, Brier score and AUC beyond the allowed "
+                                   "margins. Exit code 0 promoted, 1 refused, 2 error (nothing "
+                                   "changed).")
+    p.add_argument("--model-name", default=None, help="registered model name")
     p.add_argument("--version", default=None, help="candidate version (default: newest)")
-    p.add_argument("--max-ece", type=float, required=True, help="ECE threshold")
+    p.add_argument("--max-ece", type=float, default=None, help="ECE threshold")
     p.add_argument("--alias", default="champion", help="alias to move (default: champion)")
-    p.add_argument("--margin", type=float, default=0.0,
-                   help="allowed ECE excess over the current alias holder (default 0)")
+    p.add_argument("--max-log-loss-increase", type=float, default=0.01,
+                   help="allowed log-loss excess over the holder (default 0.01)")
+    p.add_argument("--max-brier-increase", type=float, default=0.0025,
+                   help="allowed Brier excess over the holder (default 0.0025)")
+    p.add_argument("--max-auc-decrease", type=float, default=0.01,
+                   help="allowed AUC drop against the holder (default 0.01)")
+    p.add_argument("--margin", type=float, default=None,
+                   help="also require ECE <= holder's ECE + MARGIN (off by default)")
     p.add_argument("--data", default=None,
-                   help="hold-out CSV (features + label); ECE is then recomputed for the "
-                        "candidate and the current holder on the same rows")
+                   help="hold-out CSV (features + label); every metric is then recomputed for "
+                        "the candidate and the holder on the same rows")
     p.add_argument("--label-column", default="y", help="label column of --data (default: y)")
+    p.add_argument("--min-rows", type=int, default=DEFAULT_MIN_ROWS,
+                   help=f"fewest rows --data may have (default {DEFAULT_MIN_ROWS})")
+    p.add_argument("--confidence", type=float, default=None,
+                   help="decide on paired bootstrap intervals at this confidence, e.g. 0.95 "
+                        "(needs --data)")
+    p.add_argument("--n-resamples", type=int, default=None,
+                   help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--metric-key", default=None,
-                   help="logged run metric used without --data (default: ece_after)")
+                   help="logged ECE metric used without --data (default: ece_after)")
     p.add_argument("--n-bins", type=int, default=10)
     p.add_argument("--strategy", choices=BIN_STRATEGIES, default="uniform")
+    p.add_argument("--json", action="store_true", help="print the decision (or history) as JSON")
+    p.add_argument("--history", metavar="NAME", default=None,
+                   help="print every recorded gate decision of registered model NAME and exit")
+    p.add_argument("--alias-filter", default=None, help="with --history: only this alias")
     p.add_argument("--tracking-uri", default=None,
                    help="MLflow tracking/registry URI (default: MLFLOW_TRACKING_URI or MLflow's)")
     p.set_defaults(handler=run)

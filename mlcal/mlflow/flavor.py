@@ -35,11 +35,13 @@ from typing import Any
 
 import numpy as np
 
+from mlcal._atomic import write_atomic
+from mlcal.calibrators._params import short_repr
 from mlcal.calibrators.base import CalibratorFormatError, load_calibrator
 from mlcal.mlflow.base_models import (BASE_MODEL_DIR, PyfuncScorer, base_requirements,
                                       load_base_model, save_base_model)
 from mlcal.mlflow.bundle import bundle_into, is_mlcal_requirement
-from mlcal.model import CalibratedModel
+from mlcal.model import SCORE_SOURCES, CalibratedModel
 
 FLAVOR_NAME = "mlcal"
 LOADER_MODULE = "mlcal.mlflow"
@@ -291,8 +293,7 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
             mlflow_model.metadata = metadata
 
         cal = cal_model.calibrator_
-        with open(os.path.join(path, CALIBRATOR_FILE), "w", encoding="utf-8") as fh:
-            fh.write(cal.to_json(indent=1) + "\n")
+        write_atomic(os.path.join(path, CALIBRATOR_FILE), cal.to_json(indent=1) + "\n")
         base_kwargs = dict(base_model_kwargs or {})
         if skops_trusted_types is not None:
             base_kwargs["skops_trusted_types"] = list(skops_trusted_types)
@@ -394,26 +395,71 @@ def log_model(cal_model: CalibratedModel, name: str | None = None, *,
                      **kwargs)
 
 
+def _inside_model_dir(root: str, conf: dict[str, Any], key: str, default: str) -> str:
+    """The real path of the MLmodel entry ``key``, which must name something inside ``root``
+    (no absolute paths, no ``..``, no symlinks leading out)."""
+    rel = conf.get(key, default)
+    if not isinstance(rel, str) or not rel or "\x00" in rel or os.path.isabs(rel):
+        raise CalibratorFormatError(f"mlcal model at {root}: MLmodel field {key!r} must be a "
+                                    f"relative path inside the model directory, got "
+                                    f"{short_repr(rel)}")
+    base = os.path.realpath(root)
+    full = os.path.realpath(os.path.join(base, rel))
+    if full == base or os.path.commonpath([base, full]) != base:
+        raise CalibratorFormatError(f"mlcal model at {root}: MLmodel field {key!r} points "
+                                    f"outside the model directory ({short_repr(rel)}); refusing "
+                                    "to read it")
+    return full
+
+
+def _model_fields(root: str, conf: dict[str, Any]) -> tuple[str, float, np.ndarray]:
+    """``score_source``, ``threshold`` and ``classes`` of the MLmodel file, validated."""
+    def bad(key: str, expected: str):
+        return CalibratorFormatError(f"mlcal model at {root}: MLmodel field {key!r} must be "
+                                     f"{expected}, got {short_repr(conf.get(key))}")
+
+    source = conf.get("score_source")
+    if not isinstance(source, str) or source not in SCORE_SOURCES[1:]:
+        raise bad("score_source", f"one of {SCORE_SOURCES[1:]}")
+    t = conf.get("threshold")
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 1:
+        raise bad("threshold", "a number in [0, 1]")
+    classes = conf.get("classes")
+    if (not isinstance(classes, list) or len(classes) != 2
+            or not all(isinstance(c, (str, int, float)) for c in classes)
+            or type(classes[0]) is not type(classes[1]) or classes[0] == classes[1]
+            or any(isinstance(c, float) and not np.isfinite(c) for c in classes)):
+        raise bad("classes", "a list of two distinct labels of one type (strings, integers, "
+                             "numbers or booleans)")
+    return source, float(t), np.asarray(classes)
+
+
 def _load_local(path: str, conf: dict[str, Any]) -> CalibratedModel:
+    from pathlib import Path
+
     from sklearn.base import clone
 
-    cal_file = os.path.join(path, conf.get("calibrator", CALIBRATOR_FILE))
+    if not isinstance(conf, dict):
+        raise CalibratorFormatError(f"mlcal model at {path}: the mlcal flavour configuration "
+                                    "in MLmodel is not a mapping")
+    source, threshold, classes = _model_fields(path, conf)
+    cal_file = _inside_model_dir(path, conf, "calibrator", CALIBRATOR_FILE)
     try:
-        with open(cal_file, encoding="utf-8") as fh:
-            cal = load_calibrator(fh.read())
-    except (OSError, CalibratorFormatError) as exc:
+        cal = load_calibrator(Path(cal_file))   # a Path: the file is parsed as JSON, only
+    except CalibratorFormatError as exc:
         raise CalibratorFormatError(f"cannot load the calibrator of the mlcal model at {path} "
                                     f"({cal_file}): {exc}") from None
     method = conf.get("calibration_method")
     if method is not None and cal.method_name != method:
         raise CalibratorFormatError(f"{cal_file} holds a {cal.method_name!r} calibrator but the "
-                                    f"MLmodel file says {method!r}; the artifact is inconsistent")
-    base = load_base_model(os.path.join(path, conf.get("base_model", BASE_MODEL_DIR)), conf)
+                                    f"MLmodel file says {short_repr(method)}; the artifact is "
+                                    "inconsistent")
+    base = load_base_model(_inside_model_dir(path, conf, "base_model", BASE_MODEL_DIR), conf)
     model = CalibratedModel(base_estimator=base, calibrator=clone(cal),
-                            score=conf["score_source"], threshold=float(conf["threshold"]))
+                            score=source, threshold=threshold)
     model.calibrator_ = cal
-    model.score_source_ = conf["score_source"]
-    model.classes_ = np.asarray(conf["classes"])
+    model.score_source_ = source
+    model.classes_ = classes
     return model
 
 

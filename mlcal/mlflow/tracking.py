@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from mlcal.metrics import METRIC_NAMES, calibration_report
+from mlcal._atomic import write_atomic
+from mlcal.metrics import METRIC_NAMES, calibration_diagnostics, calibration_report
 from mlcal.model import CalibratedModel
 
 ARTIFACT_DIR = "calibration"
@@ -44,7 +45,9 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
 
     Logs, for each metric m of ECE, MCE, Brier, RMSE, log loss, AUC and accuracy, the metrics
     ``{prefix}{m}_before``, ``{prefix}{m}_after`` and ``{prefix}{m}_improvement`` (positive =
-    better; non-finite values, e.g. AUC on one class, are skipped); the artifacts
+    better; non-finite values, e.g. AUC on one class, are skipped); ``{prefix}{d}_before`` and
+    ``_after`` for each estimator d of :data:`mlcal.metrics.DIAGNOSTIC_NAMES` (adaptive,
+    debiased and smooth ECE, Spiegelhalter's z and p-value); the artifacts
     ``{artifact_dir}/{prefix}reliability_diagram.png`` (before and after overlaid),
     ``{artifact_dir}/{prefix}calibration_map.png`` (when ``calibrator`` is given) and
     ``{artifact_dir}/{prefix}calibration_report.json``; and, when ``calibrator`` is given, the
@@ -85,6 +88,13 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
             value = float(report[part][m])
             if math.isfinite(value):
                 metrics[f"{prefix}{m}_{part}"] = value
+    # debiased/smooth/adaptive ECE and Spiegelhalter's Z: estimators that stay honest on
+    # small evaluation sets (no "improvement": a z statistic has no better direction)
+    report["diagnostics"] = {part: calibration_diagnostics(y, p)
+                             for part, p in (("before", p_before), ("after", p_after))}
+    for part, values in report["diagnostics"].items():
+        metrics.update({f"{prefix}{m}_{part}": float(v) for m, v in values.items()
+                        if math.isfinite(v)})
     if calibrator is not None:
         mp = calibrator.map_
         report["calibrator"] = {"method": calibrator.method_name,
@@ -97,8 +107,7 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
                  os.path.join(tmp, f"{prefix}calibration_report.json")]
         reliability_diagram(y, p_before, p_after, n_bins=n_bins, strategy=strategy,
                             path=files[0])
-        with open(files[1], "w", encoding="utf-8") as fh:
-            json.dump(_finite_or_none(report), fh, indent=1, allow_nan=False)
+        write_atomic(files[1], json.dumps(_finite_or_none(report), indent=1, allow_nan=False))
         if calibrator is not None:
             files.append(os.path.join(tmp, f"{prefix}calibration_map.png"))
             s_map, y_map = map_data if map_data is not None else (None, None)

@@ -38,7 +38,6 @@ Graph contract
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import onnx
@@ -224,9 +223,9 @@ def input_feeds(model: onnx.ModelProto, X) -> dict:
 
 
 def save(model: onnx.ModelProto, path: str, *, overwrite: bool = False) -> str:
-    """Write ``model`` to ``path``; refuses to replace an existing file unless ``overwrite``."""
-    if os.path.exists(path) and not overwrite:
-        raise FileExistsError(f"{path} already exists; pass overwrite=True (CLI: --force) "
-                              "to replace it")
-    onnx.save_model(model, path)
+    """Write ``model`` to ``path`` atomically (a temporary file renamed over it); refuses to
+    replace an existing file unless ``overwrite``."""
+    from mlcal._atomic import write_atomic
+
+    write_atomic(path, model.SerializeToString(), overwrite=overwrite)
     return path

@@ -25,7 +25,6 @@ stays in range. The callers turn the result into NaN afterwards.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 from onnx import TensorProto
@@ -95,11 +94,16 @@ def _grid_values(table: np.ndarray, grid_dtype) -> np.ndarray:
         return table.astype(grid_dtype)   # round to nearest, like ONNX Cast
 
 
+def ceil_log2(m: int) -> int:
+    """``ceil(log2(m))`` for an integer ``m >= 1``, exactly (bit length, no float logarithm)."""
+    return (int(m) - 1).bit_length()
+
+
 def plan_lut(table: np.ndarray, max_cells: int = MAX_LUT_CELLS) -> dict:
     """Choose the grid dtype and size: fewest search rounds (a table beyond the cache counts as
     one more round), then float32 over float64, then the smaller table."""
     k = table.size
-    log_k = math.ceil(math.log2(max(k, 1)))
+    log_k = ceil_log2(max(k, 1))
     start = max(16, 1 << max(0, log_k - 1))
     cap = max(start, min(max_cells, max(4096, 16 << log_k)))
     grid_dtypes = [np.float32] + ([np.float64] if table.dtype == np.float64 else [])
@@ -110,7 +114,7 @@ def plan_lut(table: np.ndarray, max_cells: int = MAX_LUT_CELLS) -> dict:
         while n_cells <= cap:
             origin, scale = _grid(gv, n_cells)
             cells = cells_of(gv, origin, scale, n_cells)
-            rounds = math.ceil(math.log2(int(np.bincount(cells, minlength=n_cells).max()) + 1))
+            rounds = ceil_log2(int(np.bincount(cells, minlength=n_cells).max()) + 1)
             cost = rounds + (n_cells > LUT_CACHE_CELLS)
             if best is None or cost < best["cost"]:
                 best = {"n_cells": n_cells, "origin": origin, "scale": scale, "rounds": rounds,
@@ -215,5 +219,5 @@ def count_leq(g: GraphBuilder, x: str, table: np.ndarray, method="auto") -> str:
         return g.op("ReduceSum", [ints, g.const(np.array([1], dtype=np.int64), "axes")],
                     "count", keepdims=0)
     if method == "bsearch":
-        return _bsearch_rounds(g, x, table, None, math.ceil(math.log2(table.size + 1)))
+        return _bsearch_rounds(g, x, table, None, ceil_log2(table.size + 1))
     return _lut_search(g, x, table)

@@ -13,11 +13,13 @@ from mlflow.models.evaluation import EvaluationResult, ModelEvaluator
 from mlflow.models.evaluation.artifacts import ImageEvaluationArtifact
 from mlflow.utils.time import get_current_time_millis
 
-from mlcal.metrics import compute_all
+from mlcal.labels import DEFAULT_MIN_ROWS, binary_labels
+from mlcal.metrics import calibration_diagnostics, compute_all
 from mlcal.plotting import reliability_diagram
 
 DEFAULT_CONFIG = {"n_bins": 10, "strategy": "uniform", "metric_prefix": "calibration_",
-                  "pos_label": None, "probability_column": "p_calibrated"}
+                  "pos_label": None, "probability_column": "p_calibrated",
+                  "min_rows": DEFAULT_MIN_ROWS}
 
 
 def _positive_probability(model, features, predictions, column: str):
@@ -45,18 +47,21 @@ def _positive_probability(model, features, predictions, column: str):
     return np.asarray(out, dtype=np.float64).reshape(-1), None
 
 
-def _labels01(labels, classes, pos_label) -> np.ndarray:
-    y = np.asarray(labels).reshape(-1)
-    if pos_label is None and np.isin(y, (0, 1)).all():
-        return y.astype(np.float64)
-    positive = pos_label if pos_label is not None else (None if classes is None else classes[1])
-    if positive is None:
-        raise ValueError("labels are not 0/1; set evaluator_config pos_label to the positive class")
-    return (y == positive).astype(np.float64)
+def _labels01(labels, classes, pos_label, min_rows: int) -> np.ndarray:
+    """0/1 labels; refuses missing labels, labels outside the model's classes, one class and
+    too few rows (see :func:`mlcal.labels.binary_labels`)."""
+    if classes is None and pos_label is not None:
+        y = np.asarray(labels, dtype=object).reshape(-1)
+        classes = [next((v for v in y if v != pos_label), None), pos_label]
+        if classes[0] is None:
+            classes = None  # a single class: binary_labels says so
+    return binary_labels(labels, classes=None if classes is None else list(classes),
+                         pos_label=pos_label, min_rows=int(min_rows), name="evaluation labels")
 
 
 class CalibrationEvaluator(ModelEvaluator):
-    """Logs ``<prefix>{ece,mce,brier,rmse,log_loss,auc,accuracy}`` and a reliability diagram."""
+    """Logs ``<prefix>{ece,mce,brier,rmse,log_loss,auc,accuracy}``, the estimators of
+    :data:`mlcal.metrics.DIAGNOSTIC_NAMES` and a reliability diagram."""
 
     @classmethod
     def can_evaluate(cls, *, model_type, evaluator_config, **kwargs) -> bool:
@@ -73,8 +78,9 @@ class CalibrationEvaluator(ModelEvaluator):
         if np.isin(p, (0.0, 1.0)).all():
             raise ValueError("the calibration evaluator needs probabilities, but the model "
                              "returned only 0/1 labels")
-        y = _labels01(dataset.labels_data, classes, config["pos_label"])
+        y = _labels01(dataset.labels_data, classes, config["pos_label"], config["min_rows"])
         values = compute_all(y, p, int(config["n_bins"]), config["strategy"])
+        values.update(calibration_diagnostics(y, p))
         prefix = config["metric_prefix"]
         metrics = {f"{prefix}{k}": float(v) for k, v in values.items() if np.isfinite(v)}
         client = MlflowClient()

@@ -1,0 +1,105 @@
+"""Crash-safe file writes: every artifact mlcal writes goes through :func:`atomic_path`.
+
+The content is written to a temporary file in the target's own directory, flushed to disk
+(fsync) and only then moved over the target with one rename. A process killed at any moment
+(SIGTERM, SIGKILL, power loss after the fsync) leaves either the complete old file or the
+complete new one, never a truncated mix. A killed writer may leave its temporary file behind;
+it is named ``.<target name>.<random>.tmp<suffix>`` beside the target.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from contextlib import contextmanager, suppress
+from typing import Iterator
+
+
+def _refuse_existing(path: str) -> None:
+    raise FileExistsError(f"{path} already exists; pass overwrite=True (CLI: --force) "
+                          "to replace it")
+
+
+def _new_file_mode(existing: str) -> int:
+    """Mode for the new file: the replaced file's, else what ``open`` would give (0666 & ~umask);
+    ``mkstemp`` alone would leave every artifact readable by its owner only."""
+    try:
+        return os.stat(existing).st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+def _fsync_dir(directory: str) -> None:
+    # makes the rename itself durable; not possible on every platform/filesystem
+    with suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike, *, overwrite: bool = False) -> Iterator[str]:
+    """Yield a temporary path to write; on normal exit it replaces ``path`` atomically.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The final file.
+    overwrite : bool
+        Replace an existing ``path``; otherwise ``FileExistsError`` is raised, before anything
+        is written and again (without touching the existing file) if the file appeared
+        meanwhile.
+
+    Yields
+    ------
+    str
+        A fresh, empty file in the same directory with the same extension as ``path`` (so
+        writers that infer a format from the name still work). On an exception it is removed
+        and ``path`` is left as it was.
+    """
+    path = os.path.abspath(os.fspath(path))
+    if os.path.exists(path) and not overwrite:
+        _refuse_existing(path)
+    directory, name = os.path.split(path)
+    suffix = os.path.splitext(name)[1]
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=f".tmp{suffix}", dir=directory)
+    os.close(fd)
+    try:
+        yield tmp
+        os.chmod(tmp, _new_file_mode(path))
+        fd = os.open(tmp, os.O_RDONLY)   # flush whatever the writer wrote, however it wrote it
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            try:   # a hard link fails if the target appeared meanwhile: no-clobber, atomically
+                os.link(tmp, path)
+            except FileExistsError:
+                _refuse_existing(path)
+            except OSError:   # filesystem without hard links
+                if os.path.exists(path):
+                    _refuse_existing(path)
+                os.replace(tmp, path)
+            else:
+                os.unlink(tmp)
+        _fsync_dir(directory)
+    finally:
+        with suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes, *, overwrite: bool = False) -> str:
+    """Write ``data`` (text is UTF-8 encoded) to ``path`` with :func:`atomic_path`; returns the
+    absolute path."""
+    payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    with atomic_path(path, overwrite=overwrite) as tmp:
+        with open(tmp, "wb") as fh:
+            fh.write(payload)
+    return os.path.abspath(os.fspath(path))

@@ -1,0 +1,109 @@
+"""Evaluation labels to 0/1, refusing anything that would make a metric silently wrong.
+
+Used by the promotion gate and the MLflow evaluator plugin: a missing label, a label that is not
+one of the model's classes, a single class or too few rows is an error that names the problem,
+never a label quietly turned into 0.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+#: Fewest evaluation rows the gate and the evaluator accept by default. Binned ECE on fewer
+#: rows is mostly noise; pass ``min_rows`` to change it.
+DEFAULT_MIN_ROWS = 100
+
+
+def _missing_mask(y: np.ndarray) -> np.ndarray:
+    import pandas as pd
+
+    return np.asarray(pd.isna(y), dtype=bool)
+
+
+def _same(a, b) -> bool:
+    """Label equality without numpy's casting: "1" is not 1, but 1.0 is 1 and True is 1."""
+    if isinstance(a, (str, bytes)) or isinstance(b, (str, bytes)):
+        return type(a) is type(b) and a == b
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False
+
+
+def _numeric(values) -> bool:
+    return all(isinstance(v, (int, float, bool, np.number, np.bool_)) for v in values)
+
+
+def _known(arr: np.ndarray, allowed: list) -> np.ndarray:
+    """Mask of the labels equal to one of ``allowed`` (vectorised when everything is numeric)."""
+    raw = np.asarray(arr.tolist())
+    if raw.dtype.kind in "biuf" and _numeric(allowed):
+        return np.isin(raw.astype(np.float64), np.asarray(allowed, dtype=np.float64))
+    return np.array([any(_same(v, a) for a in allowed) for v in arr], dtype=bool)
+
+
+def binary_labels(y, *, classes: Sequence | None = None, pos_label=None,
+                  min_rows: int = DEFAULT_MIN_ROWS, name: str = "labels") -> np.ndarray:
+    """Validate binary evaluation labels and return them as a float64 0/1 array.
+
+    Parameters
+    ----------
+    y : array-like of shape (n,)
+        Labels as given by the user (numbers, strings, booleans).
+    classes : sequence of two labels, optional
+        The model's classes in order (negative, positive), e.g. ``classes_`` of a scikit-learn
+        classifier. Every label must be one of them. Without ``classes`` and ``pos_label`` the
+        labels must be 0/1 (or booleans).
+    pos_label : optional
+        The positive class; defaults to ``classes[1]`` (or 1 when ``classes`` is None).
+    min_rows : int, default=DEFAULT_MIN_ROWS
+        Fewest rows accepted.
+    name : str
+        How the labels are named in error messages.
+
+    Returns
+    -------
+    ndarray of float64, shape (n,)
+        1.0 for the positive class, 0.0 otherwise.
+
+    Raises
+    ------
+    ValueError
+        Missing labels (NaN/None), a label outside ``classes``, a single class, fewer than
+        ``min_rows`` rows, or ``classes`` that are not two distinct labels.
+    """
+    if isinstance(min_rows, bool) or not isinstance(min_rows, (int, np.integer)) or min_rows < 1:
+        raise ValueError(f"min_rows must be a positive integer, got {min_rows!r}")
+    arr = np.asarray(y, dtype=object).reshape(-1)
+    n = arr.shape[0]
+    if n < min_rows:
+        raise ValueError(f"{name}: only {n} rows, fewer than the minimum of {min_rows}; "
+                         "evaluate on more data or lower min_rows")
+    missing = _missing_mask(arr)
+    if missing.any():
+        raise ValueError(f"{name}: {int(missing.sum())} of {n} labels are missing (NaN/None); "
+                         "drop or fix those rows")
+    if classes is None:
+        allowed = [0, 1] if pos_label is None else None
+    else:
+        allowed = list(np.asarray(classes, dtype=object).reshape(-1))
+        if len(allowed) != 2 or allowed[0] == allowed[1]:
+            raise ValueError(f"a binary model has two distinct classes, got {allowed}")
+    positive = pos_label if pos_label is not None else (1 if classes is None else allowed[1])
+    if allowed is not None and not any(_same(positive, a) for a in allowed):
+        raise ValueError(f"pos_label {positive!r} is not one of the classes {allowed}")
+    if allowed is not None:
+        known = _known(arr, allowed)
+        if not known.all():
+            bad = list(dict.fromkeys(arr[~known].tolist()))[:5]
+            raise ValueError(f"{name}: {int((~known).sum())} of {n} labels are not among the "
+                             f"model's classes {allowed}: e.g. {bad}")
+    y01 = _known(arr, [positive]).astype(np.float64)
+    n_pos = int(y01.sum())
+    if n_pos == 0 or n_pos == n:
+        only = "negative" if n_pos == 0 else "positive"
+        raise ValueError(f"{name}: all {n} labels are the {only} class; calibration metrics "
+                         "and the gate need both classes")
+    return y01

@@ -1,0 +1,58 @@
+"""The same data gives a bit-identical calibrator JSON on any x86-64 CPU.
+
+An older CPU is emulated on this one by switching off, for a subprocess, everything that picks
+code by CPU feature: numpy's SIMD dispatch (``NPY_DISABLE_CPU_FEATURES``), glibc's libm variants
+(``GLIBC_TUNABLES`` hwcaps: the FMA/AVX2 versions of exp, log, pow, lgamma), OpenBLAS's kernel
+(``OPENBLAS_CORETYPE``) and numba's code generation (``NUMBA_CPU_NAME=x86-64``, baseline
+SSE2, with its own cache). Each of these changed the last bits of some results before the fits
+were made CPU-independent (see tests/support/determinism_probe.py for what is fitted). On a CPU
+that lacks AVX-512 the numpy switch changes nothing, but the libm, BLAS and numba switches still
+emulate a different machine.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+PROBE = Path(__file__).parent / "support" / "determinism_probe.py"
+
+BASELINE_CPU = {
+    "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR",
+    "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX2,-FMA,-AVX,-AVX512F",
+    "OPENBLAS_CORETYPE": "Nehalem",
+    "NUMBA_CPU_NAME": "x86-64",
+}
+
+
+def _probe(env_overrides: dict[str, str]) -> dict[str, str]:
+    env = {**os.environ, **env_overrides}
+    out = subprocess.run([sys.executable, str(PROBE)], env=env, capture_output=True, text=True,
+                         timeout=900, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return dict(line.split() for line in out.stdout.splitlines())
+
+
+@pytest.fixture(scope="module")
+def host_hashes():
+    return _probe({})
+
+
+def test_probe_covers_every_registered_method(host_hashes):
+    import mlcal
+    fitted = {key.split("/")[1] for key in host_hashes}
+    assert set(mlcal.available_calibrators()) <= fitted
+
+
+def test_json_identical_on_an_emulated_baseline_cpu(host_hashes):
+    # numba's cache for the baseline CPU, kept between runs (compiling everything takes ~30 s)
+    cache = Path(tempfile.gettempdir()) / "mlcal-tests-numba-x86-64"
+    cache.mkdir(exist_ok=True)
+    emulated = _probe({**BASELINE_CPU, "NUMBA_CACHE_DIR": str(cache)})
+    differing = sorted(k for k in host_hashes if emulated.get(k) != host_hashes[k])
+    assert not differing, f"calibrator JSON depends on the CPU for: {differing}"

@@ -1,4 +1,4 @@
-"""BBQ against independent, literal re-implementations of the authors' recipe (algorithms.md §6)
+"""BBQ against independent, literal re-implementations of the authors' recipe (docs/bbq.md)
 on small inputs: the score from scipy Gamma/Beta products, the elbow rule step by step, and the
 whole ensemble prediction."""
 
@@ -56,7 +56,7 @@ def naive_model(s_sorted, y_sorted, B):
 
 
 def literal_elbow(sv, alpha):
-    """algorithms.md §1, steps 1-5, with 1-based indices as written."""
+    """The elbow rule of docs/conventions.md, steps 1-5, with 1-based indices as written."""
     b = len(sv)
     sigma2 = np.var(sv)                       # population variance
     idxs = sorted(range(b), key=lambda i: -sv[i])   # Python sort is stable

@@ -7,7 +7,8 @@ family (B up to 10 N^(1/3)) costs about O(N^(2/3)) after the sort. Scoring runs 
 loop that keeps nothing but the score of each model; only the models the elbow keeps are
 materialised afterwards.
 
-The recipe follows the authors' MATLAB code (see ``algorithms.md`` §6):
+The recipe follows the authors' MATLAB code (``BBQ/build.m``; derivation and deviations in
+``docs/bbq.md``):
 
 * B from ``max(1, floor(N^(1/3)/10))`` to ``min(ceil(N/5), ceil(10 N^(1/3)))``, each integer
   computed exactly (:mod:`mlcal._solvers.exact`): the code's ``pow`` gives 1000^(1/3) = 9.999...,

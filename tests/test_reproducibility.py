@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import mlcal
+from support.synthetic import calibration_set
 
 METHODS = mlcal.available_calibrators()
 
@@ -18,12 +19,8 @@ def _sha(cal) -> str:
 
 @pytest.fixture(scope="module")
 def tied_weighted():
-    rng = np.random.default_rng(5)
-    n = 3000
-    s = np.round(rng.beta(2.0, 5.0, n), 2)          # heavy ties
-    y = (rng.random(n) < s).astype(int)
-    w = rng.uniform(0.1, 3.0, n)                     # fractional weights: sums depend on order
-    return s, y, w
+    # heavy ties and fractional weights: tie sums in input order would depend on the order
+    return calibration_set(3000, 5, beta=(2.0, 5.0), decimals=2, weights="fractional")
 
 
 @pytest.mark.parametrize("method", [pytest.param(m, marks=pytest.mark.xfail(

@@ -194,10 +194,11 @@ def test_scores_and_weights_follow_elite_aicc(seed, thin_tol):
         db, noise = slope_changes(x, b)
         df = int(np.count_nonzero(np.abs(db) > noise)) + 2
         assert df == cal.df_[j]
-        p = np.clip(b, 0, 1)
-        keep = (p > 1e-12) & (p < 1 - 1e-12)  # exact 0/1 skipped, as R drops non-finite terms
-        ll = np.sum(w[keep] * (yb[keep] * np.log(p[keep]) + (1 - yb[keep]) * np.log(1 - p[keep])))
-        N = keep.sum()
+        # every point scored, predictions floored at 1e-12, 0 log 0 = 0; N = instances
+        p = np.clip(b, 1e-12, 1 - 1e-12)
+        ll = np.sum(w * (np.where(yb > 0, yb * np.log(p), 0.0)
+                         + np.where(yb < 1, (1 - yb) * np.log1p(-p), 0.0)))
+        N = s.size
         # AICc is undefined (division by <= 0) when N <= df + 1: such models get +inf
         aicc.append(2 * df - 2 * ll + 2 * df * (df + 1) / (N - df - 1) if N > df + 1 else np.inf)
     aicc = np.array(aicc)

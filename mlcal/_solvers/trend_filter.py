@@ -524,13 +524,19 @@ def _scan(x, y, w, bs, mom, bp, k2, c, lam, state, thr, add_i, add_s):
 
 
 @njit(cache=True, nogil=True)
-def _pdas_iterations(x, y, w, bs, mom, lam, kn, ks, K, state, tol, max_iter, pw):
+def _pdas_iterations(x, y, w, bs, mom, lam, kn, ks, K, state, tol, max_iter, pw,
+                     keep_flat=False):
     """Primal-dual active-set iterations at ``lam`` from the knots ``kn[:K]`` (signs ``ks``).
 
     Each iteration solves the exact KKT system of the current knot set, removes every knot whose
     slope change has the wrong sign (or is negligible) and, for every run of consecutive free
     indices whose dual exceeds ``lam (1 + tol)`` with one sign, adds one knot at the run's peak.
     When nothing changes the KKT conditions hold: the solution is exact.
+
+    ``keep_flat=True`` keeps knots whose slope change is negligible (within the rounding
+    allowance either side of 0), removing only those of clearly wrong sign: the homotopy's rule.
+    Used to re-solve the homotopy's knot set, whose degenerate knots (an exactly fitted stretch,
+    where ``nu = -lam`` on every index) the default rule would remove and re-add forever.
 
     Returns (iterations, or minus the iterations spent when it gives up, after ``max_iter``
     iterations or when a knot set repeats, i.e. the update cycles; new K; relative dual
@@ -564,12 +570,12 @@ def _pdas_iterations(x, y, w, bs, mom, lam, kn, ks, K, state, tol, max_iter, pw)
             ip = 1.0 / (x[bp[q + 1]] - x[bp[q]])
             g = sg[q] * ((c[q + 1] - c[q]) * ip - (c[q] - c[q - 1]) * im)
             noise = tol * vscale * (im + ip)
-            if g <= noise:
+            if g <= noise and not (keep_flat and g >= -noise):
                 state[kn[q - 1]] = 2 * ks[q - 1]
                 nrem += 1
                 if g < 0.0:
                     wrong = max(wrong, -g / (vscale * (im + ip)))
-            else:
+            elif g > noise:
                 kinks += 1
         nadd, worst = _scan(x, y, w, bs, mom, bp, k2, c, lam, state, thr, add_i, add_s)
         if nrem == 0 and nadd == 0:
@@ -721,7 +727,8 @@ def _path(x, y, w, ratios, tol, bs, pdas_iter, max_events):
                 tkn, tks, tstate = kn.copy(), ks.copy(), state.copy()
                 # re-solve at t from the exact knot set (converges at once) for the record
                 it, tK, r_kkt, r_kinks = _pdas_iterations(x, y, w, bs, mom, t, tkn, tks, K,
-                                                          tstate, tol, max(pdas_iter, 30), pw)
+                                                          tstate, tol, max(pdas_iter, 30), pw,
+                                                          True)
                 if it < 0:  # pragma: no cover - guard, never observed
                     raise RuntimeError("trend-filtering path: the homotopy's knot set does "
                                        "not re-solve")

@@ -118,3 +118,21 @@ def test_tied_rows_fit_like_their_weighted_point():
     merged = Platt().fit(keys[0], keys[1], sample_weight=counts.astype(float))
     np.testing.assert_allclose([cal.map_.a, cal.map_.b], [merged.map_.a, merged.map_.b],
                                rtol=1e-12)
+
+
+def test_newton_stops_in_few_iterations_at_a_million_rows():
+    """Confident probability scores (3 % exactly 1.0) at 1M rows: the old solver's line search
+    crawled below the objective's rounding error (100 iterations, 3233 objective evaluations,
+    520 s). The optimum is checked by its first-order conditions, computed here in numpy."""
+    n = 1_000_000
+    rng = np.random.default_rng(0)
+    f = rng.normal(-3.4, 1.2, n)
+    y = (rng.random(n) < 1 / (1 + np.exp(-f))).astype(float)
+    s = 1 / (1 + np.exp(-(20 * f + 60)))
+    cal = Platt().fit(s, y)
+    assert cal.n_iter_ <= 20
+    n_pos = y.sum()
+    t = np.where(y > 0, (n_pos + 1) / (n_pos + 2), 1 / (n - n_pos + 2))
+    r = t - cal.predict(s)
+    g = (s - s.mean()) / s.std()
+    assert abs(r.sum()) / n < 1e-10 and abs((r * g).sum()) / n < 1e-10

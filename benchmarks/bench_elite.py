@@ -100,9 +100,9 @@ def accuracy_table(sizes, datasets=("compressed", "gbm")) -> None:
     methods = [("uncal", None), ("ELiTE", lambda: ELiTE()),
                ("isotonic", lambda: IsotonicRegression(out_of_bounds="clip")),
                ("ENIR", (lambda: ENIR()) if ENIR else None)]
-    head = (f"{'data':>10} {'N':>8} {'pos %':>6} " + " ".join(f"{m + ' LL':>12}" for m, _ in methods)
-            + " " + " ".join(f"{m + ' |dp|':>14}" for m, _ in methods)
-            + f" {'LL ELiTE/iso':>12}")
+    head = (f"{'data':>10} {'N':>8} {'pos %':>6} "
+            + " ".join(f"{m + ' LL':>12}" for m, _ in methods) + " "
+            + " ".join(f"{m + ' |dp|':>14}" for m, _ in methods) + f" {'LL ELiTE/iso':>12}")
     print(head)
     print("-" * len(head))
     for name in datasets:
@@ -113,9 +113,11 @@ def accuracy_table(sizes, datasets=("compressed", "gbm")) -> None:
             else:
                 (s, y, _), (st, yt, pt) = make_compressed(n, 0), make_compressed(n, 1)
             lls, errs = [], []
-            for _, make in methods:
-                if make is None:
-                    q = st if _ == "uncal" else np.full(st.size, np.nan)
+            for method, make in methods:
+                if method == "uncal":
+                    q = st
+                elif make is None:   # ENIR module absent
+                    q = np.full(st.size, np.nan)
                 else:
                     q = make().fit(s, y).predict(st)
                 lls.append(log_loss(q, yt))

@@ -90,6 +90,20 @@ def test_fit_is_invariant_to_affine_rescaling_of_the_scores(c, d_over_c):
     np.testing.assert_allclose(cal.map_.b + cal.map_.a * d, ref.map_.b, rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("c", [1e300, 1e-300])
+def test_extreme_scales_neither_overflow_nor_underflow(c):
+    f, y = margins(2_000, 4)
+    ref = Platt().fit(f, y)
+    cal = Platt().fit(c * f, y)
+    np.testing.assert_allclose(cal.predict(c * f), ref.predict(f), rtol=0, atol=1e-12)
+
+
+def test_subnormal_spread_is_a_clear_error():
+    f, y = margins(200, 4)
+    with pytest.raises(ValueError, match="too small for double precision"):
+        Platt().fit(1e-320 * f, y)
+
+
 def test_rescaled_fit_still_equals_direct_maximum_likelihood():
     f, y = margins(2_000, 5)
     w = np.ones(f.size)

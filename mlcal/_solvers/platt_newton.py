@@ -65,16 +65,25 @@ def _gradient_hessian(f, t, w, a, b):
     return g0, g1, h11, h21, h22
 
 
-def standardise(f: np.ndarray, w: np.ndarray) -> tuple[float, float]:
-    """Weighted mean and standard deviation of ``f`` (``sd = 1`` when all scores are equal).
+def standardise(f: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """Standardised scores ``g = (f - m) / sd`` with ``m``, ``sd`` the weighted mean and standard
+    deviation of ``f`` (``sd = 1`` when all scores are equal); returns ``(g, m / sd, sd)``.
 
-    Plain sequential sums (``np.sum``, not BLAS) over the given order: with sorted input the
-    result does not depend on the caller's row order."""
+    The scores are first scaled by a power of two (exact) so that ``max |f|`` is about 1: the
+    squares of scores near 1e300 would overflow and those near 1e-300 underflow. Plain
+    sequential sums (``np.sum``, not BLAS) over the given order: with sorted input the result
+    does not depend on the caller's row order.
+    """
+    top = float(np.max(np.abs(f)))
+    e = math.frexp(top)[1] if 0.0 < top < math.inf else 0
+    fs = np.ldexp(f, -e)
     wt = float(np.sum(w))
-    m = float(np.sum(w * f)) / wt
-    var = float(np.sum(w * (f - m) * (f - m))) / wt
-    sd = math.sqrt(var)     # an IEEE basic operation: correctly rounded on every CPU
-    return m, (sd if sd > 0.0 and math.isfinite(sd) else 1.0)
+    m = float(np.sum(w * fs)) / wt
+    d = fs - m
+    sd = math.sqrt(float(np.sum(w * d * d)) / wt)   # IEEE sqrt: correctly rounded on every CPU
+    if not sd > 0.0:
+        sd = math.ldexp(1.0, -e)  # all scores equal: g = 0 and only b is fitted
+    return d / sd, m / sd, math.ldexp(sd, e)
 
 
 def fit_sigmoid(f: np.ndarray, t: np.ndarray, w: np.ndarray, *, max_iter: int = 100,
@@ -83,7 +92,7 @@ def fit_sigmoid(f: np.ndarray, t: np.ndarray, w: np.ndarray, *, max_iter: int = 
 
     Solved for standardised scores ``g = (f - m) / sd`` from a = 0, b = log((N- + 1)/(N+ + 1))
     (weighted counts) as Platt does, then mapped back: ``a = a_g / sd``,
-    ``b = b_g - a_g m / sd``. Each of the two back-mapping operations rounds once or twice, so
+    ``b = b_g - a_g (m / sd)``. Each of the two back-mapping operations rounds once or twice, so
     ``a f + b`` differs from ``a_g g + b_g`` by a few ulps of ``|a_g g| + |b_g| + |a_g m / sd|``
     (negligible unless ``|m| >> sd``, where the scores themselves carry that rounding).
 
@@ -100,8 +109,7 @@ def fit_sigmoid(f: np.ndarray, t: np.ndarray, w: np.ndarray, *, max_iter: int = 
     f = np.ascontiguousarray(f, dtype=np.float64)
     t = np.ascontiguousarray(t, dtype=np.float64)
     w = np.ascontiguousarray(w, dtype=np.float64)
-    m, sd = standardise(f, w)
-    g = (f - m) / sd
+    g, m_over_sd, sd = standardise(f, w)
     n_pos = float(np.sum(w * t))   # not np.dot: BLAS kernels sum in a CPU-specific order
     scale = float(np.sum(w))
     n_neg = scale - n_pos
@@ -139,4 +147,4 @@ def fit_sigmoid(f: np.ndarray, t: np.ndarray, w: np.ndarray, *, max_iter: int = 
             step /= 2.0
         else:
             break  # no further decrease possible at machine precision
-    return a / sd, b - (a / sd) * m, n_iter
+    return a / sd, b - a * m_over_sd, n_iter

@@ -53,4 +53,8 @@ class Platt(BaseCalibrator):
             n_neg = float(np.sum(wsum)) - n_pos
             t = ybar * ((n_pos + 1.0) / (n_pos + 2.0)) + (1.0 - ybar) * (1.0 / (n_neg + 2.0))
         a, b, self.n_iter_ = fit_sigmoid(x, t, wsum)
+        if not (np.isfinite(a) and np.isfinite(b)):
+            raise ValueError("Platt: the fitted slope is not representable (the scores' spread, "
+                             f"{x[-1] - x[0]:.3g}, is too small for double precision); "
+                             "rescale the scores")
         return SigmoidMap(a, b)

@@ -1,6 +1,7 @@
 """ELiTE fit time against scikit-learn's isotonic regression and mlcal's ENIR, same run, same data.
 
     python benchmarks/bench_elite.py [--sizes 1e4 1e5 1e6] [--repeats 3] [--no-thin]
+    python benchmarks/bench_elite.py --accuracy [--accuracy-sizes 2e5 1e6]
 
 Targets (issue 5): at N = 1e6, ``ELiTE().fit`` <= 10x ``IsotonicRegression.fit`` and <= 3x
 ``ENIR().fit``. Times are the best of ``--repeats`` runs after a warm-up (numba compilation
@@ -15,6 +16,17 @@ excluded). Two score distributions:
 the default 1e-5 thinning); ``AS iter`` the active-set iterations over the 50 lambdas and
 ``events`` the exact homotopy events walked (fallback). ``--no-thin`` adds ELiTE with
 ``thin_tol=None`` (ties only) as an extra column.
+
+``--accuracy`` (issue 15) instead compares held-out log loss and mean ``|p - p_true|`` of ELiTE,
+isotonic regression, ENIR and the uncalibrated scores on imbalanced data with known true
+probabilities (about 6 % positives), fitted on one sample and scored on another of the same
+size:
+
+* ``compressed``: scores ``sigmoid(0.4 f + 0.5)`` (rounded to 6 digits) of the true logit
+  ``f ~ N(-3.4, 1.2^2)``: a strongly convex calibration curve;
+* ``gbm``: scores of a deliberately overfitted scikit-learn gradient-boosted tree model
+  (400 trees of 255 leaves, no early stopping) trained on a third sample of 10 features
+  whose true logit is known.
 """
 
 from __future__ import annotations
@@ -48,12 +60,88 @@ def make_margin(n: int, seed: int = 0):
 
 
 
+def make_compressed(n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    f = rng.normal(-3.4, 1.2, n)
+    p = expit(f)
+    return np.round(expit(0.4 * f + 0.5), 6), (rng.random(n) < p).astype(np.float64), p
+
+
+def _gbm_sample(n: int, rng):
+    X = rng.standard_normal((n, 10))
+    f = -4.0 + X[:, 0] - 0.8 * X[:, 1] + 0.5 * X[:, 2] * X[:, 3] + 0.6 * np.abs(X[:, 4])
+    p = expit(f)
+    return X, (rng.random(n) < p).astype(np.float64), p
+
+
+def make_gbm_splits(n: int, seed: int = 0):
+    """(calibration, test) pairs of (scores, labels, p_true) from an overfitted boosted model."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    rng = np.random.default_rng(seed)
+    X, y, _ = _gbm_sample(n, rng)
+    model = HistGradientBoostingClassifier(max_iter=400, max_leaf_nodes=255, learning_rate=0.3,
+                                           min_samples_leaf=5, l2_regularization=0.0,
+                                           early_stopping=False, random_state=0).fit(X, y)
+    out = []
+    for _ in range(2):
+        Xs, ys, ps = _gbm_sample(n, rng)
+        out.append((model.predict_proba(Xs)[:, 1], ys, ps))
+    return out
+
+
+def log_loss(p, y) -> float:
+    p = np.clip(p, 1e-15, 1 - 1e-15)
+    return float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
+
+
+def accuracy_table(sizes, datasets=("compressed", "gbm")) -> None:
+    """Held-out log loss and mean |p - p_true|: ELiTE against isotonic, ENIR and the raw scores."""
+    methods = [("uncal", None), ("ELiTE", lambda: ELiTE()),
+               ("isotonic", lambda: IsotonicRegression(out_of_bounds="clip")),
+               ("ENIR", (lambda: ENIR()) if ENIR else None)]
+    head = (f"{'data':>10} {'N':>8} {'pos %':>6} "
+            + " ".join(f"{m + ' LL':>12}" for m, _ in methods) + " "
+            + " ".join(f"{m + ' |dp|':>14}" for m, _ in methods) + f" {'LL ELiTE/iso':>12}")
+    print(head)
+    print("-" * len(head))
+    for name in datasets:
+        for size in sizes:
+            n = int(size)
+            if name == "gbm":
+                (s, y, _), (st, yt, pt) = make_gbm_splits(n)
+            else:
+                (s, y, _), (st, yt, pt) = make_compressed(n, 0), make_compressed(n, 1)
+            lls, errs = [], []
+            for method, make in methods:
+                if method == "uncal":
+                    q = st
+                elif make is None:   # ENIR module absent
+                    q = np.full(st.size, np.nan)
+                else:
+                    q = make().fit(s, y).predict(st)
+                lls.append(log_loss(q, yt))
+                errs.append(float(np.mean(np.abs(q - pt))))
+            print(f"{name:>10} {n:>8d} {100 * y.mean():>6.2f} "
+                  + " ".join(f"{v:>12.4f}" for v in lls) + " "
+                  + " ".join(f"{v:>14.4f}" for v in errs) + f" {lls[1] / lls[2]:>12.3f}",
+                  flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", nargs="+", type=float, default=[1e4, 1e5, 1e6])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-thin", action="store_true", help="also time thin_tol=None")
+    ap.add_argument("--accuracy", action="store_true",
+                    help="held-out accuracy on imbalanced data with known p_true instead")
+    ap.add_argument("--accuracy-sizes", nargs="+", type=float, default=[2e5, 1e6])
+    ap.add_argument("--accuracy-data", nargs="+", choices=["compressed", "gbm"],
+                    default=["compressed", "gbm"])
     args = ap.parse_args()
+    if args.accuracy:
+        accuracy_table(args.accuracy_sizes, args.accuracy_data)
+        return
 
     ELiTE().fit(*make_beta(2000))  # load the compiled kernels once
     head = (f"{'data':>6} {'N':>8} {'points':>7} {'ELiTE s':>8} {'iso s':>7} {'x iso':>6} "

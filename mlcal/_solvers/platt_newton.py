@@ -1,7 +1,21 @@
-"""Newton's method with backtracking for Platt's sigmoid (Lin, Lin & Weng 2007), weighted.
+"""Newton's method with backtracking for Platt's sigmoid (Lin, Lin & Weng 2007), weighted, on
+internally standardised scores.
 
 The per-iteration passes over the data are fused numba loops: one for the objective, one for
 gradient and Hessian together, so a fit costs a few O(N) sweeps without temporaries.
+
+Scale: the model ``1/(1 + exp(a f + b))`` is affine in ``f``, so the optimum for ``c f + d`` is
+the optimum for ``f`` mapped back exactly. Newton's method is affine invariant in exact
+arithmetic, but not its absolute ridge and stopping tolerances: on scores scaled by 1e-12 the
+Hessian fell below the ridge and the fit stopped at a near-constant map. The solver therefore
+works on ``g = (f - m) / sd`` (weighted mean and standard deviation) and maps the result back.
+
+Stopping: the objective is a sum of N terms, so its rounding error grows with N, and below that
+level the backtracking line search cannot tell a good step from a bad one (at 5M rows it
+accepted ~1e-8 steps after ~28 halvings, 100 times over). Once the predicted decrease is below a
+bound on that rounding error, full Newton steps are taken without a line search (this close to
+the optimum they converge quadratically) until the gradient is negligible, at most
+``POLISH_STEPS`` times.
 """
 
 from __future__ import annotations
@@ -12,6 +26,9 @@ import numpy as np
 from numba import njit
 
 from mlcal._solvers.detmath import det_exp, det_log, det_log1p
+
+POLISH_STEPS = 4   # full Newton steps once the line search is below rounding; 2-3 suffice
+EPS = 2.0 ** -53
 
 
 @njit(cache=True, nogil=True)
@@ -48,14 +65,41 @@ def _gradient_hessian(f, t, w, a, b):
     return g0, g1, h11, h21, h22
 
 
+def standardise(f: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """Standardised scores ``g = (f - m) / sd`` with ``m``, ``sd`` the weighted mean and standard
+    deviation of ``f`` (``sd = 1`` when all scores are equal); returns ``(g, m / sd, sd)``.
+
+    The scores are first scaled by a power of two (exact) so that ``max |f|`` is about 1: the
+    squares of scores near 1e300 would overflow and those near 1e-300 underflow. Plain
+    sequential sums (``np.sum``, not BLAS) over the given order: with sorted input the result
+    does not depend on the caller's row order.
+    """
+    top = float(np.max(np.abs(f)))
+    e = math.frexp(top)[1] if 0.0 < top < math.inf else 0
+    fs = np.ldexp(f, -e)
+    wt = float(np.sum(w))
+    m = float(np.sum(w * fs)) / wt
+    d = fs - m
+    sd = math.sqrt(float(np.sum(w * d * d)) / wt)   # IEEE sqrt: correctly rounded on every CPU
+    if not sd > 0.0:
+        sd = math.ldexp(1.0, -e)  # all scores equal: g = 0 and only b is fitted
+    return d / sd, m / sd, math.ldexp(sd, e)
+
+
 def fit_sigmoid(f: np.ndarray, t: np.ndarray, w: np.ndarray, *, max_iter: int = 100,
                 min_step: float = 1e-10, ridge: float = 1e-12, tol: float = 1e-12):
     """Minimise the weighted cross-entropy of ``1/(1+exp(a f + b))`` against targets ``t``.
 
-    Starts at a = 0, b = log((N- + 1)/(N+ + 1)) (weighted counts) as Platt does. Stops when the
-    gradient's max-norm is below ``tol`` times the total weight, when the Newton decrement falls
-    below the objective's rounding error (1e-15 relative), when the line search cannot
-    decrease the objective any more (step below ``min_step``), or after ``max_iter`` steps.
+    Solved for standardised scores ``g = (f - m) / sd`` from a = 0, b = log((N- + 1)/(N+ + 1))
+    (weighted counts) as Platt does, then mapped back: ``a = a_g / sd``,
+    ``b = b_g - a_g (m / sd)``. Each of the two back-mapping operations rounds once or twice, so
+    ``a f + b`` differs from ``a_g g + b_g`` by a few ulps of ``|a_g g| + |b_g| + |a_g m / sd|``
+    (negligible unless ``|m| >> sd``, where the scores themselves carry that rounding).
+
+    Stops when the gradient's max-norm (standardised) is below ``tol`` times the total weight,
+    after at most ``POLISH_STEPS`` full Newton steps once the predicted decrease is below the
+    objective's rounding error, when the line search cannot decrease the objective (step below
+    ``min_step``), or after ``max_iter`` steps.
 
     Returns
     -------
@@ -65,14 +109,18 @@ def fit_sigmoid(f: np.ndarray, t: np.ndarray, w: np.ndarray, *, max_iter: int = 
     f = np.ascontiguousarray(f, dtype=np.float64)
     t = np.ascontiguousarray(t, dtype=np.float64)
     w = np.ascontiguousarray(w, dtype=np.float64)
+    g, m_over_sd, sd = standardise(f, w)
     n_pos = float(np.sum(w * t))   # not np.dot: BLAS kernels sum in a CPU-specific order
-    n_neg = float(w.sum()) - n_pos
+    scale = float(np.sum(w))
+    n_neg = scale - n_pos
     a, b = 0.0, float(det_log((n_neg + 1.0) / (n_pos + 1.0)))
-    fval = _objective(f, t, w, a, b)
-    scale = float(w.sum())
+    fval = _objective(g, t, w, a, b)
+    # rounding-error bound of a sequential sum of N positive-ish terms, with margin
+    rounding = 64.0 * f.size * EPS * (abs(fval) + scale)
+    polish = 0
     n_iter = 0
     for n_iter in range(1, max_iter + 1):
-        g0, g1, h11, h21, h22 = _gradient_hessian(f, t, w, a, b)
+        g0, g1, h11, h21, h22 = _gradient_hessian(g, t, w, a, b)
         if max(abs(g0), abs(g1)) < tol * scale:
             break
         h11 += ridge
@@ -81,19 +129,22 @@ def fit_sigmoid(f: np.ndarray, t: np.ndarray, w: np.ndarray, *, max_iter: int = 
         da = -(h22 * g0 - h21 * g1) / det
         db = -(-h21 * g0 + h11 * g1) / det
         slope = g0 * da + g1 * db
-        if -slope <= 1e-15 * abs(fval):
-            # the predicted decrease is below the objective's rounding error, so the line search
-            # cannot judge the step; this close to the optimum the full Newton step is exact
+        if -slope <= rounding or polish:
+            # the line search cannot judge a decrease this small; so close to the optimum the
+            # full Newton step converges quadratically
             a, b = a + da, b + db
-            break
+            polish += 1
+            if polish >= POLISH_STEPS:
+                break
+            continue
         step = 1.0
         while step >= min_step:
             na, nb = a + step * da, b + step * db
-            nf = _objective(f, t, w, na, nb)
+            nf = _objective(g, t, w, na, nb)
             if nf <= fval + 1e-4 * step * slope:
                 a, b, fval = na, nb, nf
                 break
             step /= 2.0
         else:
             break  # no further decrease possible at machine precision
-    return a, b, n_iter
+    return a / sd, b - a * m_over_sd, n_iter

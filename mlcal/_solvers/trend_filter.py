@@ -524,13 +524,19 @@ def _scan(x, y, w, bs, mom, bp, k2, c, lam, state, thr, add_i, add_s):
 
 
 @njit(cache=True, nogil=True)
-def _pdas_iterations(x, y, w, bs, mom, lam, kn, ks, K, state, tol, max_iter, pw):
+def _pdas_iterations(x, y, w, bs, mom, lam, kn, ks, K, state, tol, max_iter, pw,
+                     keep_flat=False):
     """Primal-dual active-set iterations at ``lam`` from the knots ``kn[:K]`` (signs ``ks``).
 
     Each iteration solves the exact KKT system of the current knot set, removes every knot whose
     slope change has the wrong sign (or is negligible) and, for every run of consecutive free
     indices whose dual exceeds ``lam (1 + tol)`` with one sign, adds one knot at the run's peak.
     When nothing changes the KKT conditions hold: the solution is exact.
+
+    ``keep_flat=True`` keeps knots whose slope change is negligible (within the rounding
+    allowance either side of 0), removing only those of clearly wrong sign: the homotopy's rule.
+    Used to re-solve the homotopy's knot set, whose degenerate knots (an exactly fitted stretch,
+    where ``nu = -lam`` on every index) the default rule would remove and re-add forever.
 
     Returns (iterations, or minus the iterations spent when it gives up, after ``max_iter``
     iterations or when a knot set repeats, i.e. the update cycles; new K; relative dual
@@ -564,12 +570,12 @@ def _pdas_iterations(x, y, w, bs, mom, lam, kn, ks, K, state, tol, max_iter, pw)
             ip = 1.0 / (x[bp[q + 1]] - x[bp[q]])
             g = sg[q] * ((c[q + 1] - c[q]) * ip - (c[q] - c[q - 1]) * im)
             noise = tol * vscale * (im + ip)
-            if g <= noise:
+            if g <= noise and not (keep_flat and g >= -noise):
                 state[kn[q - 1]] = 2 * ks[q - 1]
                 nrem += 1
                 if g < 0.0:
                     wrong = max(wrong, -g / (vscale * (im + ip)))
-            else:
+            elif g > noise:
                 kinks += 1
         nadd, worst = _scan(x, y, w, bs, mom, bp, k2, c, lam, state, thr, add_i, add_s)
         if nrem == 0 and nadd == 0:
@@ -721,7 +727,8 @@ def _path(x, y, w, ratios, tol, bs, pdas_iter, max_events):
                 tkn, tks, tstate = kn.copy(), ks.copy(), state.copy()
                 # re-solve at t from the exact knot set (converges at once) for the record
                 it, tK, r_kkt, r_kinks = _pdas_iterations(x, y, w, bs, mom, t, tkn, tks, K,
-                                                          tstate, tol, max(pdas_iter, 30), pw)
+                                                          tstate, tol, max(pdas_iter, 30), pw,
+                                                          True)
                 if it < 0:  # pragma: no cover - guard, never observed
                     raise RuntimeError("trend-filtering path: the homotopy's knot set does "
                                        "not re-solve")
@@ -762,11 +769,16 @@ def _line_values(x, y, w):
 
 
 @njit(cache=True, nogil=True)
-def _clipped_loglik(x, bpi, bpv, z, w, snap):
-    """Bernoulli log-likelihood of one model clipped to [0, 1], skipping the points whose value
-    is 0 or 1 (within ``snap``)."""
+def _clipped_loglik(x, bpi, bpv, z, w, floor):
+    """Bernoulli log-likelihood of one model clipped to [floor, 1 - floor] at every point.
+
+    ``0 log 0`` is taken as 0 (its limit): a term is dropped only when its label mass is zero, so
+    a stretch of equal labels fitted exactly costs nothing. Also returns the number of points
+    whose observed label the model calls impossible (prediction within ``floor`` of 0 with
+    positives there, or of 1 with negatives), each of which costs ``log(floor)`` per instance.
+    """
     ll = 0.0
-    used = 0
+    floored = 0
     j = 0
     nb = bpi.shape[0]
     for k in range(x.shape[0]):
@@ -779,10 +791,22 @@ def _clipped_loglik(x, bpi, bpv, z, w, snap):
             b = bpi[j + 1]
             t = (x[k] - x[a]) / (x[b] - x[a])
             p = bpv[j] * (1.0 - t) + bpv[j + 1] * t
-        if p > snap and p < 1.0 - snap:
-            ll += w[k] * (z[k] * det_log(p) + (1.0 - z[k]) * det_log1p(-p))
-            used += 1
-    return ll, used
+        zk = z[k]
+        if p <= floor:
+            p = floor
+            if zk > 0.0:
+                floored += 1
+        elif p >= 1.0 - floor:
+            p = 1.0 - floor
+            if zk < 1.0:
+                floored += 1
+        term = 0.0
+        if zk > 0.0:
+            term += zk * det_log(p)
+        if zk < 1.0:
+            term += (1.0 - zk) * det_log1p(-p)
+        ll += w[k] * term
+    return ll, floored
 
 
 # ---------------------------------------------------------------------------------------------
@@ -829,16 +853,18 @@ class TrendFilterPath:
         """Fitted values of model ``j`` at every abscissa ``x``."""
         return np.interp(self.x, self.x[self.knot_index[j]], self.knot_value[j])
 
-    def clipped_log_likelihood(self, j: int, z: np.ndarray, w: np.ndarray, snap: float = 1e-12):
-        """``(sum w (z log p + (1 - z) log(1 - p)), count)`` over the points where model ``j``
-        clipped to [0, 1] lies in ``(snap, 1 - snap)``; the other points are skipped.
+    def clipped_log_likelihood(self, j: int, z: np.ndarray, w: np.ndarray,
+                               floor: float = 1e-12):
+        """``(sum w (z log p + (1 - z) log(1 - p)), n_impossible)`` over every point, with model
+        ``j`` clipped to ``[floor, 1 - floor]`` and ``0 log 0 = 0``.
 
-        ``snap`` treats values within rounding of 0 or 1 as 0 or 1, so that a point the model
-        fits exactly (a stretch of equal labels) is skipped or kept regardless of the last bit.
+        ``n_impossible`` counts the points whose observed labels the unfloored model gives
+        probability 0 (within ``floor``); each such instance costs ``log(floor)``, a finite
+        stand-in for the exact likelihood's ``-inf`` (so models that all do this stay ordered).
         """
         return _clipped_loglik(self.x, self.knot_index[j], self.knot_value[j],
                                np.ascontiguousarray(z, dtype=np.float64),
-                               np.ascontiguousarray(w, dtype=np.float64), float(snap))
+                               np.ascontiguousarray(w, dtype=np.float64), float(floor))
 
     def evaluate(self, j: int, s: np.ndarray) -> np.ndarray:
         """Model ``j`` at ``s``, extrapolated linearly beyond the data with the end slopes."""

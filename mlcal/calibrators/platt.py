@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mlcal._solvers.platt_newton import fit_sigmoid
+from mlcal._solvers.ties import sort_and_collapse
 from mlcal.calibrators._params import Boolean
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.registry import register
@@ -17,6 +18,10 @@ class Platt(BaseCalibrator):
 
     Fitted on the scores as given (raw margins or probabilities) by a Newton method with
     backtracking line search (Lin, Lin & Weng 2007), which converges in a handful of O(N) steps.
+    The solver standardises the scores internally and maps ``A``, ``B`` back, so the fit is
+    invariant to affine rescaling of the scores (``c s + d`` gives ``A / c`` and
+    ``B - A d / c``, up to a few ulps). Tied scores are merged into weighted points first, so
+    the fitted map (and its JSON) does not depend on the order of the rows.
 
     Parameters
     ----------
@@ -39,10 +44,17 @@ class Platt(BaseCalibrator):
         self.smooth_targets = smooth_targets
 
     def _fit(self, scores, y, w):
-        t = y
+        # the cross-entropy is linear in the target, so tied rows merge exactly into one point
+        # with the weighted mean target; sorted sums make the fit independent of row order
+        x, ybar, wsum = sort_and_collapse(scores, y, w)
+        t = ybar
         if self.smooth_targets:
-            n_pos = float(np.sum(w * y))   # not np.dot: BLAS kernels sum in a CPU-specific order
-            n_neg = float(w.sum()) - n_pos
-            t = np.where(y > 0, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
-        a, b, self.n_iter_ = fit_sigmoid(scores, t, w)
+            n_pos = float(np.sum(wsum * ybar))   # not np.dot: BLAS sums in a CPU-specific order
+            n_neg = float(np.sum(wsum)) - n_pos
+            t = ybar * ((n_pos + 1.0) / (n_pos + 2.0)) + (1.0 - ybar) * (1.0 / (n_neg + 2.0))
+        a, b, self.n_iter_ = fit_sigmoid(x, t, wsum)
+        if not (np.isfinite(a) and np.isfinite(b)):
+            raise ValueError("Platt: the fitted slope is not representable (the scores' spread, "
+                             f"{x[-1] - x[0]:.3g}, is too small for double precision); "
+                             "rescale the scores")
         return SigmoidMap(a, b)

@@ -4,7 +4,7 @@
   solved exactly by scipy's BVLS active-set method (dense matrices built here);
 * lambda_max: the weighted least-squares line (numpy polyfit), and a kink just below it;
 * AICc, weights and the folded map: recomputed here in plain numpy from the path's fitted values
-  (algorithms.md section 9.5-9.6).
+  (docs/elite.md, 'Scoring' and 'Prediction and exact fold').
 """
 
 import json

@@ -23,9 +23,7 @@ def tied_weighted():
     return calibration_set(3000, 5, beta=(2.0, 5.0), decimals=2, weights="fractional")
 
 
-@pytest.mark.parametrize("method", [pytest.param(m, marks=pytest.mark.xfail(
-    strict=True, reason="Platt sums rows in input order; fixed with the Platt rework"))
-    if m == "platt" else m for m in METHODS])
+@pytest.mark.parametrize("method", METHODS)
 def test_json_bit_identical_under_row_permutations(method, tied_weighted):
     s, y, w = tied_weighted
     rng = np.random.default_rng(0)

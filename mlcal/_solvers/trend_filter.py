@@ -99,27 +99,6 @@ def thin(x: np.ndarray, y: np.ndarray, w: np.ndarray, tol: float):
     return xm, ym, wsum
 
 
-def merge_close(x: np.ndarray, y: np.ndarray, w: np.ndarray, min_gap: float):
-    """Merge runs of sorted points whose consecutive gaps are below ``min_gap``.
-
-    Each run becomes one point at its weighted mean abscissa (clamped into the run's range) with
-    the weighted mean target and the summed weight. A numerical safeguard: slope changes across
-    gaps near the floating-point spacing of x are not representable (glmgen snaps every point
-    to a grid of ``1e-6 * max(IQR, range / 2)`` for the same reason). Depends only on the sorted
-    points, so not on the input order.
-    """
-    if x.size < 2 or min_gap <= 0:
-        return x, y, w
-    close = np.diff(x) < min_gap
-    if not close.any():
-        return x, y, w
-    starts = np.concatenate(([0], np.flatnonzero(~close) + 1))
-    ends = np.append(starts[1:], x.size) - 1
-    wsum = np.add.reduceat(w, starts)
-    xm = np.clip(np.add.reduceat(w * x, starts) / wsum, x[starts], x[ends])
-    return xm, np.add.reduceat(w * y, starts) / wsum, wsum
-
-
 # ---------------------------------------------------------------------------------------------
 # O(n) kernels for a knot set with both lambda-affine parts: lambda_max (the line's duals) and
 # the exact homotopy used as the fallback of the active-set method

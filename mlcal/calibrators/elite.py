@@ -1,6 +1,6 @@
 """ELiTE: ensemble of linear trend estimation (Naeini & Cooper, SDM 2016; KAIS 2018 section 5).
 
-Recipe (``algorithms.md`` section 9, faithful to the authors' R package except where noted):
+Recipe (``docs/elite.md``; KAIS 2018 §5; faithful to the authors' R package except where noted):
 
 1. Sort the scores, collapse exact ties into weighted points, and merge the points that share a
    ``thin_tol``-wide cell ``floor(s / thin_tol)`` (ELiTE's ``thinningLocal``, 1e-5; done after
@@ -10,7 +10,7 @@ Recipe (``algorithms.md`` section 9, faithful to the authors' R package except w
 2. Linear trend filtering (``mlcal._solvers.trend_filter``) at 50 lambdas log-spaced from
    ``lambda_max`` (whose solution is the weighted least-squares line) down to
    ``1e-4 * lambda_max``. Each solution is exact (the authors' ADMM stops at a 1e-5 relative
-   objective change; algorithms.md section 14.5).
+   objective change; see docs/elite.md, 'Solver (deviation: exact instead of ADMM)').
 3. Each model is extended beyond the data by linear extrapolation and clipped to [0, 1]; it is
    scored by AICc with ``df = knots + 2``, the weighted Bernoulli log-likelihood
    ``sum w (ybar log p + (1 - ybar) log(1 - p))`` over **every** thinned point, and ``N`` = the
@@ -36,9 +36,8 @@ from __future__ import annotations
 import numpy as np
 
 from mlcal._solvers.model_average import aic, aicc, bic, relative_likelihood_weights
-from mlcal._solvers.ties import sort_and_collapse
-from mlcal._solvers.trend_filter import (merge_close, piecewise_linear_extrapolate, thin,
-                                         trend_filter_path)
+from mlcal._solvers.ties import merge_close, sort_and_collapse
+from mlcal._solvers.trend_filter import piecewise_linear_extrapolate, thin, trend_filter_path
 from mlcal._validation import as_scores
 from mlcal.calibrators._params import Integer, IsNone, Options, Real
 from mlcal.calibrators.base import BaseCalibrator

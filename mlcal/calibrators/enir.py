@@ -1,6 +1,6 @@
 """ENIR: ensemble of near-isotonic regression models (Naeini & Cooper, ICDM 2016 / KAIS 2018).
 
-The recipe is the one the authors' code runs (algorithms.md §8): the exact near-isotonic path,
+The recipe is the one the authors' code runs (see docs/enir.md): the exact near-isotonic path,
 at most 100 of its breakpoints, BIC-weighted averaging without the lambda = 0 model, a per-bin
 smoothing step and piecewise-linear prediction between the unique training scores. The average
 is folded at fit time into one :class:`~mlcal.maps.LinearMap`.

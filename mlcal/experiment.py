@@ -11,7 +11,7 @@ from typing import Iterable
 
 import numpy as np
 
-from mlcal.calibrators.registry import available_calibrators
+from mlcal.calibrators.catalog import available_calibrators
 from mlcal.metrics import METRIC_NAMES, compute_all
 from mlcal.model import CalibratedModel, read_scores
 

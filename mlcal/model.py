@@ -11,7 +11,7 @@ from mlcal._validation import as_weights
 from mlcal.base_scores import (RAW_SOURCES, SCORE_SOURCES, check_not_labels,  # noqa: F401
                                classes_of, is_fitted, read_scores, resolve_source)
 from mlcal.calibrators.base import BaseCalibrator
-from mlcal.calibrators.registry import get_calibrator
+from mlcal.calibrators.catalog import get_calibrator
 
 class CalibratedModel(ClassifierMixin, BaseEstimator):
     """A fitted scikit-learn binary classifier plus a calibrator fitted on held-out data.

@@ -156,7 +156,7 @@ class BaseCalibrator(BaseEstimator):
     @classmethod
     def from_dict(cls, doc: Any) -> "BaseCalibrator":
         """Rebuild a fitted calibrator from :meth:`to_dict` output, validating every field."""
-        from mlcal.calibrators.registry import calibrator_class
+        from mlcal.calibrators.catalog import calibrator_class
 
         if not isinstance(doc, dict) or doc.get("format") != CALIBRATOR_FORMAT:
             raise CalibratorFormatError("not an mlcal calibrator document "

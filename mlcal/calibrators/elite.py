@@ -35,7 +35,7 @@ from mlcal._solvers.trend_filter import (merge_close, piecewise_linear_extrapola
 from mlcal._validation import as_scores
 from mlcal.calibrators._params import Integer, IsNone, Options, Real
 from mlcal.calibrators.base import BaseCalibrator
-from mlcal.calibrators.registry import register
+from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import LinearMap, apply_input_transform
 
 CRITERIA = ("aicc", "aic", "bic")
@@ -136,7 +136,7 @@ def _ray_limit(xk: np.ndarray, vk: np.ndarray, side: int) -> float:
     return float(np.clip(v, 0.0, 1.0))
 
 
-@register("elite")
+@register_calibrator("elite")
 class ELiTE(BaseCalibrator):
     """Ensemble of linear trend estimation: an AICc-weighted average of piecewise-linear maps.
 

@@ -15,7 +15,7 @@ from mlcal.metrics import BIN_STRATEGIES
 
 
 def _history(args) -> int:
-    from mlcal.registry import format_history, gate_history
+    from mlcal.mlflow.gate import format_history, gate_history
 
     entries = gate_history(args.history, alias=args.alias_filter)
     print(json.dumps(entries, indent=1) if args.json else format_history(entries))
@@ -23,10 +23,10 @@ def _history(args) -> int:
 
 
 def run(args) -> int:
+    from mlcal.mlflow.gate import DEFAULT_METRIC_KEY, promote  # first: names the missing extra
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    from mlcal.registry import DEFAULT_METRIC_KEY, promote
 
     if args.tracking_uri:
         mlflow.set_tracking_uri(args.tracking_uri)

@@ -17,7 +17,7 @@ end must be <= ``max_ece``), i.e. a one-sided test at level (1 + confidence) / 2
 is seeded (``seed``) and uses ``n_resamples`` resamples (default
 :data:`mlcal.bootstrap.DEFAULT_RESAMPLES` = 1000).
 
-This module is pure computation; :mod:`mlcal.registry` applies it to an MLflow registry.
+This module is pure computation; :mod:`mlcal.mlflow.gate` applies it to an MLflow registry.
 """
 
 from __future__ import annotations

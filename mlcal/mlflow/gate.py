@@ -1,7 +1,7 @@
-"""Model-registry promotion through the gate of :mod:`mlcal.gate` (MLflow 3 aliases, not stages).
+"""Model-registry promotion through the gate of :mod:`mlcal.mlflow.gate_policy` (MLflow 3 aliases, not stages).
 
 :func:`promote` moves an alias (default ``champion``) to a model version only when it passes
-the :class:`~mlcal.gate.GatePolicy` against the current alias holder.
+the :class:`~mlcal.mlflow.gate_policy.GatePolicy` against the current alias holder.
 
 Every decision is recorded twice: the latest one as flat ``mlcal.gate.*`` tags on the candidate
 version (easy to read in the UI), and each one, never overwritten, as a JSON registered-model
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from mlcal.gate import (LOGGED_KEYS, Criterion, GatePolicy, evaluate_logged, evaluate_on_data,
+from mlcal.mlflow.gate_policy import (LOGGED_KEYS, Criterion, GatePolicy, evaluate_logged, evaluate_on_data,
                         passed)
 from mlcal.labels import DEFAULT_MIN_ROWS, binary_labels
 
@@ -273,7 +273,7 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
             strategy: str = "uniform", min_rows: int = DEFAULT_MIN_ROWS,
             policy: GatePolicy | None = None, settle_seconds: float = 0.5,
             max_rounds: int = 5, client=None) -> GateDecision:
-    """Promote a model version to ``alias`` if it passes the gate (see :mod:`mlcal.gate`).
+    """Promote a model version to ``alias`` if it passes the gate (see :mod:`mlcal.mlflow.gate_policy`).
 
     Parameters
     ----------
@@ -295,7 +295,7 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
         When given, the candidate's ECE may exceed the holder's by at most this much (an extra
         criterion, off by default).
     max_log_loss_increase, max_brier_increase, max_auc_decrease : float
-        Allowed loss against the holder on each score (:class:`~mlcal.gate.GatePolicy`).
+        Allowed loss against the holder on each score (:class:`~mlcal.mlflow.gate_policy.GatePolicy`).
     confidence : float, optional
         Decide on paired bootstrap intervals at this confidence (needs ``data``).
     n_resamples : int, optional

@@ -39,6 +39,8 @@ import numpy as np
 
 from mlcal.mlflow.gate_policy import (LOGGED_KEYS, Criterion, GatePolicy, evaluate_logged, evaluate_on_data,
                         passed)
+from mlcal._safe_json import dumps_safe
+from mlcal.base_scores import classes_of, read_scores
 from mlcal.labels import DEFAULT_MIN_ROWS, binary_labels
 
 GATE_TAG_PREFIX = "mlcal.gate."
@@ -141,11 +143,7 @@ def _read_model(model_uri: str, X) -> tuple[np.ndarray, list | None]:
     if "sklearn" in flavors:
         est = mlflow.sklearn.load_model(model_uri)
         if hasattr(est, "predict_proba"):
-            proba = np.asarray(est.predict_proba(X))
-            if proba.ndim != 2 or proba.shape[1] != 2:
-                raise ValueError(f"{model_uri} is not a binary classifier: predict_proba "
-                                 f"returned shape {proba.shape}")
-            return proba[:, 1], list(est.classes_)
+            return read_scores(est, X, "predict_proba"), list(classes_of(est))
     out = mlflow.pyfunc.load_model(model_uri).predict(X)
     arr = np.asarray(out, dtype=np.float64)
     if arr.ndim == 2 and arr.shape[1] == 1:
@@ -412,7 +410,7 @@ def _record(client, decision: GateDecision) -> None:
     key = (f"{HISTORY_TAG_PREFIX}{decision.alias}.{stamp}.v{decision.version}."
            f"{os.getpid()}{random.randrange(16 ** 4):04x}")
     client.set_registered_model_tag(decision.model_name, key,
-                                    json.dumps(decision.as_dict(), allow_nan=False))
+                                    dumps_safe(decision.as_dict()))
 
 
 def gate_history(model_name: str, *, alias: str | None = None, client=None) -> list[dict]:

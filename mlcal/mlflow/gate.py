@@ -1,4 +1,5 @@
-"""Model-registry promotion through the gate of :mod:`mlcal.mlflow.gate_policy` (MLflow 3 aliases, not stages).
+"""Model-registry promotion through the policy of :mod:`mlcal.mlflow.gate_policy` (MLflow 3
+aliases, not stages).
 
 :func:`promote` moves an alias (default ``champion``) to a model version only when it passes
 the :class:`~mlcal.mlflow.gate_policy.GatePolicy` against the current alias holder.

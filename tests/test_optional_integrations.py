@@ -57,7 +57,8 @@ try:
     main(["--help"])
 except SystemExit as exc:
     codes["help"] = exc.code
-loaded = sorted(m for m, v in sys.modules.items() if v is not None and m.split(".")[0] in %(blocked)r)
+loaded = sorted(m for m, v in sys.modules.items()
+                if v is not None and m.split(".")[0] in %(blocked)r)
 print(json.dumps({"p": p.tolist(), "same": same, "errors": errors, "codes": codes,
                   "loaded": loaded}))
 """
@@ -199,3 +200,17 @@ def test_naive_probability_is_the_maps_own_sigmoid():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         naive_probability(np.array([-1e308, 1e308]), "margin")
+
+
+@pytest.mark.parametrize("old,new,names", [
+    ("mlcal.registry", "mlcal.mlflow.gate", ("promote", "gate_history", "GateDecision")),
+    ("mlcal.gate", "mlcal.mlflow.gate_policy", ("GatePolicy", "Criterion", "evaluate_on_data"))])
+def test_old_gate_modules_still_import_with_a_deprecation_warning(old, new, names):
+    code = (f"import warnings; warnings.simplefilter('error', DeprecationWarning)\n"
+            f"try:\n    import {old}\nexcept DeprecationWarning as w:\n    print(w)\n"
+            f"warnings.simplefilter('ignore')\nimport {old} as a, {new} as b\n"
+            f"print(all(getattr(a, n) is getattr(b, n) for n in {names!r}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[:2] == [f"{old} moved to {new}", "True"]

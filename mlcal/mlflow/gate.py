@@ -38,11 +38,11 @@ from typing import Any
 
 import numpy as np
 
-from mlcal.mlflow.gate_policy import (LOGGED_KEYS, Criterion, GatePolicy, evaluate_logged, evaluate_on_data,
-                        passed)
 from mlcal._safe_json import dumps_safe
 from mlcal.base_scores import classes_of, read_scores
 from mlcal.labels import DEFAULT_MIN_ROWS, binary_labels
+from mlcal.mlflow.gate_policy import (LOGGED_KEYS, Criterion, GatePolicy, evaluate_logged,
+                                      evaluate_on_data, passed)
 
 GATE_TAG_PREFIX = "mlcal.gate."
 HISTORY_TAG_PREFIX = "mlcal.gate.history."
@@ -272,7 +272,8 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
             strategy: str = "uniform", min_rows: int = DEFAULT_MIN_ROWS,
             policy: GatePolicy | None = None, settle_seconds: float = 0.5,
             max_rounds: int = 5, client=None) -> GateDecision:
-    """Promote a model version to ``alias`` if it passes the gate (see :mod:`mlcal.mlflow.gate_policy`).
+    """Promote a model version to ``alias`` if it passes the gate (see
+    :mod:`mlcal.mlflow.gate_policy`).
 
     Parameters
     ----------
@@ -294,7 +295,8 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
         When given, the candidate's ECE may exceed the holder's by at most this much (an extra
         criterion, off by default).
     max_log_loss_increase, max_brier_increase, max_auc_decrease : float
-        Allowed loss against the holder on each score (:class:`~mlcal.mlflow.gate_policy.GatePolicy`).
+        Allowed loss against the holder on each score
+        (:class:`~mlcal.mlflow.gate_policy.GatePolicy`).
     confidence : float, optional
         Decide on paired bootstrap intervals at this confidence (needs ``data``).
     n_resamples : int, optional

@@ -22,7 +22,7 @@ COPY plugins ./plugins
 COPY docker/serve.sh /usr/local/bin/mlcal-serve
 
 # the same install command the test suite runs in a fresh virtual environment
-RUN pip install . ./plugins/mlcal-mlflow-evaluator \
+RUN pip install ".[mlflow]" ./plugins/mlcal-mlflow-evaluator \
  && useradd --create-home --uid 10001 mlcal \
  && mkdir -p "$NUMBA_CACHE_DIR" && chown mlcal "$NUMBA_CACHE_DIR"
 

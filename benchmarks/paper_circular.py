@@ -39,7 +39,7 @@ from sklearn.svm import SVC
 
 import mlcal.calibrators.enir  # noqa: F401  (registers "enir")
 from mlcal import metrics
-from mlcal.calibrators.registry import available_calibrators, get_calibrator
+from mlcal.calibrators.catalog import available_calibrators, get_calibrator
 from mlcal.datasets import make_circular
 
 for _module in ("mlcal.calibrators.bbq", "mlcal.calibrators.elite"):

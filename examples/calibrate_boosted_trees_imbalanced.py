@@ -27,7 +27,7 @@ import mlcal.mlflow
 from mlcal.metrics import ece
 from mlcal.mlflow.serving import LocalServer
 from mlcal.onnx import input_feeds, to_onnx
-from mlcal.registry import promote
+from mlcal.mlflow.gate import promote
 
 NAME = "boosted-imbalanced"
 t_start = time.monotonic()

@@ -12,12 +12,24 @@ from __future__ import annotations
 import os
 import tempfile
 from contextlib import contextmanager, suppress
-from typing import Iterator
+from typing import Any, Iterator
 
 
 def _refuse_existing(path: str) -> None:
     raise FileExistsError(f"{path} already exists; pass overwrite=True (CLI: --force) "
                           "to replace it")
+
+
+def check_new_path(path: str | os.PathLike, *, overwrite: bool = False) -> None:
+    """The one "nothing a user saved is overwritten without asking" guard.
+
+    Raises ``FileExistsError`` when ``path`` exists and ``overwrite`` is False. Call it before
+    expensive work whose result goes to ``path``; :func:`atomic_path` checks again when it
+    writes.
+    """
+    path = os.path.abspath(os.fspath(path))
+    if not overwrite and os.path.lexists(path):
+        _refuse_existing(path)
 
 
 def _new_file_mode(existing: str) -> int:
@@ -62,8 +74,7 @@ def atomic_path(path: str | os.PathLike, *, overwrite: bool = False) -> Iterator
         and ``path`` is left as it was.
     """
     path = os.path.abspath(os.fspath(path))
-    if os.path.exists(path) and not overwrite:
-        _refuse_existing(path)
+    check_new_path(path, overwrite=overwrite)
     directory, name = os.path.split(path)
     suffix = os.path.splitext(name)[1]
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=f".tmp{suffix}", dir=directory)
@@ -103,3 +114,14 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, *, overwrite: bool 
         with open(tmp, "wb") as fh:
             fh.write(payload)
     return os.path.abspath(os.fspath(path))
+
+
+def write_json(path: str | os.PathLike, obj: Any, *, overwrite: bool = False,
+               indent: int | None = 1, nonfinite: str = "null") -> str:
+    """Write ``obj`` as strict JSON (see :func:`mlcal._safe_json.dumps_safe`; NaN/inf become
+    null, or an error with ``nonfinite="error"``) with a final newline, atomically; returns the
+    absolute path. The one writer of mlcal's JSON files: calibrators and reports."""
+    from mlcal._safe_json import dumps_safe
+
+    return write_atomic(path, dumps_safe(obj, indent=indent, nonfinite=nonfinite) + "\n",
+                        overwrite=overwrite)

@@ -1,4 +1,5 @@
-"""Strict, bounded JSON parsing for artifacts that may come from anywhere.
+"""Strict JSON both ways: bounded parsing of artifacts that may come from anywhere, and
+:func:`dumps_safe`, the one encoder of what mlcal writes (never invalid JSON).
 
 ``json.loads`` alone accepts ``NaN``/``Infinity``, turns ``1e400`` into ``inf``, keeps the last
 of duplicate keys, parses any size and raises ``RecursionError`` on deep nesting. Artifacts are
@@ -92,3 +93,53 @@ def loads_strict(data: str | bytes | bytearray, *, max_bytes: int = MAX_DOCUMENT
     if _depth(doc) > MAX_DEPTH:
         raise ValueError(f"document is nested deeper than {MAX_DEPTH} levels")
     return doc
+
+
+NONFINITE_POLICIES = ("null", "error")
+
+
+def _plain(obj: Any, nonfinite: str, where: str) -> Any:
+    """A copy of ``obj`` made of JSON types: numpy scalars/arrays become Python numbers/lists
+    and non-finite floats become None (or raise, per ``nonfinite``)."""
+    import numpy as np
+
+    if isinstance(obj, dict):
+        return {k: _plain(v, nonfinite, f"{where}.{k}" if where else str(k))
+                for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v, nonfinite, f"{where}[{i}]") for i, v in enumerate(obj)]
+    if isinstance(obj, np.ndarray):
+        return _plain(obj.tolist(), nonfinite, where)
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        value = float(obj)
+        if math.isfinite(value):
+            return value
+        if nonfinite == "error":
+            raise ValueError(f"{where or 'the document'} is {value}; JSON has no non-finite "
+                             "numbers")
+        return None
+    return obj
+
+
+def dumps_safe(obj: Any, *, indent: int | None = None, nonfinite: str = "null") -> str:
+    """Encode ``obj`` as strict JSON that :func:`loads_strict` (and any JSON parser) reads.
+
+    Parameters
+    ----------
+    obj
+        Dicts, lists, tuples, strings, numbers, booleans, None; numpy scalars and arrays too.
+    indent : int, optional
+        As in :func:`json.dumps`.
+    nonfinite : {"null", "error"}, default="null"
+        What a NaN or infinite float becomes: ``null`` (reports: e.g. AUC on one class is
+        undefined), or a ``ValueError`` naming where it is (documents that must stay loadable,
+        such as a calibrator's map). ``json.dumps`` would write the invalid tokens ``NaN`` and
+        ``Infinity``.
+    """
+    if nonfinite not in NONFINITE_POLICIES:
+        raise ValueError(f"nonfinite must be one of {NONFINITE_POLICIES}, got {nonfinite!r}")
+    return json.dumps(_plain(obj, nonfinite, ""), indent=indent, allow_nan=False)

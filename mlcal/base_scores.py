@@ -154,29 +154,37 @@ def read_scores(est: Any, X, source: str) -> np.ndarray:
     return scores
 
 
-def check_not_labels(scores: np.ndarray, what: str = "the base model") -> None:
+_LABELS_HINT = ("calibrating labels would give a two-value map. Use a model output that holds "
+                "the positive-class probability or a raw score (for MLflow models: log it with "
+                "a flavour mlcal reads natively - sklearn, xgboost, lightgbm, catboost - or "
+                "name the probability/score column with output_column / --output-column)")
+
+
+def check_not_labels(scores: np.ndarray, what: str = "the base model", *,
+                     hint: str = _LABELS_HINT) -> None:
     """Refuse scores that are hard class labels: every value 0 or 1 (or an integer dtype).
 
-    Calibrating labels gives a two-value map and a model that ranks worse than the base: the
-    silent wrong answer this check exists to prevent.
+    Calibrating labels gives a two-value map and a model that ranks worse than the base; a
+    calibration metric of labels is as meaningless: the silent wrong answers this check exists
+    to prevent. ``hint`` ends the message (what the caller can do about it).
     """
     s = np.asarray(scores)
     if s.size == 0:
         return
     if s.dtype.kind in "iub" or np.isin(s, (0.0, 1.0)).all():
         values = np.unique(s)[:4].tolist()
-        raise HardLabelError(
-            f"{what} outputs hard class labels (values {values}), not probabilities or scores; "
-            "calibrating labels would give a two-value map. Use a model output that holds the "
-            "positive-class probability or a raw score (for MLflow models: log it with a "
-            "flavour mlcal reads natively - sklearn, xgboost, lightgbm, catboost - or name "
-            "the probability/score column with output_column / --output-column)")
+        raise HardLabelError(f"{what} outputs hard class labels (values {values}), not "
+                             f"probabilities or scores; {hint}")
 
 
 def naive_probability(scores, source: str) -> np.ndarray:
     """The base model's own reading of its scores as probabilities: probabilities as they are,
-    raw scores squashed with the logistic sigmoid."""
-    from scipy.special import expit
+    raw scores (``source`` in :data:`RAW_SOURCES`) squashed with the logistic sigmoid.
+
+    The sigmoid is the maps' own input transform (:func:`mlcal.maps.apply_input_transform`),
+    so "before calibration" is exactly the probability a sigmoid-input map starts from.
+    """
+    from mlcal.maps import apply_input_transform
 
     s = np.asarray(scores, dtype=np.float64)
-    return expit(s) if source in RAW_SOURCES else s
+    return apply_input_transform(s, "sigmoid") if source in RAW_SOURCES else s

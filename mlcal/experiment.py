@@ -9,11 +9,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable
 
-import numpy as np
-
-from mlcal.calibrators.registry import available_calibrators
+from mlcal.base_scores import classes_of, naive_probability, read_scores
+from mlcal.calibrators.catalog import available_calibrators
+from mlcal.labels import positive_indicator
 from mlcal.metrics import METRIC_NAMES, compute_all
-from mlcal.model import CalibratedModel, read_scores
+from mlcal.model import CalibratedModel
 
 
 @dataclass
@@ -36,14 +36,10 @@ def compare_calibrators(base_estimator, X_cal, y_cal, X_test, y_test,
     The first row is the uncalibrated base model (``predict_proba[:, 1]``, or the sigmoid of its
     decision function). Fit times cover the calibrator fit only.
     """
-    from scipy.special import expit
-
     rows = []
     source = CalibratedModel(base_estimator)._resolve_source()  # the score the models read
-    raw = read_scores(base_estimator, X_test, source)
-    base_p = raw if source == "predict_proba" else expit(raw)
-    positive = np.asarray(getattr(base_estimator, "classes_", [0, 1]))[1]
-    y_pos = (np.asarray(y_test) == positive).astype(float)
+    base_p = naive_probability(read_scores(base_estimator, X_test, source), source)
+    y_pos = positive_indicator(y_test, classes_of(base_estimator), name="y_test")
     rows.append(ComparisonRow(None, compute_all(y_pos, base_p, n_bins, strategy)))
     for name in (methods or available_calibrators()):
         start = time.perf_counter()

@@ -1,8 +1,10 @@
-"""Evaluation labels to 0/1, refusing anything that would make a metric silently wrong.
+"""Labels to 0/1, refusing anything that would make a fit or a metric silently wrong.
 
-Used by the promotion gate and the MLflow evaluator plugin: a missing label, a label that is not
-one of the model's classes, a single class or too few rows is an error that names the problem,
-never a label quietly turned into 0.
+:func:`positive_indicator` is the one mapping of class labels to 0/1 (used by
+``CalibratedModel.fit``, the experiment table and the MLflow run logging): a label that is not
+one of the model's classes is an error, never a label quietly turned into 0.
+:func:`binary_labels` adds what an evaluation needs on top (no missing labels, both classes,
+enough rows); the promotion gate and the MLflow evaluator plugin use it.
 """
 
 from __future__ import annotations
@@ -42,6 +44,42 @@ def _known(arr: np.ndarray, allowed: list) -> np.ndarray:
     if raw.dtype.kind in "biuf" and _numeric(allowed):
         return np.isin(raw.astype(np.float64), np.asarray(allowed, dtype=np.float64))
     return np.array([any(_same(v, a) for a in allowed) for v in arr], dtype=bool)
+
+
+def positive_indicator(y, classes: Sequence, *, name: str = "y") -> np.ndarray:
+    """Class labels as a float64 0/1 array: 1.0 where the label is ``classes[1]``.
+
+    Parameters
+    ----------
+    y : array-like of shape (n,)
+        Labels of the model's classes.
+    classes : sequence of two labels
+        The model's classes (negative, positive), e.g. ``classes_``.
+    name : str
+        How the labels are named in error messages.
+
+    Raises
+    ------
+    ValueError
+        A label that is not one of ``classes`` (a missing label included), or ``classes`` that
+        are not two distinct labels.
+    """
+    allowed = list(np.asarray(classes, dtype=object).reshape(-1))
+    if len(allowed) != 2 or _same(allowed[0], allowed[1]):
+        raise ValueError(f"a binary model has two distinct classes, got {allowed}")
+    raw = np.asarray(y).reshape(-1)
+    if raw.dtype.kind in "biuf" and _numeric(allowed):   # the common case, vectorised
+        values = raw.astype(np.float64)
+        known = np.isin(values, np.asarray(allowed, dtype=np.float64))
+        positive = values == float(allowed[1])
+    else:
+        arr = raw.astype(object)
+        known, positive = _known(arr, allowed), _known(arr, allowed[1:])
+    if not known.all():
+        bad = list(dict.fromkeys(raw[~known].tolist()))[:5]
+        raise ValueError(f"{name} contains labels {bad} that are not among the base model's "
+                         f"classes {allowed}")
+    return positive.astype(np.float64)
 
 
 def binary_labels(y, *, classes: Sequence | None = None, pos_label=None,

@@ -11,7 +11,8 @@ from mlcal._validation import as_weights
 from mlcal.base_scores import (RAW_SOURCES, SCORE_SOURCES, check_not_labels,  # noqa: F401
                                classes_of, is_fitted, read_scores, resolve_source)
 from mlcal.calibrators.base import BaseCalibrator
-from mlcal.calibrators.registry import get_calibrator
+from mlcal.labels import positive_indicator
+from mlcal.calibrators.catalog import get_calibrator
 
 class CalibratedModel(ClassifierMixin, BaseEstimator):
     """A fitted scikit-learn binary classifier plus a calibrator fitted on held-out data.
@@ -71,11 +72,7 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
             raise ValueError("the base model is not fitted; CalibratedModel never trains it, "
                              "fit it on training data first")
         classes = classes_of(est)
-        y = np.asarray(y).reshape(-1)
-        unknown = ~np.isin(y, classes)
-        if unknown.any():
-            raise ValueError(f"y contains labels {np.unique(y[unknown])[:5].tolist()} that are not "
-                             f"among the base model's classes {classes.tolist()}")
+        y01 = positive_indicator(y, classes, name="y")
         source = self._resolve_source()
         cal = (get_calibrator(self.calibrator) if isinstance(self.calibrator, str)
                else clone(self.calibrator))
@@ -87,7 +84,7 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
         scores = read_scores(est, X, source)
         check_not_labels(scores)
         w = None if sample_weight is None else as_weights(sample_weight, scores.shape[0])
-        cal.fit(scores, (y == classes[1]).astype(np.float64), sample_weight=w)
+        cal.fit(scores, y01, sample_weight=w)
         self.calibrator_ = cal
         self.score_source_ = source
         self.classes_ = classes

@@ -87,13 +87,17 @@ def run_quickstart(*, workdir: str = "mlcal-quickstart", tracking_uri: str | Non
     seed : int
         Data split seed.
     """
+    from mlcal._optional import require
+
+    require("mlflow", feature="mlcal quickstart")
+    require("onnx", feature="mlcal quickstart")
     import mlflow
     from sklearn.naive_bayes import GaussianNB
 
-    from mlcal.calibrators.registry import available_calibrators
+    from mlcal.calibrators.catalog import available_calibrators
     from mlcal.experiment import compare_calibrators, format_comparison
     from mlcal.mlflow import get_default_pip_requirements, log_calibration, log_model
-    from mlcal.registry import promote
+    from mlcal.mlflow.gate import promote
     from mlcal.warmup import warmup
 
     total = 7

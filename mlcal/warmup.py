@@ -53,7 +53,7 @@ def warmup(methods: list[str] | None = None, *, all_variants: bool = True,
     progress : callable, optional
         Receives one line per method.
     """
-    from mlcal.calibrators.registry import available_calibrators, get_calibrator
+    from mlcal.calibrators.catalog import available_calibrators, get_calibrator
 
     names = list(methods or available_calibrators())
     data = _datasets()

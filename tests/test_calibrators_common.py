@@ -97,7 +97,7 @@ def test_predict_rejects_nan(name):
 
 
 @pytest.mark.parametrize("name", [m for m in METHODS
-                                  if mlcal.calibrators.registry.calibrator_class(m).requires_unit_interval])
+                                  if mlcal.calibrators.catalog.calibrator_class(m).requires_unit_interval])
 def test_unit_interval_methods_squash_or_refuse_raw_scores(name):
     rng = np.random.default_rng(4)
     y = (rng.random(300) < 0.5).astype(float)

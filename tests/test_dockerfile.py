@@ -10,6 +10,7 @@ launchers for the `mlflow` and `uvicorn` commands run them with the fresh interp
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -77,7 +78,7 @@ def image_env(tmp_path_factory):
         launcher = env_dir / "bin" / tool
         launcher.write_text(f'#!/bin/sh\nexec "{py}" -m {tool} "$@"\n')
         launcher.chmod(0o755)
-    cmd = _pip_install_line().split()
+    cmd = shlex.split(_pip_install_line())
     proc = subprocess.run([str(py), "-m", *cmd, "--quiet"], cwd=root / "app",
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

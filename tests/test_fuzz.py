@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from mlcal import available_calibrators, get_calibrator
 from mlcal.calibrators.base import CalibratorFormatError, load_calibrator, save_calibrator
-from mlcal.calibrators.registry import calibrator_class
+from mlcal.calibrators.catalog import calibrator_class
 
 FUZZ = settings(derandomize=True, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -29,7 +29,7 @@ from onnx.reference.op_run import OpRun
 from scipy.special import logit
 
 import mlcal
-from mlcal.calibrators.registry import available_calibrators, get_calibrator
+from mlcal.calibrators.catalog import available_calibrators, get_calibrator
 from mlcal.maps import MAP_FORMAT_VERSION, LinearMap, SigmoidMap, StepMap
 from mlcal.model import CalibratedModel
 from mlcal.onnx import DEFAULT_OPSET, MIN_OPSET, error_bound, save, to_onnx

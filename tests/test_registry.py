@@ -17,7 +17,7 @@ from mlcal.cli import main  # noqa: E402
 from mlcal.datasets import make_circular  # noqa: E402
 from mlcal.metrics import auc, brier, ece, log_loss  # noqa: E402
 from mlcal.bootstrap import paired_bootstrap_diff  # noqa: E402
-from mlcal.registry import gate_history, promote  # noqa: E402
+from mlcal.mlflow.gate import gate_history, promote  # noqa: E402
 
 NAME = "circle-clf"
 LOOSE = dict(max_log_loss_increase=10.0, max_brier_increase=1.0, max_auc_decrease=1.0)

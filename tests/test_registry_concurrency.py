@@ -18,13 +18,13 @@ import mlcal.mlflow as mlcal_mlflow  # noqa: E402
 from mlcal import CalibratedModel, HistogramBinning, Platt  # noqa: E402
 from mlcal.datasets import make_circular  # noqa: E402
 from mlcal.metrics import brier, log_loss  # noqa: E402
-from mlcal.registry import gate_history  # noqa: E402
+from mlcal.mlflow.gate import gate_history  # noqa: E402
 
 NAME = "race"
 
 WORKER = r"""
 import json, os, sys, time
-from mlcal.registry import promote
+from mlcal.mlflow.gate import promote
 import mlflow
 uri, name, version, csv, ready, go = sys.argv[1:7]
 mlflow.set_tracking_uri(uri)

@@ -1,4 +1,4 @@
-"""Calibrators. Importing a method's module registers it under its name."""
+"""Calibrators. Importing a method's module adds it to the catalog under its name."""
 
 from mlcal.calibrators.base import (BaseCalibrator, CalibratorFormatError, load_calibrator,
                                     save_calibrator)
@@ -10,9 +10,10 @@ from mlcal.calibrators.histogram import HistogramBinning
 from mlcal.calibrators.isotonic import Isotonic
 from mlcal.calibrators.kde import KDECalibrator
 from mlcal.calibrators.platt import Platt
-from mlcal.calibrators.registry import available_calibrators, get_calibrator, register
+from mlcal.calibrators.catalog import (available_calibrators, get_calibrator, register,
+                                      register_calibrator)
 
 __all__ = ["ABB", "BBQ", "BaseCalibrator", "CalibratorFormatError", "ELiTE", "ENIR", "HistogramBinning",
            "Isotonic", "KDECalibrator", "Platt", "PreAggregationWarning", "SBB",
-           "available_calibrators", "get_calibrator", "load_calibrator", "register",
-           "save_calibrator"]
+           "available_calibrators", "get_calibrator", "load_calibrator",
+           "register_calibrator", "save_calibrator"]  # `register`: deprecated, not exported

@@ -15,7 +15,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
-from mlcal._atomic import write_atomic
+from mlcal._atomic import write_json
 from mlcal._safe_json import MAX_DOCUMENT_BYTES, loads_strict
 from mlcal._validation import check_fit_inputs
 from mlcal.calibrators._params import (Constraint, InvalidParameterError, Options, short_repr,
@@ -156,7 +156,7 @@ class BaseCalibrator(BaseEstimator):
     @classmethod
     def from_dict(cls, doc: Any) -> "BaseCalibrator":
         """Rebuild a fitted calibrator from :meth:`to_dict` output, validating every field."""
-        from mlcal.calibrators.registry import calibrator_class
+        from mlcal.calibrators.catalog import calibrator_class
 
         if not isinstance(doc, dict) or doc.get("format") != CALIBRATOR_FORMAT:
             raise CalibratorFormatError("not an mlcal calibrator document "
@@ -249,5 +249,5 @@ def save_calibrator(calibrator: BaseCalibrator, path: str | os.PathLike, *,
     """Write ``calibrator.to_json()`` to ``path`` atomically (a temporary file renamed over
     it, so a crash leaves the old file intact); refuses to replace an existing file unless
     ``overwrite=True``. Returns the path."""
-    write_atomic(path, calibrator.to_json(indent=1) + "\n", overwrite=overwrite)
+    write_json(path, calibrator.to_dict(), overwrite=overwrite, indent=1, nonfinite="error")
     return os.fspath(path)

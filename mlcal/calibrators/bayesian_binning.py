@@ -22,7 +22,7 @@ from mlcal._solvers.ties import midpoint_cuts, sort_and_collapse
 from mlcal.calibrators._params import Integer, IsNone, ListOf, Options, Real
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.histogram import equal_frequency_bins
-from mlcal.calibrators.registry import register
+from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import StepMap
 
 #: lam values tried when ``lam="auto"``: half-decades from 0.1 to 1000 (lam is the prior mean
@@ -168,7 +168,7 @@ _SHARED_DOC = """
 """
 
 
-@register("sbb")
+@register_calibrator("sbb")
 class SBB(_BayesianBinning):
     __doc__ = """Selection over Bayesian Binnings (SBB): the maximum a-posteriori binning.
 
@@ -205,7 +205,7 @@ class SBB(_BayesianBinning):
         return np.repeat((n1 + 1.0) / (n + 2.0), ends - starts)
 
 
-@register("abb")
+@register_calibrator("abb")
 class ABB(_BayesianBinning):
     __doc__ = """Averaging over Bayesian Binnings (ABB): the exact Bayesian model average.
 

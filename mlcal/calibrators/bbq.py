@@ -10,13 +10,13 @@ from mlcal._solvers.model_average import relative_likelihood_weights, relative_l
 from mlcal._solvers.ties import sort_and_collapse
 from mlcal.calibrators._params import Options, Real
 from mlcal.calibrators.base import BaseCalibrator
-from mlcal.calibrators.registry import register
+from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import StepMap
 
 BIN_ESTIMATES = ("authors", "beta_mean")
 
 
-@register("bbq")
+@register_calibrator("bbq")
 class BBQ(BaseCalibrator):
     """Bayesian Binning into Quantiles: a selective Bayesian average of equal-frequency binnings.
 

@@ -42,7 +42,7 @@ from mlcal._solvers.trend_filter import piecewise_linear_extrapolate, thin, tren
 from mlcal._validation import as_scores
 from mlcal.calibrators._params import Integer, IsNone, Options, Real
 from mlcal.calibrators.base import BaseCalibrator
-from mlcal.calibrators.registry import register
+from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import LinearMap, apply_input_transform
 
 CRITERIA = ("aicc", "aic", "bic")
@@ -71,7 +71,7 @@ def information_criterion(ll: float, df: int, n_used: float, criterion: str = "a
     return aicc(ll, df, float(n_used))
 
 
-@register("elite")
+@register_calibrator("elite")
 class ELiTE(BaseCalibrator):
     """Ensemble of linear trend estimation: an AICc-weighted average of piecewise-linear maps.
 

@@ -19,7 +19,7 @@ from mlcal._solvers.neariso import (MERGE_RTOL, NearIsotonicPath, mpava_merges,
 from mlcal._solvers.ties import MIN_SLOPE_GAP, merge_close, midpoint_cuts, sort_and_collapse
 from mlcal.calibrators._params import Boolean, Integer
 from mlcal.calibrators.base import BaseCalibrator
-from mlcal.calibrators.registry import register
+from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import LinearMap, StepMap
 
 #: path values are rounded to this many decimals before scoring (the authors' R code)
@@ -42,7 +42,7 @@ def _step_map(x: np.ndarray, v: np.ndarray) -> StepMap:
     return StepMap(cuts, values)
 
 
-@register("enir")
+@register_calibrator("enir")
 class ENIR(BaseCalibrator):
     """Ensemble of near-isotonic regression models (ENIR), faithful to the authors' code.
 

@@ -8,7 +8,7 @@ from mlcal._solvers.exact import round_cbrt
 from mlcal._solvers.ties import midpoint_cuts, sort_and_collapse
 from mlcal.calibrators._params import Integer, Options
 from mlcal.calibrators.base import BaseCalibrator
-from mlcal.calibrators.registry import register
+from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import StepMap
 
 
@@ -35,7 +35,7 @@ def equal_frequency_bins(wsum: np.ndarray, n_bins: int) -> np.ndarray:
     return np.concatenate(([0], np.cumsum(raw[1:] != raw[:-1])))
 
 
-@register("histogram")
+@register_calibrator("histogram")
 class HistogramBinning(BaseCalibrator):
     """Equal-frequency histogram binning: each bin predicts its fraction of positives.
 

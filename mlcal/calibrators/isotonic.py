@@ -8,11 +8,11 @@ from mlcal._solvers.pava import pava_blocks
 from mlcal._solvers.ties import MIN_SLOPE_GAP, merge_close, midpoint_cuts, sort_and_collapse
 from mlcal.calibrators._params import Boolean
 from mlcal.calibrators.base import BaseCalibrator
-from mlcal.calibrators.registry import register
+from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import LinearMap, StepMap
 
 
-@register("isotonic")
+@register_calibrator("isotonic")
 class Isotonic(BaseCalibrator):
     """Non-decreasing least-squares calibration map (pool-adjacent-violators).
 

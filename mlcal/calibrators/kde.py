@@ -12,13 +12,13 @@ from mlcal._solvers.nadaraya_watson import (GaussianNW, boxcar_step, gaussian_gr
 from mlcal._solvers.ties import sort_and_collapse
 from mlcal.calibrators._params import Options, Real
 from mlcal.calibrators.base import BaseCalibrator
-from mlcal.calibrators.registry import register
+from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import LinearMap, StepMap
 
 KERNELS = ("boxcar", "gaussian")
 
 
-@register("kde")
+@register_calibrator("kde")
 class KDECalibrator(BaseCalibrator):
     """Kernel (Nadaraya-Watson) calibration: ``P(y=1 | s) = sum w y K / sum w K``.
 

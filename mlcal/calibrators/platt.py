@@ -8,11 +8,11 @@ from mlcal._solvers.platt_newton import fit_sigmoid
 from mlcal._solvers.ties import sort_and_collapse
 from mlcal.calibrators._params import Boolean
 from mlcal.calibrators.base import BaseCalibrator
-from mlcal.calibrators.registry import register
+from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import SigmoidMap
 
 
-@register("platt")
+@register_calibrator("platt")
 class Platt(BaseCalibrator):
     """Platt scaling, ``p = 1 / (1 + exp(A * s + B))``.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mlcal.base_scores import SCORE_SOURCES
-from mlcal.calibrators.registry import available_calibrators, get_calibrator
+from mlcal.calibrators.catalog import available_calibrators, get_calibrator
 from mlcal.cli.fit import _parse_params
 from mlcal.mlflow.base_models import BASE_FORMATS
 
@@ -43,11 +43,11 @@ def load_base_model(uri: str, *, output_column=None, kind: str = "probability", 
 
 
 def run(args) -> int:
+    from mlcal.mlflow import calibrate_and_log  # first: names the missing extra
     import mlflow
     from mlflow.exceptions import MlflowException
 
     from mlcal.metrics import format_report
-    from mlcal.mlflow import calibrate_and_log
 
     if args.tracking_uri:
         mlflow.set_tracking_uri(args.tracking_uri)

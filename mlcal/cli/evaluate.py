@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
+from mlcal._safe_json import dumps_safe
 from mlcal.calibrators.base import load_calibrator
+from mlcal.maps import apply_input_transform
 from mlcal.cli._io import add_data_arguments, read_columns
 from mlcal.metrics import BIN_STRATEGIES, calibration_report, format_report
 
@@ -16,15 +17,12 @@ def run(args) -> int:
     cal = load_calibrator(Path(args.calibrator))   # a path, never JSON text
     data = read_columns(args.data, [args.score_column, args.label_column])
     scores = np.asarray(data[args.score_column], dtype=float)
-    before = scores
-    if cal.map_.input_transform == "sigmoid":
-        from scipy.special import expit
-
-        before = expit(scores)  # the uncalibrated probability the map itself starts from
+    # the uncalibrated probability the map itself starts from
+    before = apply_input_transform(scores, cal.map_.input_transform)
     report = calibration_report(data[args.label_column], before, cal.predict(scores),
                                 n_bins=args.n_bins, strategy=args.strategy)
     if args.json:
-        print(json.dumps(report, indent=1))
+        print(dumps_safe(report, indent=1))   # NaN (e.g. AUC of one class) -> null
     else:
         print(f"{type(cal).__name__} ({cal.map_.kind} map) on {args.data}")
         print(format_report(report))

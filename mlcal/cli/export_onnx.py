@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 
 def run(args) -> int:
+    from mlcal._atomic import check_new_path
     from mlcal.calibrators.base import load_calibrator
     from mlcal.onnx import error_bound, save, to_onnx
 
-    if os.path.exists(args.out) and not args.force:   # fail before doing any work
-        raise FileExistsError(f"{args.out} already exists; pass --force to replace it")
+    check_new_path(args.out, overwrite=args.force)   # fail before doing any work
     cal = load_calibrator(Path(args.calibrator))   # a path, never JSON text
     model = to_onnx(cal, dtype=args.dtype, opset=args.opset)
     save(model, args.out, overwrite=args.force)

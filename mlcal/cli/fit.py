@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from mlcal.calibrators.base import save_calibrator
-from mlcal.calibrators.registry import available_calibrators, get_calibrator
+from mlcal.calibrators.catalog import available_calibrators, get_calibrator
 from mlcal.cli._io import add_data_arguments, read_columns
 
 

@@ -6,27 +6,27 @@ pipeline. ``--history NAME`` prints every recorded decision instead.
 
 from __future__ import annotations
 
-import json
 import sys
 
+from mlcal._safe_json import dumps_safe
 from mlcal.bootstrap import DEFAULT_RESAMPLES
 from mlcal.labels import DEFAULT_MIN_ROWS
 from mlcal.metrics import BIN_STRATEGIES
 
 
 def _history(args) -> int:
-    from mlcal.registry import format_history, gate_history
+    from mlcal.mlflow.gate import format_history, gate_history
 
     entries = gate_history(args.history, alias=args.alias_filter)
-    print(json.dumps(entries, indent=1) if args.json else format_history(entries))
+    print(dumps_safe(entries, indent=1) if args.json else format_history(entries))
     return 0
 
 
 def run(args) -> int:
+    from mlcal.mlflow.gate import DEFAULT_METRIC_KEY, promote  # first: names the missing extra
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    from mlcal.registry import DEFAULT_METRIC_KEY, promote
 
     if args.tracking_uri:
         mlflow.set_tracking_uri(args.tracking_uri)
@@ -46,7 +46,7 @@ def run(args) -> int:
     except MlflowException as exc:
         print(f"mlcal promote: error: {exc.message}", file=sys.stderr)
         return 2
-    print(json.dumps(decision.as_dict(), indent=1) if args.json else decision.explain())
+    print(dumps_safe(decision.as_dict(), indent=1) if args.json else decision.explain())
     return 0 if decision.promoted else 1
 
 

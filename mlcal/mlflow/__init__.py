@@ -12,7 +12,12 @@ This module is the flavour's ``loader_module``: MLflow imports it by name to loa
 models it saved. The flavour relies on MLflow internals that are stable within MLflow 3.
 """
 
-from mlcal.mlflow.base_models import BASE_FORMATS, PyfuncScorer, load_base_estimator
+from mlcal._optional import require
+
+require("mlflow")  # before anything imports it: a named extra, not a bare ModuleNotFoundError
+
+from mlcal.mlflow.base_models import (BASE_FORMATS, PyfuncScorer,  # noqa: E402
+                                      load_base_estimator)
 from mlcal.mlflow.flavor import (FLAVOR_NAME, OUTPUT_LABEL, OUTPUT_PROBABILITY,
                                  OUTPUT_UNCALIBRATED, PARAM_RETURN_UNCALIBRATED,
                                  CalibratedPyfuncModel, _load_pyfunc, get_default_conda_env,

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from mlcal._atomic import write_atomic
+from mlcal._atomic import check_new_path, write_json
 from mlcal.calibrators._params import short_repr
 from mlcal.calibrators.base import CalibratorFormatError, load_calibrator
 from mlcal.mlflow.base_models import (BASE_MODEL_DIR, PyfuncScorer, base_requirements,
@@ -178,8 +178,7 @@ def _check_model(cal_model, threshold) -> float:
 def _prepare_path(path: str, overwrite: bool) -> str:
     path = os.path.abspath(path)
     if os.path.isfile(path) or (os.path.isdir(path) and any(os.scandir(path))):
-        if not overwrite:
-            raise FileExistsError(f"{path} already exists; pass overwrite=True to replace it")
+        check_new_path(path, overwrite=overwrite)   # an empty directory is fine to fill
         if not os.path.isfile(os.path.join(path, "MLmodel")):
             # never delete something that is not a saved model
             raise FileExistsError(f"{path} exists and is not an MLflow model directory; "
@@ -293,7 +292,7 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
             mlflow_model.metadata = metadata
 
         cal = cal_model.calibrator_
-        write_atomic(os.path.join(path, CALIBRATOR_FILE), cal.to_json(indent=1) + "\n")
+        write_json(os.path.join(path, CALIBRATOR_FILE), cal.to_dict(), indent=1, nonfinite="error")
         base_kwargs = dict(base_model_kwargs or {})
         if skops_trusted_types is not None:
             base_kwargs["skops_trusted_types"] = list(skops_trusted_types)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import tempfile
@@ -11,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from mlcal._atomic import write_atomic
+from mlcal._atomic import write_json
+from mlcal.base_scores import naive_probability
+from mlcal.labels import positive_indicator
 from mlcal.metrics import METRIC_NAMES, calibration_diagnostics, calibration_report
 from mlcal.model import CalibratedModel
 
@@ -25,17 +26,6 @@ def _active_run():
     if run is None:
         raise ValueError("no active MLflow run; call this inside `with mlflow.start_run():`")
     return run
-
-
-def _finite_or_none(obj: Any) -> Any:
-    """JSON-safe copy: non-finite floats become null (strict JSON has no NaN)."""
-    if isinstance(obj, dict):
-        return {k: _finite_or_none(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite_or_none(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
 
 
 def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, map_data=None,
@@ -107,7 +97,7 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
                  os.path.join(tmp, f"{prefix}calibration_report.json")]
         reliability_diagram(y, p_before, p_after, n_bins=n_bins, strategy=strategy,
                             path=files[0])
-        write_atomic(files[1], json.dumps(_finite_or_none(report), indent=1, allow_nan=False))
+        write_json(files[1], report, indent=1)   # NaN (e.g. AUC of one class) -> null
         if calibrator is not None:
             files.append(os.path.join(tmp, f"{prefix}calibration_map.png"))
             s_map, y_map = map_data if map_data is not None else (None, None)
@@ -130,15 +120,6 @@ class CalibrationRun:
     run_id: str
     model_uri: str
     model_info: Any
-
-
-def uncalibrated_probability(model: CalibratedModel, scores) -> np.ndarray:
-    """The base model's own probability for class 1: ``predict_proba`` scores as they are,
-    decision-function scores squashed with the logistic sigmoid (the naive reading)."""
-    from scipy.special import expit
-
-    s = np.asarray(scores, dtype=np.float64)
-    return s if model.score_source_ == "predict_proba" else expit(s)
 
 
 def _default_example(X):
@@ -195,14 +176,9 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="isotonic", X_
     model.fit(X_cal, y_cal, sample_weight=sample_weight)
     evaluated_on = "calibration set" if X_eval is None else "evaluation set"
     X_e, y_e = (X_cal, y_cal) if X_eval is None else (X_eval, y_eval)
-    y_e = np.asarray(y_e).reshape(-1)
-    unknown = ~np.isin(y_e, model.classes_)
-    if unknown.any():
-        raise ValueError(f"y_eval contains labels {np.unique(y_e[unknown])[:5].tolist()} that "
-                         f"are not among the base model's classes {model.classes_.tolist()}")
-    y01 = (y_e == model.classes_[1]).astype(np.float64)
+    y01 = positive_indicator(y_e, model.classes_, name="y_eval")
     scores = model.predict_uncalibrated(X_e)
-    p_before = uncalibrated_probability(model, scores)
+    p_before = naive_probability(scores, model.score_source_)
     p_after = model.calibrator_.predict(scores)
 
     started = mlflow.active_run() is None
@@ -217,7 +193,7 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="isotonic", X_
         if X_eval is None:
             map_data = (scores, y01)
         else:
-            y_cal01 = (np.asarray(y_cal).reshape(-1) == model.classes_[1]).astype(np.float64)
+            y_cal01 = positive_indicator(y_cal, model.classes_, name="y_cal")  # fit checked it
             map_data = (model.predict_uncalibrated(X_cal), y_cal01)
         report = log_calibration(y01, p_before, p_after, prefix=prefix, calibrator=cal,
                                  map_data=map_data, n_bins=n_bins, strategy=strategy)

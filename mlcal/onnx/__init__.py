@@ -38,10 +38,13 @@ Graph contract
 
 from __future__ import annotations
 
+from mlcal._optional import require
 
-import numpy as np
-import onnx
-from onnx import helper
+require("onnx", "onnx")
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from onnx import helper  # noqa: E402
 
 from mlcal.onnx._bounds import error_bound
 from mlcal.onnx._compose import MissingConverterError, compose, convert_base

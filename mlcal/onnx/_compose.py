@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper
 
+from mlcal._optional import require
 from mlcal.onnx._graph import ONNX_FLOAT_TYPES, GraphBuilder
 from mlcal.onnx._search import gather, round_up
 
@@ -134,6 +135,7 @@ def convert_base(estimator, score_source: str, dtype: np.dtype, opset: int, X=No
     off. With a DataFrame ``X`` the model gets one graph input per column (named, typed by
     the column).
     """
+    require("onnx", "skl2onnx", feature="exporting a base model to ONNX")
     from skl2onnx import to_onnx as skl_to_onnx
     from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType
 

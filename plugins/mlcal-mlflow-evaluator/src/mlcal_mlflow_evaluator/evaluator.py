@@ -13,6 +13,7 @@ from mlflow.models.evaluation import EvaluationResult, ModelEvaluator
 from mlflow.models.evaluation.artifacts import ImageEvaluationArtifact
 from mlflow.utils.time import get_current_time_millis
 
+from mlcal.base_scores import check_not_labels, read_scores
 from mlcal.labels import DEFAULT_MIN_ROWS, binary_labels
 from mlcal.metrics import calibration_diagnostics, compute_all
 from mlcal.plotting import reliability_diagram
@@ -33,11 +34,7 @@ def _positive_probability(model, features, predictions, column: str):
     except Exception:  # not every flavour exposes its raw model
         raw = None
     if raw is not None and hasattr(raw, "predict_proba"):
-        proba = np.asarray(raw.predict_proba(features))
-        if proba.ndim != 2 or proba.shape[1] != 2:
-            raise ValueError("the calibration evaluator handles binary classifiers; "
-                             f"predict_proba returned shape {proba.shape}")
-        return proba[:, 1], getattr(raw, "classes_", None)
+        return read_scores(raw, features, "predict_proba"), getattr(raw, "classes_", None)
     out = model.predict(features)
     if hasattr(out, "columns"):
         if column not in out.columns:
@@ -75,9 +72,9 @@ class CalibrationEvaluator(ModelEvaluator):
             raise ValueError("the calibration evaluator needs a model or static predictions")
         p, classes = _positive_probability(model, dataset.features_data, static,
                                            config["probability_column"])
-        if np.isin(p, (0.0, 1.0)).all():
-            raise ValueError("the calibration evaluator needs probabilities, but the model "
-                             "returned only 0/1 labels")
+        check_not_labels(p, "the evaluated model", hint=(
+            "the calibration evaluator needs probabilities: set evaluator_config "
+            "probability_column to the model's probability output"))
         y = _labels01(dataset.labels_data, classes, config["pos_label"], config["min_rows"])
         values = compute_all(y, p, int(config["n_bins"]), config["strategy"])
         values.update(calibration_diagnostics(y, p))

@@ -1,0 +1,454 @@
+"""Model-registry promotion through the policy of :mod:`mlcal.mlflow.gate_policy` (MLflow 3
+aliases, not stages).
+
+:func:`promote` moves an alias (default ``champion``) to a model version only when it passes
+the :class:`~mlcal.mlflow.gate_policy.GatePolicy` against the current alias holder.
+
+Every decision is recorded twice: the latest one as flat ``mlcal.gate.*`` tags on the candidate
+version (easy to read in the UI), and each one, never overwritten, as a JSON registered-model
+tag ``mlcal.gate.history.<alias>.<UTC time>.v<version>.<nonce>`` that :func:`gate_history`
+reads back.
+
+Concurrency. MLflow has no transactions, so two promotes running at once could both decide
+against the same old holder and both move the alias. :func:`promote` therefore
+
+1. decides against the holder it read, then re-reads the holder just before writing and starts
+   over if it changed (model predictions are cached, so a re-decision is cheap);
+2. after moving the alias, waits ``settle_seconds`` and re-reads it twice; if another version
+   took the alias meanwhile, it re-decides against that version with a strict preference (it
+   must pass the gate against it and, if that version would also pass against it, have the
+   lower log loss; equal log loss: the higher version wins), so two processes never undo each
+   other forever;
+3. gives up after ``max_rounds`` rounds, recording what it saw.
+
+The remaining window is a competitor writing more than two settle periods after reading a
+holder that has since changed, which step 1 narrows to the few milliseconds between its
+re-read and its write.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mlcal._safe_json import dumps_safe
+from mlcal.base_scores import classes_of, read_scores
+from mlcal.labels import DEFAULT_MIN_ROWS, binary_labels
+from mlcal.mlflow.gate_policy import (LOGGED_KEYS, Criterion, GatePolicy, evaluate_logged,
+                                      evaluate_on_data, passed)
+
+GATE_TAG_PREFIX = "mlcal.gate."
+HISTORY_TAG_PREFIX = "mlcal.gate.history."
+DEFAULT_METRIC_KEY = LOGGED_KEYS["ece"]
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+@dataclass
+class GateDecision:
+    """Outcome of :func:`promote`; ``explain()`` gives the one-screen summary, ``as_dict()``
+    the JSON form, ``tags()`` the latest-decision version tags."""
+
+    model_name: str
+    version: str
+    alias: str
+    promoted: bool
+    criteria: list[Criterion]
+    policy: GatePolicy
+    source: str
+    holder_version: str | None = None
+    compared_to: str | None = None
+    rounds: int = 1
+    notes: list[str] = field(default_factory=list)
+    decided_at: str = field(default_factory=_now)
+
+    def _criterion(self, name: str) -> Criterion | None:
+        return next((c for c in self.criteria if c.name == name), None)
+
+    @property
+    def candidate_ece(self) -> float:
+        """The candidate's ECE (point estimate)."""
+        return self._criterion("ece").value
+
+    def explain(self) -> str:
+        """A short human-readable account of the decision, one line per criterion."""
+        verdict = "PROMOTED" if self.promoted else "REFUSED"
+        conf = self.policy.confidence
+        lines = [f"gate for {self.model_name} version {self.version} -> alias "
+                 f"'{self.alias}': {verdict}",
+                 f"  metrics from        : {self.source}",
+                 f"  decided on          : " + (
+                     "point estimates" if conf is None else
+                     f"{conf:.0%} paired bootstrap intervals ({self.policy.n_resamples} "
+                     f"resamples, seed {self.policy.seed}); the whole interval must pass"),
+                 f"  compared with       : "
+                 + ("no current holder" if self.compared_to is None
+                    else f"version {self.compared_to} (current '{self.alias}')")]
+        lines += [c.line() for c in self.criteria]
+        lines += [f"  note: {n}" for n in self.notes]
+        if self.promoted:
+            lines.append(f"  alias '{self.alias}' now points to version {self.version}")
+        else:
+            holder = "unset" if self.holder_version is None else f"version {self.holder_version}"
+            lines.append(f"  alias '{self.alias}' left on {holder}")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain-JSON form: the decision, every criterion and the policy."""
+        return {"model_name": self.model_name, "version": self.version, "alias": self.alias,
+                "result": "promoted" if self.promoted else "refused",
+                "decided_at": self.decided_at, "source": self.source,
+                "holder_version": self.holder_version, "compared_to": self.compared_to,
+                "rounds": self.rounds, "notes": list(self.notes),
+                "criteria": [c.as_dict() for c in self.criteria],
+                "policy": self.policy.as_dict()}
+
+    def tags(self) -> dict[str, str]:
+        """The flat ``mlcal.gate.*`` tags of the latest decision on the candidate version."""
+        t = {"result": "promoted" if self.promoted else "refused", "alias": self.alias,
+             "source": self.source, "compared_to": self.compared_to or "none",
+             "decided_at": self.decided_at,
+             "reason": "; ".join(c.line().strip() for c in self.criteria if c.passed is False)}
+        for c in self.criteria:
+            t[f"{c.name}.value"] = "n/a" if c.value is None else repr(c.value)
+            t[f"{c.name}.limit"] = repr(c.limit)
+            t[f"{c.name}.verdict"] = {True: "pass", False: "fail", None: "n/a"}[c.passed]
+            if c.lower is not None:
+                t[f"{c.name}.interval"] = f"[{c.lower!r}, {c.upper!r}]"
+        t["ece"] = t["ece.value"]
+        return {GATE_TAG_PREFIX + k: v for k, v in t.items()}
+
+
+def _read_model(model_uri: str, X) -> tuple[np.ndarray, list | None]:
+    """P(positive class) and the class labels (None when unknown) of a registered model: mlcal
+    models through the flavour, scikit-learn classifiers through ``predict_proba``, other pyfunc
+    models from a single numeric output (their labels must then be 0/1)."""
+    import mlflow
+    from mlflow.models import get_model_info
+
+    flavors = get_model_info(model_uri).flavors
+    if "mlcal" in flavors:
+        from mlcal.mlflow import load_model
+
+        model = load_model(model_uri)
+        return model.predict_proba(X)[:, 1], list(model.classes_)
+    if "sklearn" in flavors:
+        est = mlflow.sklearn.load_model(model_uri)
+        if hasattr(est, "predict_proba"):
+            return read_scores(est, X, "predict_proba"), list(classes_of(est))
+    out = mlflow.pyfunc.load_model(model_uri).predict(X)
+    arr = np.asarray(out, dtype=np.float64)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim != 1:
+        raise ValueError(f"cannot read a probability from {model_uri}: its output has shape "
+                         f"{arr.shape}; register an mlcal or scikit-learn classifier")
+    return arr, None
+
+
+def positive_probability(model_uri: str, X) -> np.ndarray:
+    """P(positive class) from a registered model (see :func:`_read_model`)."""
+    return _read_model(model_uri, X)[0]
+
+
+def _load_data(data, label_column: str):
+    import pandas as pd
+
+    frame = pd.read_csv(data) if isinstance(data, (str, bytes)) or hasattr(data, "__fspath__") \
+        else data
+    if not isinstance(frame, pd.DataFrame):
+        raise ValueError("data must be a pandas DataFrame or the path of a CSV file")
+    if label_column not in frame.columns:
+        raise ValueError(f"data has no label column {label_column!r}; columns are "
+                         f"{list(frame.columns)}")
+    return frame.drop(columns=[label_column]), frame[label_column].to_numpy()
+
+
+def _logged_metrics(client, mv, metric_key: str) -> dict[str, float]:
+    keys = {**LOGGED_KEYS, "ece": metric_key}
+    who = f"version {mv.version}"
+    if not mv.run_id:
+        raise ValueError(f"{who} has no source run, so it has no logged metrics; pass data "
+                         "to evaluate it")
+    logged = client.get_run(mv.run_id).data.metrics
+    missing = [k for k in keys.values() if k not in logged]
+    if missing:
+        raise ValueError(f"{who}'s run {mv.run_id} lacks the metric(s) {missing}; pass data "
+                         "to evaluate it, or metric_key= for another logged ECE")
+    return {name: float(logged[key]) for name, key in keys.items()}
+
+
+def _resolve_version(client, model_name: str, version) -> Any:
+    if version is not None:
+        return client.get_model_version(model_name, str(version))
+    versions = client.search_model_versions(f"name='{model_name}'")
+    if not versions:
+        raise ValueError(f"registered model {model_name!r} has no versions")
+    latest = max(versions, key=lambda v: int(v.version))
+    return client.get_model_version(model_name, latest.version)
+
+
+def _holder_version(client, model_name: str, alias: str) -> str | None:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return str(client.get_model_version_by_alias(model_name, alias).version)
+    except MlflowException:
+        return None  # the alias is not set yet
+
+
+class _Judge:
+    """Scores versions once (cached) and applies the policy between two of them."""
+
+    def __init__(self, client, model_name, policy, data, label_column, metric_key, min_rows):
+        self.client, self.name, self.policy = client, model_name, policy
+        self.metric_key = metric_key
+        self._cache: dict[str, Any] = {}
+        if data is not None:
+            self.X, self.raw_y = _load_data(data, label_column)
+            self.min_rows = min_rows
+            self.y = None
+            self.source = f"recomputed on {len(self.raw_y)} rows of the given data"
+        else:
+            self.X = None
+            self.source = f"logged run metrics ({metric_key}, log_loss_after, brier_after, " \
+                          "auc_after)"
+
+    def scores(self, version: str):
+        if version not in self._cache:
+            mv = self.client.get_model_version(self.name, version)
+            if self.X is None:
+                self._cache[version] = _logged_metrics(self.client, mv, self.metric_key)
+            else:
+                p, classes = _read_model(f"models:/{self.name}/{version}", self.X)
+                y = binary_labels(self.raw_y, classes=classes, min_rows=self.min_rows,
+                                  name=f"labels of the data (version {version})")
+                if self.y is not None and not np.array_equal(y, self.y):
+                    raise ValueError(f"version {version} reads the labels differently from "
+                                     "the other version (different classes); cannot compare")
+                self.y = y
+                self._cache[version] = p
+        return self._cache[version]
+
+    def criteria(self, candidate: str, rival: str | None) -> list[Criterion]:
+        cand = self.scores(candidate)
+        other = None if rival is None else self.scores(rival)
+        if self.X is None:
+            return evaluate_logged(self.policy, cand, other)
+        return evaluate_on_data(self.policy, self.y, cand, other)
+
+    def log_loss(self, version: str) -> float:
+        from mlcal.metrics import log_loss
+
+        s = self.scores(version)
+        return s["log_loss"] if self.X is None else log_loss(self.y, s)
+
+    def prefers(self, candidate: str, rival: str) -> tuple[bool, list[Criterion]]:
+        """Strict preference used under contention (see the module docstring)."""
+        crit = self.criteria(candidate, rival)
+        if not passed(crit):
+            return False, crit
+        if not passed(self.criteria(rival, candidate)):
+            return True, crit
+        a, b = self.log_loss(candidate), self.log_loss(rival)
+        return (a < b or (a == b and int(candidate) > int(rival))), crit
+
+
+def promote(model_name: str, version: int | str | None = None, *, max_ece: float | None = None,
+            alias: str = "champion", data=None, label_column: str = "y",
+            margin: float | None = None, max_log_loss_increase: float = 0.01,
+            max_brier_increase: float = 0.0025, max_auc_decrease: float = 0.01,
+            confidence: float | None = None, n_resamples: int | None = None,
+            seed: int = 0, metric_key: str = DEFAULT_METRIC_KEY, n_bins: int = 10,
+            strategy: str = "uniform", min_rows: int = DEFAULT_MIN_ROWS,
+            policy: GatePolicy | None = None, settle_seconds: float = 0.5,
+            max_rounds: int = 5, client=None) -> GateDecision:
+    """Promote a model version to ``alias`` if it passes the gate (see
+    :mod:`mlcal.mlflow.gate_policy`).
+
+    Parameters
+    ----------
+    model_name : str
+        Registered model name.
+    version : int or str, optional
+        Candidate version; default the newest.
+    max_ece : float
+        The candidate's ECE must be <= this (required unless ``policy`` is given).
+    alias : str, default="champion"
+        The alias to move. Its current holder is the comparison baseline.
+    data : DataFrame or path to CSV, optional
+        Hold-out data (features plus ``label_column``). When given, every metric is recomputed
+        on it for the candidate and the holder (paired on the same rows); labels are checked
+        against each model's classes. Otherwise the metrics logged on each version's run
+        (``metric_key``, ``log_loss_after``, ``brier_after``, ``auc_after``) are used.
+    label_column : str, default="y"
+    margin : float, optional
+        When given, the candidate's ECE may exceed the holder's by at most this much (an extra
+        criterion, off by default).
+    max_log_loss_increase, max_brier_increase, max_auc_decrease : float
+        Allowed loss against the holder on each score
+        (:class:`~mlcal.mlflow.gate_policy.GatePolicy`).
+    confidence : float, optional
+        Decide on paired bootstrap intervals at this confidence (needs ``data``).
+    n_resamples : int, optional
+        Bootstrap resamples (default :data:`mlcal.bootstrap.DEFAULT_RESAMPLES`).
+    seed : int, default=0
+        Bootstrap seed.
+    metric_key : str, default="ece_after"
+        Logged ECE metric read when ``data`` is None.
+    n_bins, strategy
+        ECE binning (see :func:`mlcal.metrics.ece`).
+    min_rows : int, default=DEFAULT_MIN_ROWS
+        Fewest rows of ``data`` accepted.
+    policy : GatePolicy, optional
+        A complete policy; replaces the threshold arguments above.
+    settle_seconds : float, default=0.5
+        Wait before re-reading the alias after moving it (race safety, see the module
+        docstring).
+    max_rounds : int, default=5
+        Bound on re-decisions when other promotes move the alias concurrently.
+    client : mlflow.MlflowClient, optional
+        Defaults to a client on the current tracking/registry URI.
+
+    Returns
+    -------
+    GateDecision
+        Also recorded as ``mlcal.gate.*`` tags on the candidate version and as one history
+        entry on the registered model.
+
+    Raises
+    ------
+    ValueError
+        Bad arguments, unknown version, missing metric or unusable data or labels; nothing is
+        changed and nothing is recorded.
+    """
+    from mlflow import MlflowClient
+
+    if policy is None:
+        if max_ece is None:
+            raise ValueError("max_ece is required (or pass a GatePolicy as policy=)")
+        policy = GatePolicy(max_ece=max_ece, max_log_loss_increase=max_log_loss_increase,
+                            max_brier_increase=max_brier_increase,
+                            max_auc_decrease=max_auc_decrease, max_ece_increase=margin,
+                            confidence=confidence, seed=seed, n_bins=n_bins, strategy=strategy,
+                            **({} if n_resamples is None else {"n_resamples": n_resamples}))
+    if policy.confidence is not None and data is None:
+        raise ValueError("confidence needs the evaluation rows: pass data")
+    if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
+        raise ValueError(f"max_rounds must be a positive integer, got {max_rounds!r}")
+    client = client or MlflowClient()
+    cand = str(_resolve_version(client, model_name, version).version)
+    judge = _Judge(client, model_name, policy, data, label_column, metric_key, min_rows)
+    judge.scores(cand)  # validate the data and labels before anything is written
+
+    holder = _holder_version(client, model_name, alias)
+    notes: list[str] = []
+    promoted = False
+    contended = False
+    criteria: list[Criterion] = []
+    rounds = 0
+    rival = None
+    while rounds < max_rounds:
+        rounds += 1
+        rival = holder if holder != cand else None
+        if rival is None:  # no holder, or the candidate already holds the alias
+            criteria = criteria or judge.criteria(cand, None)
+            ok = passed(criteria)
+        elif contended:
+            ok, criteria = judge.prefers(cand, rival)
+            if not ok:
+                notes.append(f"version {rival} took '{alias}' concurrently and is preferred")
+        else:
+            criteria = judge.criteria(cand, rival)
+            ok = passed(criteria)
+        if not ok:
+            break
+        if holder == cand:
+            if rounds == 1:
+                notes.append(f"version {cand} already holds '{alias}'")
+            promoted = True
+            break
+        now = _holder_version(client, model_name, alias)
+        if now != holder:  # moved while we were deciding: decide again against the new holder
+            holder, contended = now, True
+            continue
+        client.set_registered_model_alias(model_name, alias, cand)
+        holder = cand
+        for _ in range(2):  # two reads one settle period apart: late writers show up
+            time.sleep(settle_seconds * (1.0 + 0.5 * random.random()))
+            now = _holder_version(client, model_name, alias)
+            if now != cand:
+                break
+        if now == cand:
+            promoted = True
+            break
+        holder, contended = now, True
+    else:
+        notes.append(f"gave up after {max_rounds} rounds of concurrent alias moves")
+        promoted = _holder_version(client, model_name, alias) == cand
+    if contended:
+        notes.append(f"the alias moved during this promotion; {rounds} round(s)")
+    final_holder = _holder_version(client, model_name, alias)
+    decision = GateDecision(model_name, cand, alias, promoted, criteria, policy, judge.source,
+                            holder_version=final_holder, compared_to=rival, rounds=rounds,
+                            notes=notes)
+    _record(client, decision)
+    return decision
+
+
+def _record(client, decision: GateDecision) -> None:
+    """Latest decision as flat version tags; every decision as one history entry."""
+    for key, value in decision.tags().items():
+        client.set_model_version_tag(decision.model_name, decision.version, key, value)
+    stamp = decision.decided_at.replace("+00:00", "Z").replace(":", "").replace("-", "")
+    key = (f"{HISTORY_TAG_PREFIX}{decision.alias}.{stamp}.v{decision.version}."
+           f"{os.getpid()}{random.randrange(16 ** 4):04x}")
+    client.set_registered_model_tag(decision.model_name, key,
+                                    dumps_safe(decision.as_dict()))
+
+
+def gate_history(model_name: str, *, alias: str | None = None, client=None) -> list[dict]:
+    """Every recorded gate decision of a registered model, oldest first.
+
+    Parameters
+    ----------
+    model_name : str
+    alias : str, optional
+        Only the decisions about this alias.
+    client : mlflow.MlflowClient, optional
+
+    Returns
+    -------
+    list of dict
+        The :meth:`GateDecision.as_dict` of each decision.
+    """
+    from mlflow import MlflowClient
+
+    client = client or MlflowClient()
+    tags = client.get_registered_model(model_name).tags
+    out = [json.loads(v) for k, v in tags.items() if k.startswith(HISTORY_TAG_PREFIX)]
+    if alias is not None:
+        out = [d for d in out if d["alias"] == alias]
+    return sorted(out, key=lambda d: (d["decided_at"], d["version"]))
+
+
+def format_history(entries: list[dict]) -> str:
+    """A fixed-width table of :func:`gate_history` entries."""
+    lines = [f"{'decided at (UTC)':<33}{'alias':<12}{'version':>8}  {'result':<9}"
+             f"{'vs':>5}  failed criteria"]
+    for d in entries:
+        failed = [c["name"] for c in d["criteria"] if c["passed"] is False]
+        lines.append(f"{d['decided_at']:<33}{d['alias']:<12}{d['version']:>8}  "
+                     f"{d['result']:<9}{d['compared_to'] or '-':>5}  {', '.join(failed) or '-'}")
+    if not entries:
+        lines.append("(no gate decisions recorded)")
+    return "\n".join(lines)

@@ -38,7 +38,7 @@ import numpy as np
 from mlcal._solvers.linear_fold import fold_clipped_average
 from mlcal._solvers.model_average import aic, aicc, bic, relative_likelihood_weights
 from mlcal._solvers.ties import merge_close, sort_and_collapse
-from mlcal._solvers.trend_filter import piecewise_linear_extrapolate, thin, trend_filter_path
+from mlcal._solvers.trend_filter import thin, trend_filter_path
 from mlcal._validation import as_scores
 from mlcal.calibrators._params import Integer, IsNone, Options, Real
 from mlcal.calibrators.base import BaseCalibrator

@@ -13,7 +13,7 @@ mlcal's ``predict`` over a bare numpy evaluation of the same map (``searchsorted
 ``size`` is the map's size after the size cap (``max_map_size``), ``orig`` its size before and
 ``cap err`` the measured sup-norm error of the reduction (``map_reduction_``). ``fit MiB`` is the
 peak resident-memory growth of one fit and ``+json MiB`` that of the fit followed by
-``to_json()``, both measured in a forked child process; ``JSON KB`` is the document's length.
+``to_json()``, both measured in a fresh interpreter per method; ``JSON KB`` is the document's length.
 With ``--uncapped`` every method whose map was reduced gets a second row fitted with
 ``max_map_size=None`` (the map as the method computes it: the "before" figures).
 """
@@ -21,7 +21,9 @@ With ``--uncapped`` every method whose map was reduced gets a second row fitted 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import resource
 import sys
 import warnings
@@ -62,27 +64,28 @@ def _rss_kib() -> int:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
 
 
-def peak_fit_mib(name: str, params: dict, s, y) -> tuple[float, float]:
-    """Peak RSS growth (MiB) of one fit, and of the fit plus ``to_json()``, in a forked child so
-    earlier runs do not mask it."""
-    if not hasattr(os, "fork"):
-        return float("nan"), float("nan")
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child
-        os.close(read)
-        base = _rss_kib()
-        cal = mlcal.get_calibrator(name, **params).fit(s, y)
-        peak_fit = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        cal.to_json()
-        peak_json = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        os.write(write, f"{max(0, peak_fit - base)} {max(0, peak_json - base)}".encode())
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as fh:
-        out = fh.read().split()
-    os.waitpid(pid, 0)
-    return (int(out[0]) / 1024, int(out[1]) / 1024) if out else (float("nan"), float("nan"))
+def _memory_child(name: str, params_json: str, n: int) -> None:
+    """Run in a fresh interpreter: fit once on the benchmark data and print the peak RSS growth
+    (KiB) of the fit and of the fit plus ``to_json()``."""
+    params = json.loads(params_json)
+    s, y, _ = make_data(n)
+    mlcal.get_calibrator(name, **params).fit(s[:2000], y[:2000])   # load compiled kernels
+    base = _rss_kib()
+    cal = mlcal.get_calibrator(name, **params).fit(s, y)
+    peak_fit = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    cal.to_json()
+    peak_json = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(max(0, peak_fit - base), max(0, peak_json - base))
+
+
+def peak_fit_mib(name: str, params: dict, n: int) -> tuple[float, float]:
+    """Peak RSS growth (MiB) of one fit, and of the fit plus ``to_json()``, each method in a
+    fresh interpreter: a forked child would inherit the heap the parent's earlier fits left
+    resident and under-report."""
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--memory-child", name,
+                          json.dumps(params), str(n)], capture_output=True, text=True, check=True)
+    fit_kib, json_kib = (int(v) for v in out.stdout.split()[-2:])
+    return fit_kib / 1024, json_kib / 1024
 
 
 def bench_one(label: str, name: str, params: dict, s, y, fresh, t_ref: float, repeats: int,
@@ -95,7 +98,7 @@ def bench_one(label: str, name: str, params: dict, s, y, fresh, t_ref: float, re
     t_pred = best_time(lambda: cal.predict(fresh), repeats)
     bare = bare_numpy(m)
     t_bare = best_time(lambda: bare(fresh), repeats)
-    mem_fit, mem_json = peak_fit_mib(name, params, s, y) if memory else (float("nan"),) * 2
+    mem_fit, mem_json = peak_fit_mib(name, params, len(s)) if memory else (float("nan"),) * 2
     json_kb = len(cal.to_json()) / 1000
     print(f"{len(s):>9} {label:<14} {m.kind:<6} {m.size:>6} {info.original_size:>8} "
           f"{info.max_error:>8.1e} {t_fit:>8.3f} {t_fit / t_ref:>6.2f} {t_pred:>9.4f} "
@@ -108,10 +111,15 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", nargs="+", type=float, default=[1e4, 1e5, 1e6])
     parser.add_argument("--methods", nargs="+", default=None)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--no-memory", action="store_true", help="skip the forked memory runs")
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory runs")
     parser.add_argument("--uncapped", action="store_true",
                         help="add a max_map_size=None row for every method whose map was reduced")
+    parser.add_argument("--memory-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.memory_child:
+        name, params_json, n = args.memory_child
+        _memory_child(name, params_json, int(n))
+        return 0
     methods = args.methods or mlcal.available_calibrators()
     print(f"mlcal {mlcal.__version__}, numpy {np.__version__}, {os.cpu_count()} CPUs; "
           f"best of {args.repeats} after a warm-up (1 from 5M rows)")

@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import subprocess
-import resource
 import sys
 import warnings
 
@@ -59,23 +58,32 @@ def bare_numpy(m):
     return lambda s: expit(-(m.a * pre(s) + m.b))
 
 
-def _rss_kib() -> int:
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
 
 
 def _memory_child(name: str, params_json: str, n: int) -> None:
     """Run in a fresh interpreter: fit once on the benchmark data and print the peak RSS growth
-    (KiB) of the fit and of the fit plus ``to_json()``."""
+    (KiB) of the fit and of the fit plus ``to_json()``.
+
+    The warm-up fit loads (or compiles) the numba kernels; the kernel's high-water mark is then
+    reset to the current RSS (``/proc/self/clear_refs``), so compilation and imports do not count.
+    """
     params = json.loads(params_json)
     s, y, _ = make_data(n)
-    mlcal.get_calibrator(name, **params).fit(s[:2000], y[:2000])   # load compiled kernels
-    base = _rss_kib()
+    mlcal.get_calibrator(name, **params).fit(s[:2000], y[:2000])
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")                                  # VmHWM := VmRSS
+    base = _status_kib("VmRSS")
     cal = mlcal.get_calibrator(name, **params).fit(s, y)
-    peak_fit = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak_fit = _status_kib("VmHWM")
     cal.to_json()
-    peak_json = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(max(0, peak_fit - base), max(0, peak_json - base))
+    peak_json = _status_kib("VmHWM")
+    print(peak_fit - base, peak_json - base)
 
 
 def peak_fit_mib(name: str, params: dict, n: int) -> tuple[float, float]:

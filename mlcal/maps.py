@@ -13,6 +13,10 @@ on. Outputs always lie in [0, 1].
 
 The dict form (``to_dict`` / :func:`map_from_dict`) is plain JSON data with a format version;
 loading validates every field and never executes code.
+
+Fitted maps are capped in size (:data:`DEFAULT_MAX_MAP_SIZE` bins or knots unless a calibrator's
+``max_map_size`` says otherwise) by :func:`reduce_map`, which reports the exact sup-norm error
+of the reduction.
 """
 
 from __future__ import annotations

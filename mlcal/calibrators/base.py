@@ -92,13 +92,14 @@ class BaseCalibrator(BaseEstimator):
         self._validate_params()
         s, z, w = check_fit_inputs(scores, y, sample_weight)
         transform = self._resolve_input_transform(s)
-        self._early_reduction: MapReduction | None = None
-        fitted = self._fit(apply_input_transform(s, transform), z, w)
+        self._early_reduction: tuple[int, float] | None = None
+        try:
+            fitted = self._fit(apply_input_transform(s, transform), z, w)
+        finally:
+            early = self.__dict__.pop("_early_reduction", None)
         fitted, reduction = reduce_map(fitted, self._max_map_size())
-        early = self.__dict__.pop("_early_reduction", None)
         if early is not None:   # errors of two reductions add up (triangle inequality)
-            reduction = MapReduction(early.original_size, reduction.size,
-                                     early.max_error + reduction.max_error)
+            reduction = MapReduction(early[0], reduction.size, early[1] + reduction.max_error)
         self.map_reduction_ = reduction
         self.map_ = dataclasses.replace(fitted, input_transform=transform,
                                         domain=(float(s.min()), float(s.max())))
@@ -112,7 +113,7 @@ class BaseCalibrator(BaseEstimator):
 
     def _record_reduction(self, original_size: int, max_error: float) -> None:
         """Called by ``_fit`` when it already capped its map's arrays (see the class notes)."""
-        self._early_reduction = MapReduction(int(original_size), -1, float(max_error))
+        self._early_reduction = (int(original_size), float(max_error))
 
     def _fit(self, scores: np.ndarray, y: np.ndarray, w: np.ndarray) -> CalibrationMap:
         raise NotImplementedError  # pragma: no cover

@@ -13,7 +13,8 @@ mlcal's ``predict`` over a bare numpy evaluation of the same map (``searchsorted
 ``size`` is the map's size after the size cap (``max_map_size``), ``orig`` its size before and
 ``cap err`` the measured sup-norm error of the reduction (``map_reduction_``). ``fit MiB`` is the
 peak resident-memory growth of one fit and ``+json MiB`` that of the fit followed by
-``to_json()``, both measured in a fresh interpreter per method; ``JSON KB`` is the document's length.
+``to_json()``, both measured in a fresh interpreter per method; ``JSON KB`` is the document's
+length.
 With ``--uncapped`` every method whose map was reduced gets a second row fitted with
 ``max_map_size=None`` (the map as the method computes it: the "before" figures).
 """

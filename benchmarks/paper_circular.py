@@ -3,7 +3,7 @@
     python benchmarks/paper_circular.py [--seeds 10] [--skip-paper] [--skip-speed]
                                         [--sizes 1e4 1e5 1e6] [--repeats 5]
 
-Part 1 reproduces Naeini & Cooper (KAIS 2018) Table 1 (algorithms.md §11.1): the circular
+Part 1 reproduces Naeini & Cooper (KAIS 2018) Table 1 (docs/paper-reproduction.md): the circular
 configuration, 1000 training and 1000 test points (``mlcal.datasets.make_circular`` with
 different seeds), features standardised with the training mean and sd (MATLAB ``svmtrain``
 autoscale), a linear SVM (``SVC(kernel="linear", C=1)``) and a quadratic one
@@ -136,7 +136,7 @@ def run_paper(n_seeds: int) -> None:
 
 
 GAP_NOTES = """
-Why some cells differ (see algorithms.md §2 and §11):
+Why some cells differ (see docs/metrics.md and docs/paper-reproduction.md, 'Known, explained gaps'):
 * The paper's 10 draws are not public (only one, BBQ/data.mat); a linear SVM on circular data has
   no real signal, so its hyperplane, and with it every linear-SVM number, varies a lot from draw
   to draw (see the sd). The linear-kernel columns can only agree in the mean, roughly.
@@ -144,16 +144,17 @@ Why some cells differ (see algorithms.md §2 and §11):
   libsvm reach different, equally valid, hyperplanes when the classes are not linearly
   separable, and the raw sigmoid of the margin amplifies that in RMSE/ECE/MCE.
 * Quadratic SVM column (RMSE .21, ECE .14, MCE .36 published): on the one public draw the
-  authors' own MATLAB run gives RMSE 0.1263 and sklearn's SVC 0.1261 (algorithms.md §11.1), i.e.
+  authors' own MATLAB run gives RMSE 0.1263 and sklearn's SVC 0.1261 (docs/paper-reproduction.md,
+  'Base classifiers'), i.e.
   what this script gets. The published average must come from runs whose margins were scaled
   differently (e.g. other svmtrain options); the raw sigmoid of the margin is very sensitive to
   that scale. The calibrated columns hardly depend on it, and their RMSE is lower than published
   by about the same 0.02 for IsoRegC, BBQ and ENIR alike, so the gap is in the base model.
 * ECE/MCE with equal-count bins are tie-sensitive: step-like calibrators output many tied values
-  and bin boundaries fall inside tie blocks (algorithms.md §2.5 measured MCE moving by 0.02 from
-  15-digit rounding alone). Compare MCE within about 0.02-0.05.
+  and bin boundaries fall inside tie blocks (docs/metrics.md, 'Ties in the predictions': MCE
+  moved by 0.02 from 15-digit rounding alone). Compare MCE within about 0.02-0.05.
 * IsoRegC: the paper does not say whether its isotonic predictions interpolate (sklearn) or step
-  (Zadrozny-Elkan); mlcal's default interpolates, which algorithms.md §5 found closest.
+  (Zadrozny-Elkan); mlcal's default interpolates, the closer one (docs/histogram-isotonic.md).
 """
 
 

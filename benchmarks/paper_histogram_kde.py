@@ -1,9 +1,9 @@
 """Reproduce Table 1 of the histogram-binning / KDE paper (Naeini, Cooper & Hauskrecht,
 arXiv 1401.3390) on the simulated circular data, with BBQ added, and time BBQ and KDE.
 
-Setup (algorithms.md §11.1): 1000 training points (the base SVM and every calibrator are fitted
-on them) and 1000 test points from ``mlcal.datasets.make_circular``; features standardised with
-the training mean and sd; scikit-learn ``SVC(kernel="linear", C=1)`` or
+Setup (docs/paper-reproduction.md, 'Protocol'): 1000 training points (the base SVM and every
+calibrator are fitted on them) and 1000 test points from ``mlcal.datasets.make_circular``;
+features standardised with the training mean and sd; scikit-learn ``SVC(kernel="linear", C=1)`` or
 ``SVC(kernel="poly", degree=2, gamma=1, coef0=1, C=1)`` (MATLAB ``svmtrain`` defaults); the score
 is the logistic sigmoid of the decision value. Averages over 10 seeds.
 

@@ -95,7 +95,7 @@ def run_paper(n_seeds: int) -> None:
 
 
 GAP_NOTES = """
-Notes on the gaps (see shared/algorithms.md sections 2 and 11):
+Notes on the gaps (see docs/metrics.md and docs/paper-reproduction.md, 'Known, explained gaps'):
 * ECE of LR / IsoReg / Platt: the published .171/.186/.171 are well below the equal-count ECE
   of these near-constant predictors, while the published MCE matches ours. On the same circular
   data the KAIS 2018 and histogram-theory papers report equal-count ECE .28 for a near-chance

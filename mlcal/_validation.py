@@ -54,8 +54,13 @@ def as_weights(sample_weight, n: int) -> np.ndarray:
         raise ValueError("sample_weight contains non-finite values")
     if (w < 0).any():
         raise ValueError("sample_weight contains negative values")
-    if w.sum() <= 0:
+    with np.errstate(over="ignore"):
+        total = w.sum()
+    if total <= 0:
         raise ValueError("sample_weight sums to zero")
+    if not np.isfinite(total):
+        raise ValueError("sample_weight sums to more than the largest float64 (about 1.8e308); "
+                         "divide the weights by a common factor")
     return w
 
 

@@ -5,30 +5,13 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import NotFittedError
-from sklearn.utils.validation import check_is_fitted
 
 from mlcal._validation import as_weights
+# SCORE_SOURCES and read_scores are re-exported: callers import them from here
+from mlcal.base_scores import (RAW_SOURCES, SCORE_SOURCES, check_not_labels,  # noqa: F401
+                               classes_of, is_fitted, read_scores, resolve_source)
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.registry import get_calibrator
-
-SCORE_SOURCES = ("auto", "predict_proba", "decision_function")
-
-
-def read_scores(estimator, X, source: str) -> np.ndarray:
-    """The base model's score for the positive class: ``predict_proba[:, 1]`` or the
-    ``decision_function`` value."""
-    if source == "predict_proba":
-        proba = np.asarray(estimator.predict_proba(X))
-        if proba.ndim != 2 or proba.shape[1] != 2:
-            raise ValueError(f"the base model's predict_proba returned shape {proba.shape}; "
-                             "mlcal calibrates binary classifiers (two columns)")
-        return proba[:, 1]
-    scores = np.asarray(estimator.decision_function(X), dtype=np.float64)
-    if scores.ndim != 1:
-        raise ValueError(f"the base model's decision_function returned shape {scores.shape}; "
-                         "mlcal calibrates binary classifiers (one score per row)")
-    return scores
-
 
 class CalibratedModel(ClassifierMixin, BaseEstimator):
     """A fitted scikit-learn binary classifier plus a calibrator fitted on held-out data.
@@ -39,15 +22,20 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
     Parameters
     ----------
     base_estimator : fitted classifier
-        Must expose ``predict_proba`` or ``decision_function`` and have two classes.
+        A binary scikit-learn classifier or pipeline, or an XGBoost, LightGBM or CatBoost
+        classifier (their scikit-learn API); must expose ``predict_proba`` or
+        ``decision_function`` (or a margin, see ``score``) and have two classes.
     calibrator : BaseCalibrator or str, default="isotonic"
         An unfitted calibrator, or a registered method name (see
         :func:`mlcal.available_calibrators`).
-    score : {"auto", "predict_proba", "decision_function"}, default="auto"
-        Which base-model output to calibrate. ``"auto"`` takes ``predict_proba[:, 1]`` when the
-        model has it, else ``decision_function``. Methods that need scores in [0, 1] squash a
-        decision function with the logistic sigmoid, as the papers do; the squashing is recorded
-        on the map (``map_.input_transform == "sigmoid"``).
+    score : {"auto", "predict_proba", "decision_function", "margin"}, default="auto"
+        Which base-model output to calibrate. ``"auto"`` takes ``predict_proba[:, 1]`` (the
+        positive-class probability) when the model has it, else ``decision_function``.
+        ``"margin"`` takes the raw log-odds: ``output_margin=True`` (XGBoost),
+        ``raw_score=True`` (LightGBM), ``RawFormulaVal`` (CatBoost) or ``decision_function``
+        (scikit-learn, e.g. HistGradientBoosting); see :mod:`mlcal.base_scores`. Methods that
+        need scores in [0, 1] squash a decision function or margin with the logistic sigmoid,
+        as the papers do; the squashing is recorded on the map (``map_.input_transform == "sigmoid"``).
     threshold : float, default=0.5
         ``predict`` returns the positive class when the calibrated probability is >= threshold.
 
@@ -69,17 +57,7 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
         self.threshold = threshold
 
     def _resolve_source(self) -> str:
-        if self.score not in SCORE_SOURCES:
-            raise ValueError(f"score must be one of {SCORE_SOURCES}, got {self.score!r}")
-        est = self.base_estimator
-        if self.score != "auto":
-            if not hasattr(est, self.score):
-                raise ValueError(f"the base model has no {self.score} method")
-            return self.score
-        for name in ("predict_proba", "decision_function"):
-            if hasattr(est, name):
-                return name
-        raise ValueError("the base model has neither predict_proba nor decision_function")
+        return resolve_source(self.base_estimator, self.score)
 
     def fit(self, X, y, sample_weight=None) -> "CalibratedModel":
         """Fit the calibrator on the base model's scores for a held-out calibration set.
@@ -89,15 +67,10 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
         est = self.base_estimator
         if est is None:
             raise ValueError("base_estimator is required")
-        try:
-            check_is_fitted(est)
-        except NotFittedError:
+        if not is_fitted(est):
             raise ValueError("the base model is not fitted; CalibratedModel never trains it, "
-                             "fit it on training data first") from None
-        classes = np.asarray(getattr(est, "classes_", [0, 1]))
-        if classes.shape[0] != 2:
-            raise ValueError(f"the base model has {classes.shape[0]} classes; mlcal calibrates "
-                             "binary classifiers")
+                             "fit it on training data first")
+        classes = classes_of(est)
         y = np.asarray(y).reshape(-1)
         unknown = ~np.isin(y, classes)
         if unknown.any():
@@ -108,10 +81,11 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
                else clone(self.calibrator))
         if not isinstance(cal, BaseCalibrator):
             raise ValueError("calibrator must be an mlcal calibrator or a registered method name")
-        if (source == "decision_function" and cal.requires_unit_interval
+        if (source in RAW_SOURCES and cal.requires_unit_interval
                 and cal.get_params().get("input_transform") == "auto"):
             cal.set_params(input_transform="sigmoid")
         scores = read_scores(est, X, source)
+        check_not_labels(scores)
         w = None if sample_weight is None else as_weights(sample_weight, scores.shape[0])
         cal.fit(scores, (y == classes[1]).astype(np.float64), sample_weight=w)
         self.calibrator_ = cal

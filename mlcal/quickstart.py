@@ -168,10 +168,19 @@ def run_quickstart(*, workdir: str = "mlcal-quickstart", tracking_uri: str | Non
 
     progress(f"[7/{total}] next steps:")
     alias_uri = f"models:/{REGISTERED_NAME}@champion"
-    print(f"  serve the champion:  MLFLOW_TRACKING_URI={uri} mlflow models serve -m "
-          f"'{alias_uri}' --env-manager local --host 127.0.0.1 --port 5001")
+    # run as printed from any shell: the server execs `uvicorn` through bash, so this
+    # interpreter's bin directory goes on PATH, and mlflow is named by its absolute path
+    import shlex
+    import sys
+
+    bin_dir = os.path.dirname(os.path.abspath(sys.executable))
+    env = f"PATH={shlex.quote(bin_dir)}:\"$PATH\""
+    mlflow_exe = shlex.quote(os.path.join(bin_dir, "mlflow"))
+    print(f"  serve the champion:  {env} MLFLOW_TRACKING_URI={shlex.quote(uri)} {mlflow_exe} "
+          f"models serve -m '{alias_uri}' --env-manager local --host 127.0.0.1 --port 5001")
     print("  query it:            curl -s 127.0.0.1:5001/invocations -H 'Content-Type: "
           "application/json' -d '{\"dataframe_records\": [...]}'")
     if uri.startswith("sqlite:"):
-        print(f"  browse the runs:     mlflow ui --backend-store-uri {uri} --port 5000")
+        print(f"  browse the runs:     {env} {mlflow_exe} ui --backend-store-uri "
+              f"{shlex.quote(uri)} --port 5000")
     return QuickstartResult(uri, rows, versions, decision, onnx_path)

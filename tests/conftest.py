@@ -1,6 +1,22 @@
-"""Shared fixtures."""
+"""Shared fixtures, and the ``integration`` marker for the slow end-to-end modules."""
+
+from pathlib import Path
 
 import pytest
+
+# modules that start servers, processes, virtual environments or whole pipelines: marked
+# ``integration`` so that ``pytest -m "not integration"`` is a fast inner loop (the full suite,
+# README's test command, still runs them)
+INTEGRATION_MODULES = {
+    "test_mlflow_serve", "test_dockerfile", "test_quickstart", "test_examples",
+    "test_registry_concurrency", "test_cpu_determinism", "test_warmup", "test_boosted_models",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if Path(str(item.fspath)).stem in INTEGRATION_MODULES:
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture()

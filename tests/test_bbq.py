@@ -1,4 +1,4 @@
-"""BBQ against independent, literal re-implementations of the authors' recipe (algorithms.md §6)
+"""BBQ against independent, literal re-implementations of the authors' recipe (docs/bbq.md)
 on small inputs: the score from scipy Gamma/Beta products, the elbow rule step by step, and the
 whole ensemble prediction."""
 
@@ -56,7 +56,7 @@ def naive_model(s_sorted, y_sorted, B):
 
 
 def literal_elbow(sv, alpha):
-    """algorithms.md §1, steps 1-5, with 1-based indices as written."""
+    """The elbow rule of docs/conventions.md, steps 1-5, with 1-based indices as written."""
     b = len(sv)
     sigma2 = np.var(sv)                       # population variance
     idxs = sorted(range(b), key=lambda i: -sv[i])   # Python sort is stable
@@ -74,7 +74,9 @@ def naive_bbq(s, y, alpha=0.001):
     s, y = s[order], y[order]
     n = len(s)
     r = np.cbrt(n)
-    b_range = range(max(1, math.floor(r / 10)), min(math.ceil(n / 5), math.ceil(10 * r)) + 1)
+    m = len(np.unique(s))                  # our rule: B never exceeds the unique scores
+    b_range = range(min(max(1, math.floor(r / 10)), m),
+                    min(math.ceil(n / 5), math.ceil(10 * r), m) + 1)
     models = [naive_model(s, y, B) for B in b_range]
     S = np.array([-2 * lm for _, _, lm in models])
     sv = np.exp((S.min() - S) / 2)
@@ -257,3 +259,18 @@ def test_bad_parameters_are_named(params, match):
     s, y = make(50, 0)
     with pytest.raises(ValueError, match=match):
         BBQ(**params).fit(s, y)
+
+
+def test_bin_range_capped_at_unique_scores_so_cost_follows_distinct_scores():
+    # 40 distinct scores as pre-aggregated counts of 1e9 rows each: the authors' range would be
+    # B = 34..34200 (each model O(B)); capped at M = 40 the fit is as cheap as 40 unit rows
+    rng = np.random.default_rng(11)
+    s = np.sort(rng.random(40))
+    y = (rng.random(40) < s).astype(int)
+    for scale in (1e9, 1e300):
+        cal = BBQ().fit(s, y, sample_weight=np.full(40, scale))
+        assert cal.candidate_n_bins_.max() <= 40
+        assert np.isfinite(cal.map_.values).all()
+    # with unit weights and unique scores the paper's range is unchanged (ceil(N/5) < M)
+    cal = BBQ().fit(np.linspace(0.01, 0.99, 500), np.arange(500) % 2)
+    assert (cal.candidate_n_bins_[0], cal.candidate_n_bins_[-1]) == (1, 80)

@@ -10,15 +10,13 @@ from sklearn.exceptions import NotFittedError
 
 import mlcal
 from mlcal.calibrators.base import CalibratorFormatError, load_calibrator, save_calibrator
+from support.synthetic import calibration_set
 
 METHODS = mlcal.available_calibrators()
 
 
 def data(n=400, seed=0):
-    rng = np.random.default_rng(seed)
-    s = np.round(rng.beta(2, 2, n), 3)
-    y = (rng.random(n) < s ** 1.5).astype(float)
-    return s, y
+    return calibration_set(n, seed, beta=(2, 2), decimals=3, link_power=1.5)
 
 
 def test_foundation_methods_are_registered():

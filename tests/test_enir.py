@@ -4,7 +4,8 @@
   solved exactly by scipy's BVLS active-set method;
 * the end of the path: scikit-learn's IsotonicRegression;
 * BIC, weights, smoothing and the folded map: recomputed here in plain numpy from the path
-  solutions and the original (expanded) rows, following algorithms.md §8.3-8.5.
+  solutions and the original (expanded) rows, following docs/enir.md ('Scoring', 'Bin
+  smoothing', 'Prediction and fold').
 """
 
 import json

@@ -1,5 +1,5 @@
-"""KDE calibrator against the direct Nadaraya-Watson formula (arXiv 1401.3390 §4,
-algorithms.md §10)."""
+"""KDE calibrator against the direct Nadaraya-Watson formula (arXiv 1401.3390 §4; see
+docs/kde.md)."""
 
 import numpy as np
 import pytest

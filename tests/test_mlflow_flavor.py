@@ -290,7 +290,7 @@ def test_log_calibration_records_metrics_plots_report_and_tags(data, store):
     assert report["calibrator"]["method"] == "isotonic"
 
 
-def test_cli_calibrate_logs_registers_and_pins_mlcal(data, store, tmp_path):
+def test_cli_calibrate_logs_registers_and_bundles_mlcal(data, store, tmp_path):
     """`mlcal calibrate` end to end; this model uses default requirement inference (slow)."""
     with mlflow.start_run():
         base_info = mlflow.sklearn.log_model(data["base"], name="base", pip_requirements=FAST_REQS)
@@ -322,7 +322,10 @@ def test_cli_calibrate_logs_registers_and_pins_mlcal(data, store, tmp_path):
                                   expected.predict_proba(data["X_test"]))
     local = mlflow.artifacts.download_artifacts(model_uri, dst_path=str(tmp_path / "dl"))
     reqs = open(os.path.join(local, "requirements.txt")).read().split()
-    assert f"mlcal=={mlcal.__version__}" in reqs  # the loader's own package is never inferred
+    # the loader's own package is never inferred; it is required as the bundled wheel
+    assert f"wheels/mlcal-{mlcal.__version__}-py3-none-any.whl" in reqs
+    assert os.path.isfile(os.path.join(local, "wheels", f"mlcal-{mlcal.__version__}-py3-none-any.whl"))
+    assert not any(r.startswith("mlcal==") for r in reqs)
     assert any(r.startswith("scikit-learn==") for r in reqs)
     assert not any(r.startswith("pytest") for r in reqs)
 

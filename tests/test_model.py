@@ -63,7 +63,7 @@ def test_errors_are_clear(split):
     with pytest.raises(ValueError, match="not fitted"):
         CalibratedModel(base, "platt").predict_proba(Xt)
     with pytest.raises(ValueError, match="score"):
-        CalibratedModel(base, "platt", score="margin").fit(Xc, yc)
+        CalibratedModel(base, "platt", score="logits").fit(Xc, yc)
     multi = LogisticRegression().fit(Xtr, np.arange(len(ytr)) % 3)
     with pytest.raises(ValueError, match="binary"):
         CalibratedModel(multi, "platt").fit(Xc, yc)

@@ -1,11 +1,51 @@
 """The main job end to end on a real sqlite store in a temp dir (`--fast` method set)."""
 
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
 import numpy as np
+import pandas as pd
 import pytest
 
 mlflow = pytest.importorskip("mlflow")
 
 from mlcal.cli import main  # noqa: E402
+from mlcal.mlflow.serving import free_port  # noqa: E402
+
+
+def _run_printed_serve_command(line: str, tmp_path, records: list) -> dict:
+    """Run the printed serve command as a user would paste it, in a login-less bash whose PATH
+    has no virtualenv on it; query /invocations once; stop the server by its process group."""
+    port = free_port()
+    cmd = line.split("serve the champion:", 1)[1].strip().replace("--port 5001", f"--port {port}")
+    log = open(tmp_path / "serve.log", "wb")
+    proc = subprocess.Popen(["bash", "-c", cmd], stdout=log, stderr=subprocess.STDOUT,
+                            env={"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/")},
+                            cwd=tmp_path, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=2):
+                    break
+            except (urllib.error.URLError, ConnectionError, OSError):
+                assert time.monotonic() < deadline, "the printed serve command never answered"
+                time.sleep(0.5)
+        body = json.dumps({"dataframe_records": records}).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/invocations", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return json.loads(resp.read().decode())
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+        log.close()
 
 
 def test_quickstart_end_to_end(tmp_path, capsys, monkeypatch):
@@ -35,6 +75,20 @@ def test_quickstart_end_to_end(tmp_path, capsys, monkeypatch):
     assert champion.tags["mlcal.gate.result"] == "promoted"
     assert (tmp_path / "qs" / f"champion-v{champion.version}.onnx").exists()
     assert "mlflow models serve -m 'models:/mlcal-quickstart@champion'" in out
+    serve_line = next(ln for ln in out.splitlines() if "serve the champion:" in ln)
+    from mlcal.datasets import load_breast_cancer_binary
+    from mlcal.mlflow import load_model
+
+    X, _, names = load_breast_cancer_binary()
+    rows = pd.DataFrame(X[:4], columns=[n.replace(" ", "_") for n in names])
+    answer = _run_printed_serve_command(serve_line, tmp_path, rows.to_dict(orient="records"))
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'qs' / 'mlflow.db'}")
+    try:
+        expected = load_model("models:/mlcal-quickstart@champion").predict_proba(rows)[:, 1]
+    finally:
+        mlflow.set_tracking_uri(None)
+    served = [r["p_calibrated"] for r in answer["predictions"]]
+    np.testing.assert_array_equal(served, expected)
     assert not (tmp_path / "mlruns").exists()  # artifacts stay in the workdir
     assert np.isfinite(base_ece)
 

@@ -7,7 +7,8 @@ family (B up to 10 N^(1/3)) costs about O(N^(2/3)) after the sort. Scoring runs 
 loop that keeps nothing but the score of each model; only the models the elbow keeps are
 materialised afterwards.
 
-The recipe follows the authors' MATLAB code (see ``algorithms.md`` §6):
+The recipe follows the authors' MATLAB code (``BBQ/build.m``; derivation and deviations in
+``docs/bbq.md``):
 
 * B from ``max(1, floor(N^(1/3)/10))`` to ``min(ceil(N/5), ceil(10 N^(1/3)))``, each integer
   computed exactly (:mod:`mlcal._solvers.exact`): the code's ``pow`` gives 1000^(1/3) = 9.999...,
@@ -36,7 +37,7 @@ from numba import njit
 
 from mlcal._solvers.detmath import det_lgamma
 
-from mlcal._solvers.exact import ceil_cbrt_scaled, ceil_div, floor_cbrt_scaled
+from mlcal._solvers.exact import ceil_cbrt_scaled, ceil_div, floor_cbrt_scaled, floor_divide_exact
 from mlcal._solvers.ties import midpoint_cuts
 
 PRIOR_CLIP = 0.005  # the code clips the prior mean p_b to [0.005, 0.995]
@@ -127,17 +128,22 @@ def bin_ends(table: np.ndarray, n_bins: int, block: float) -> np.ndarray:
     m = table.shape[0]
     total = table[m - 1, 0]
     per_point = total / m             # mean weight of a unique point, for the search guess only
-    ends = np.empty(n_bins, dtype=np.int64)
+    ends = np.empty(min(n_bins, m), dtype=np.int64)
     k = 0
     j = 0
-    for i in range(1, n_bins):
+    i = 1
+    while i < n_bins:
         target = i * block
-        j = _search_left(table, target, j, int(target / per_point) - 1)
+        j = _search_left(table, target, j, int(min(target / per_point, m)) - 1)
         if j >= m - 1:
             break
         if k == 0 or ends[k - 1] != j:
             ends[k] = j
             k += 1
+        # every target up to the end of point j lands on point j again: skip them (the exact
+        # floor of C_j / block can only be such a target or the first one beyond), so a model
+        # costs O(realised bins), not O(B)
+        i = max(i + 1, int(floor_divide_exact(table[j, 0], block))) if block > 0.0 else i + 1
     ends[k] = m - 1
     return ends[:k + 1]
 
@@ -210,6 +216,7 @@ class SortedCalibrationSet:
     def __init__(self, x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray):
         self.table = _prefix_table(x, ybar, wsum)
         self.n_total = float(self.table[-1, 0])
+        self.n_points = int(x.shape[0])
         # whole-number weights sum exactly (below 2^53), so the authors' integer recipe applies
         self.whole = bool(np.all(wsum == np.floor(wsum))) and self.n_total < 2.0 ** 53
 

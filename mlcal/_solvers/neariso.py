@@ -19,8 +19,9 @@ rebuilds any solution on the path by replaying the log; :func:`path_model_scores
 :func:`path_model_average` score and average the models at a list of lambdas in one sequential
 pass over the points each, without ever holding a (models x points) matrix.
 
-Numerical choices (algorithms.md §8.2): values or slopes within a relative 1e-8 count as equal,
-and equal neighbours fuse at once (all ties of ``ybar`` at lambda = 0, chained merges later).
+Numerical choices (docs/enir.md, 'Tolerances'): values or slopes within a relative 1e-8 count
+as equal, and equal neighbours fuse at once (all ties of ``ybar`` at lambda = 0, chained merges
+later).
 A model at a breakpoint lambda_k includes the merges at lambda_k itself; the fused groups have
 the same value there, so this only removes 1-ulp differences that could split a bin after
 rounding.
@@ -37,7 +38,8 @@ from mlcal._solvers.detmath import det_log
 from mlcal._solvers.exact import round_half_even_ratio
 from mlcal._solvers.ties import sort_and_collapse
 
-#: relative tolerance for "equal values" and "equal slopes" (algorithms.md §8.2, as NIR.cc)
+#: relative tolerance for "equal values" and "equal slopes" (as the authors' NIR.cc; see
+#: docs/enir.md, 'Tolerances')
 MERGE_RTOL = 1e-8
 
 
@@ -488,7 +490,7 @@ def path_solution(path: NearIsotonicPath, lambdas) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
-# ENIR's per-model statistics (algorithms.md §8.3-8.4), computed group by group
+# ENIR's per-model statistics (docs/enir.md, 'Scoring' and 'Bin smoothing'), group by group
 # --------------------------------------------------------------------------------------------
 @njit(cache=True, nogil=True, inline="always")
 def _rounded(v, scale):
@@ -639,7 +641,8 @@ def _sweep_models(ybar, w, x, log_lam, log_b, lambdas, weights, scale, smooth, a
 
 @njit(cache=True, nogil=True)
 def _fill_bin(out, start, stop, wk, r, pos, tot, sx, smooth):
-    """Add wk * (bin value) to out[start:stop]; the value is smoothed as algorithms.md §8.4."""
+    """Add wk * (bin value) to out[start:stop], the value smoothed as docs/enir.md, 'Bin
+    smoothing', describes."""
     v = r
     if smooth:
         # shrink towards the bin's mean score with pseudo-count 1 - |o - e|
@@ -657,7 +660,7 @@ def path_model_scores(path: NearIsotonicPath, lambdas, decimals: int = 6):
     Each model's values are rounded to ``decimals`` places and clipped to [0, 1]; its bins are
     the runs of equal rounded values over the unique scores; the log-likelihood is the weighted
     Bernoulli one over all instances, ``-inf`` when a bin at exactly 0 or 1 holds an opposite
-    label (algorithms.md §8.3).
+    label (docs/enir.md, 'Scoring').
 
     Returns
     -------
@@ -677,7 +680,8 @@ def path_model_average(path: NearIsotonicPath, lambdas, weights, decimals: int =
 
     Models with zero weight are skipped. With ``smooth=True`` each bin's value r becomes
     ``(r n + e (1 - c)) / (n + 1 - c)`` with n the bin's weight, e its mean score and
-    c = |mean label - e| (the authors' code, algorithms.md §8.4); scores must then be in [0, 1].
+    c = |mean label - e| (the authors' code; docs/enir.md, 'Bin smoothing'); scores must then be
+    in [0, 1].
     """
     lam = _sorted_lambdas(lambdas)
     wts = np.ascontiguousarray(weights, dtype=np.float64)

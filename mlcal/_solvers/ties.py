@@ -115,3 +115,27 @@ def midpoint_cuts(lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
     """
     mid = 0.5 * (lower + upper)
     return np.where(mid > lower, mid, upper)
+
+
+#: Gaps below the smallest normal double are merged before building a LinearMap: a slope
+#: ``dv / gap`` with ``|dv| <= 1`` stays finite (below 2^1022) exactly when ``gap >= 2^-1022``.
+MIN_SLOPE_GAP = 2.2250738585072014e-308
+
+
+def merge_close(x: np.ndarray, y: np.ndarray, w: np.ndarray, min_gap: float):
+    """Merge runs of sorted points whose consecutive gaps are below ``min_gap``.
+
+    Each run becomes one point at its weighted mean abscissa (clamped into the run's range) with
+    the weighted mean target and the summed weight (sums exact, so independent of row order).
+    Used where a piecewise-linear map needs representable slopes between its knots.
+    """
+    if x.size < 2 or min_gap <= 0:
+        return x, y, w
+    close = np.diff(x) < min_gap
+    if not close.any():
+        return x, y, w
+    starts = np.concatenate(([0], np.flatnonzero(~close) + 1))
+    ends = np.append(starts[1:], x.size) - 1
+    wsum = exact_group_sums(w, starts)
+    xm = np.clip(exact_group_sums(w * x, starts) / wsum, x[starts], x[ends])
+    return xm, exact_group_sums(w * y, starts) / wsum, wsum

@@ -23,7 +23,11 @@ class BBQ(BaseCalibrator):
     The recipe is the authors' MATLAB code (``BBQ/build.m``, the "BDeu2" score):
 
     * candidates: equal-frequency binnings with B = max(1, floor(N^(1/3)/10)) ...
-      min(ceil(N/5), ceil(10 N^(1/3))) bins (N^(1/3) by ``cbrt``; N = total sample weight);
+      min(ceil(N/5), ceil(10 N^(1/3))) bins (exact integer roots; N = total sample weight),
+      both ends capped at the number M of unique scores (our rule: no binning can realise more
+      than M bins, and the cap bounds the cost by M, so fitting from pre-aggregated counts with
+      large weights is as cheap as from the distinct scores; in the paper's setting of unit
+      weights without ties ``ceil(N/5) < M`` and nothing changes);
     * score: Beta-binomial log marginal likelihood with 2 prior pseudo-counts per bin centred on
       the bin midpoint clipped to [0.005, 0.995]; S = -2 log ML;
     * bin estimate ``(n1 + p0) / (n + 1)`` with ``p0 = (sum of the positives' scores + m) /
@@ -112,7 +116,9 @@ class BBQ(BaseCalibrator):
     def _fit(self, scores, y, w):
         alpha = float(self.alpha)
         data = SortedCalibrationSet(*sort_and_collapse(scores, y, w))
-        b_min, b_max = bbq_bin_range(data.n_total)
+        # never more nominal bins than unique scores (see the class docstring): this bounds the
+        # cost by the number of distinct scores, whatever the total weight
+        b_min, b_max = (min(b, data.n_points) for b in bbq_bin_range(data.n_total))
         candidates = np.arange(b_min, b_max + 1, dtype=np.int64)
         log_ml = data.log_marginal_likelihoods(candidates)
 

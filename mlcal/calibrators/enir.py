@@ -16,7 +16,7 @@ from mlcal._solvers.model_average import bic as information_bic
 from mlcal._solvers.model_average import relative_likelihood_weights
 from mlcal._solvers.neariso import (MERGE_RTOL, NearIsotonicPath, mpava_merges,
                                     path_breakpoints, path_model_average, path_model_scores)
-from mlcal._solvers.ties import midpoint_cuts, sort_and_collapse
+from mlcal._solvers.ties import MIN_SLOPE_GAP, merge_close, midpoint_cuts, sort_and_collapse
 from mlcal.calibrators._params import Boolean, Integer
 from mlcal.calibrators.base import MAX_MAP_SIZE_CONSTRAINTS, BaseCalibrator
 from mlcal.calibrators.registry import register
@@ -130,6 +130,8 @@ class ENIR(BaseCalibrator):
 
     def _fit(self, scores, y, w):
         x, ybar, wsum = sort_and_collapse(scores, y, w)
+        # scores a subnormal distance apart count as tied: the slope between them overflows
+        x, ybar, wsum = merge_close(x, ybar, wsum, MIN_SLOPE_GAP)
         ybar = np.ascontiguousarray(ybar)
         wsum = np.ascontiguousarray(wsum)
         merge_lam, merge_b = mpava_merges(ybar, wsum, MERGE_RTOL)

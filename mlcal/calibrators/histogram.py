@@ -22,13 +22,14 @@ def equal_frequency_bins(wsum: np.ndarray, n_bins: int) -> np.ndarray:
     fractional weights use the same formula in floating point (IEEE operations only: the same
     result on every CPU).
     """
+    n_bins = min(int(n_bins), wsum.size)   # never more bins than points (bounds the cost)
     cum = np.cumsum(wsum)
     total = cum[-1]
     if np.all(wsum == np.floor(wsum)) and 2.0 * total * n_bins < 2.0 ** 62:
         twice_centre = 2 * cum.astype(np.int64) - wsum.astype(np.int64)
         raw = twice_centre * n_bins // (2 * int(total))
     else:
-        raw = ((cum - 0.5 * wsum) * n_bins / total).astype(np.int64)
+        raw = ((cum - 0.5 * wsum) / total * n_bins).astype(np.int64)   # no overflow at 1e300
     raw = np.minimum(raw, n_bins - 1)
     # renumber so the realised bins are 0..B'-1 with no gaps
     return np.concatenate(([0], np.cumsum(raw[1:] != raw[:-1])))
@@ -41,9 +42,10 @@ class HistogramBinning(BaseCalibrator):
     Parameters
     ----------
     n_bins : int or "auto", default="auto"
-        Number of bins. ``"auto"`` uses round(N^(1/3)) (computed exactly, halves up) with N the total sample weight, the rate
-        the histogram-binning theory paper (Naeini et al., arXiv 1401.3390) recommends. Tied
-        scores are never split, so fewer bins may be realised (see ``n_bins_``).
+        Number of bins. ``"auto"`` uses round(N^(1/3)) (computed exactly, halves up) with N the
+        total sample weight, the rate the histogram-binning theory paper (Naeini et al., arXiv
+        1401.3390) recommends. Tied scores are never split, so fewer bins may be realised (see
+        ``n_bins_``); the number of bins is capped at the number of unique scores.
     max_map_size : int or None, default=10000
         Cap on the size of the fitted map (bins); a larger map is reduced by
         :func:`mlcal.maps.reduce_map` and ``map_reduction_`` records the original size and the

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mlcal._solvers.pava import pava_blocks
-from mlcal._solvers.ties import midpoint_cuts, sort_and_collapse
+from mlcal._solvers.ties import MIN_SLOPE_GAP, merge_close, midpoint_cuts, sort_and_collapse
 from mlcal.calibrators._params import Boolean
 from mlcal.calibrators.base import MAX_MAP_SIZE_CONSTRAINTS, BaseCalibrator
 from mlcal.calibrators.registry import register
@@ -57,6 +57,8 @@ class Isotonic(BaseCalibrator):
 
     def _fit(self, scores, y, w):
         x, ybar, wsum = sort_and_collapse(scores, y, w)
+        # scores a subnormal distance apart count as tied: the slope between them overflows
+        x, ybar, wsum = merge_close(x, ybar, wsum, MIN_SLOPE_GAP)
         starts, values = pava_blocks(ybar, wsum)
         ends = np.append(starts[1:], x.size) - 1
         self.n_blocks_ = int(values.size)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from mlcal.base_scores import SCORE_SOURCES
 from mlcal.calibrators.registry import available_calibrators, get_calibrator
 from mlcal.cli.fit import _parse_params
+from mlcal.mlflow.base_models import BASE_FORMATS
 
 
 def _read_frame(path: str):
@@ -34,17 +36,10 @@ def _feature_columns(frame, label: str, info, base) -> list[str]:
 
 
 def load_base_model(uri: str, *, output_column=None, kind: str = "probability", classes=(0, 1)):
-    """Returns (base estimator, ModelInfo): the native estimator for scikit-learn models, else a
-    :class:`~mlcal.mlflow.PyfuncScorer` reading ``output_column`` of the pyfunc output."""
-    import mlflow.models
-    import mlflow.sklearn
+    """Returns (base estimator, ModelInfo); see :func:`mlcal.mlflow.load_base_estimator`."""
+    from mlcal.mlflow.base_models import load_base_estimator
 
-    from mlcal.mlflow import PyfuncScorer
-
-    info = mlflow.models.get_model_info(uri)
-    if "sklearn" in info.flavors and output_column is None:
-        return mlflow.sklearn.load_model(uri), info
-    return PyfuncScorer(uri, output_column=output_column, kind=kind, classes=classes), info
+    return load_base_estimator(uri, output_column=output_column, kind=kind, classes=classes)
 
 
 def run(args) -> int:
@@ -82,7 +77,8 @@ def run(args) -> int:
         result = calibrate_and_log(base, frame[cols], y, calibrator=cal, score=args.score,
                                    threshold=args.threshold, name=args.name,
                                    registered_model_name=args.register, run_name=args.run_name,
-                                   input_example=frame[cols].iloc[:5], **evaluation)
+                                   input_example=frame[cols].iloc[:5],
+                                   base_format=args.base_format, **evaluation)
     except MlflowException as exc:
         raise ValueError(exc.message) from None
     cal_ = result.model.calibrator_
@@ -124,8 +120,15 @@ def register(sub) -> None:
     p.add_argument("--name", default="model", help="model name within the run (default: model)")
     p.add_argument("--threshold", type=float, default=0.5,
                    help="label threshold on the calibrated probability (default 0.5)")
-    p.add_argument("--score", choices=("auto", "predict_proba", "decision_function"),
-                   default="auto", help="which scikit-learn output to calibrate (default auto)")
+    p.add_argument("--score", choices=SCORE_SOURCES, default="auto",
+                   help="which base-model output to calibrate: auto (the positive-class "
+                        "probability), predict_proba, decision_function, or margin (raw "
+                        "log-odds of XGBoost/LightGBM/CatBoost, decision_function otherwise)")
+    p.add_argument("--base-format", choices=BASE_FORMATS, default="auto",
+                   help="how the base model is stored inside the calibrated model: auto "
+                        "(XGBoost/LightGBM/CatBoost in their own MLflow flavour, scikit-learn "
+                        "models as skops trusting their own types), native, skops, "
+                        "cloudpickle or pickle (default auto)")
     p.add_argument("--output-column", default=None,
                    help="for non-scikit-learn base models: the pyfunc output column holding "
                         "the score")

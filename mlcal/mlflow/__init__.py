@@ -12,15 +12,15 @@ This module is the flavour's ``loader_module``: MLflow imports it by name to loa
 models it saved. The flavour relies on MLflow internals that are stable within MLflow 3.
 """
 
-from mlcal.mlflow.base_models import PyfuncScorer
+from mlcal.mlflow.base_models import BASE_FORMATS, PyfuncScorer, load_base_estimator
 from mlcal.mlflow.flavor import (FLAVOR_NAME, OUTPUT_LABEL, OUTPUT_PROBABILITY,
                                  OUTPUT_UNCALIBRATED, PARAM_RETURN_UNCALIBRATED,
                                  CalibratedPyfuncModel, _load_pyfunc, get_default_conda_env,
                                  get_default_pip_requirements, load_model, log_model, save_model)
 from mlcal.mlflow.tracking import CalibrationRun, calibrate_and_log, log_calibration
 
-__all__ = ["FLAVOR_NAME", "OUTPUT_LABEL", "OUTPUT_PROBABILITY", "OUTPUT_UNCALIBRATED",
-           "PARAM_RETURN_UNCALIBRATED", "CalibratedPyfuncModel", "CalibrationRun",
-           "PyfuncScorer", "calibrate_and_log", "get_default_conda_env",
-           "get_default_pip_requirements", "load_model", "log_calibration", "log_model",
-           "save_model"]
+__all__ = ["BASE_FORMATS", "FLAVOR_NAME", "OUTPUT_LABEL", "OUTPUT_PROBABILITY",
+           "OUTPUT_UNCALIBRATED", "PARAM_RETURN_UNCALIBRATED", "CalibratedPyfuncModel",
+           "CalibrationRun", "PyfuncScorer", "calibrate_and_log", "get_default_conda_env",
+           "get_default_pip_requirements", "load_base_estimator", "load_model",
+           "log_calibration", "log_model", "save_model"]

@@ -2,8 +2,10 @@
 
 A calibrated artifact nests its base model as a complete MLflow model in ``base_model/``:
 
-* a scikit-learn compatible classifier is saved with ``mlflow.sklearn`` (its own flavour,
-  serialisation and requirements) and loaded back as the native estimator;
+* an XGBoost, LightGBM or CatBoost classifier (or a native ``Booster``) is saved with its own
+  MLflow flavour (``mlflow.xgboost`` / ``mlflow.lightgbm`` / ``mlflow.catboost``), any other
+  scikit-learn compatible classifier with ``mlflow.sklearn`` (skops, trusting the types of the
+  caller's in-memory model); both are loaded back as the native estimator;
 * any other MLflow model is accepted through :class:`PyfuncScorer`, which reads one score or
   probability column of the model's pyfunc output; its model directory is copied unchanged.
 """
@@ -33,6 +35,10 @@ class PyfuncScorer(BaseEstimator):
     * a 2-D array: column ``output_column`` if it is an int, else column 1 when there are two
       columns (``predict_proba`` layout), else the only column;
     * a 1-D array or Series: as is.
+
+    A model saved in a flavour mlcal reads natively (sklearn, xgboost, lightgbm, catboost)
+    with no ``output_column`` is read through that flavour instead: its pyfunc ``predict``
+    returns class labels, which are never calibrated.
 
     With ``kind="probability"`` the adapter exposes ``predict_proba`` (values must lie in
     [0, 1]); with ``kind="score"`` it exposes ``decision_function`` (any real score; calibrators
@@ -73,6 +79,9 @@ class PyfuncScorer(BaseEstimator):
         import mlflow.pyfunc
 
         self.model_ = mlflow.pyfunc.load_model(self.local_path)
+        # a flavour whose pyfunc predicts labels (sklearn, xgboost, ...) is read natively
+        self.native_ = (_load_native(self.local_path, self.model_.metadata.flavors)
+                        if output_column is None else None)
 
     # sklearn's check_is_fitted: the wrapped model is always trained already
     def __sklearn_is_fitted__(self) -> bool:
@@ -86,7 +95,19 @@ class PyfuncScorer(BaseEstimator):
                 f"kind={self.kind!r})")
 
     def scores(self, X) -> np.ndarray:
-        """One float per row: the selected output of the wrapped model's ``predict``."""
+        """One float per row: the selected output of the wrapped model's ``predict``, or, for
+        a model in a flavour mlcal reads natively (and no ``output_column``), its
+        positive-class probability (``kind="probability"``) or raw margin (``kind="score"``)."""
+        if self.native_ is not None:
+            from mlcal.base_scores import has_margin, read_scores
+
+            if self.kind == "probability":
+                if not hasattr(self.native_, "predict_proba"):
+                    raise ValueError(f"{type(self.native_).__name__} has no predict_proba; "
+                                     "use kind='score' (its decision function)")
+                return read_scores(self.native_, X, "predict_proba")
+            return read_scores(self.native_, X, "margin" if has_margin(self.native_)
+                               else "decision_function")
         return extract_scores(self.model_.predict(X), self.output_column)
 
     # exactly one of the two score methods exists, so CalibratedModel(score="auto") picks it
@@ -131,7 +152,17 @@ def extract_scores(output: Any, column: str | int | None) -> np.ndarray:
             raise ValueError(f"the base model's output has no entry {column!r}; "
                              f"entries are {list(output)}")
         output = output[column]
-    arr = np.asarray(output, dtype=np.float64)
+    raw = np.asarray(output)
+    if raw.dtype.kind in "iubOUS":
+        from mlcal.base_scores import HardLabelError
+
+        raise HardLabelError(
+            f"the base model's output{'' if column is None else f' {column!r}'} holds class "
+            f"labels (dtype {raw.dtype}), not "
+            "probabilities or scores; load the model through a flavour mlcal reads natively "
+            "(sklearn, xgboost, lightgbm, catboost) or name a probability/score column with "
+            "output_column")
+    arr = np.asarray(raw, dtype=np.float64)
     if arr.ndim == 2:
         if isinstance(column, int):
             arr = arr[:, column]
@@ -148,6 +179,48 @@ def extract_scores(output: Any, column: str | int | None) -> np.ndarray:
     return arr
 
 
+NATIVE_READ_FLAVORS = ("sklearn", "xgboost", "lightgbm", "catboost")
+
+
+def _load_native(path: str, flavors: dict):
+    """The native classifier of a model logged in a flavour from NATIVE_READ_FLAVORS, else None."""
+    import importlib
+
+    from mlcal.boosters import BoosterClassifier, is_booster
+
+    for flavor in NATIVE_READ_FLAVORS:
+        if flavor in flavors:
+            model = importlib.import_module(f"mlflow.{flavor}").load_model(path)
+            if is_booster(model):
+                model = BoosterClassifier(model)
+            if not (hasattr(model, "predict_proba") or hasattr(model, "decision_function")):
+                raise ValueError(f"the {flavor} model at {path} ({type(model).__name__}) is not "
+                                 "a classifier (no predict_proba or decision_function); name "
+                                 "its score column with output_column")
+            return model
+    return None
+
+
+def load_base_estimator(model_uri: str, *, output_column: str | int | None = None,
+                        kind: str = "probability", classes: Sequence[Any] = (0, 1)):
+    """The best reader of an MLflow model's positive-class score, and its ``ModelInfo``.
+
+    A model logged with ``mlflow.sklearn``, ``mlflow.xgboost``, ``mlflow.lightgbm`` or
+    ``mlflow.catboost`` is loaded natively (a ``Booster`` is wrapped in
+    :class:`~mlcal.boosters.BoosterClassifier`), so its probabilities are read rather than the
+    hard labels its pyfunc ``predict`` returns. Any other model, or any model when
+    ``output_column`` is given, is read through :class:`PyfuncScorer`, which refuses label
+    outputs (:class:`mlcal.base_scores.HardLabelError`).
+    """
+    import mlflow.models
+
+    info = mlflow.models.get_model_info(model_uri)
+    if output_column is None and any(f in info.flavors for f in NATIVE_READ_FLAVORS):
+        return _load_native(_local_copy(model_uri), info.flavors), info
+    return PyfuncScorer(model_uri, output_column=output_column, kind=kind,
+                        classes=classes), info
+
+
 def _local_copy(model_uri: str) -> str:
     """A local directory holding the model: the directory itself, or a fresh download."""
     if os.path.isdir(model_uri):
@@ -159,39 +232,121 @@ def _local_copy(model_uri: str) -> str:
 
 
 # -- nesting inside an mlcal artifact ----------------------------------------------------------
-def save_base_model(estimator: Any, path: str, *,
+BASE_FORMATS = ("auto", "native", "skops", "cloudpickle", "pickle")
+_NATIVE_FLAVORS = ("xgboost", "lightgbm", "catboost")
+_BASE_FLAVORS = ("sklearn", *_NATIVE_FLAVORS)
+
+
+def trusted_types(estimator: Any) -> list[str]:
+    """The types skops would refuse to load in ``estimator``'s own serialisation.
+
+    They come from the caller's in-memory model (which the caller already runs), so trusting
+    them for that model is what the caller implicitly asks for; an artifact from elsewhere is
+    never scanned this way.
+    """
+    import skops.io
+
+    return sorted(skops.io.get_untrusted_types(data=skops.io.dumps(estimator)))
+
+
+def base_flavor_for(estimator: Any, base_format: str = "auto") -> str:
+    """The MLflow flavour that nests ``estimator`` for ``base_format``
+    (see :func:`save_base_model`)."""
+    from mlcal.base_scores import library_of
+
+    if base_format not in BASE_FORMATS:
+        raise ValueError(f"base_format must be one of {BASE_FORMATS}, got {base_format!r}")
+    from mlcal.boosters import BoosterClassifier
+
+    if isinstance(estimator, PyfuncScorer):
+        return "python_function"
+    if isinstance(estimator, BoosterClassifier):
+        if base_format not in ("auto", "native"):
+            raise ValueError(f"a native {estimator.library_} Booster is saved in its own MLflow "
+                             f"flavour; base_format={base_format!r} does not apply")
+        return estimator.library_
+    lib = library_of(estimator)
+    native = lib in _NATIVE_FLAVORS and not hasattr(estimator, "steps")
+    if base_format == "native" and not native:
+        raise ValueError(f"base_format='native' needs an XGBoost, LightGBM or CatBoost "
+                         f"classifier (not in a pipeline); {type(estimator).__name__} is saved "
+                         "with mlflow.sklearn: use base_format='skops' (or 'auto')")
+    return lib if native and base_format in ("auto", "native") else "sklearn"
+
+
+def save_base_model(estimator: Any, path: str, *, base_format: str = "auto",
                     base_model_kwargs: dict | None = None) -> dict[str, Any]:
     """Write ``estimator`` as an MLflow model in ``path``; return the flavour-conf entries.
 
-    A :class:`PyfuncScorer` is copied as it is; anything else goes through
-    ``mlflow.sklearn.save_model(estimator, path, **base_model_kwargs)``.
+    Parameters
+    ----------
+    estimator : fitted classifier or PyfuncScorer
+    path : str
+    base_format : {"auto", "native", "skops", "cloudpickle", "pickle"}, default="auto"
+        ``"auto"``: XGBoost, LightGBM and CatBoost classifiers in their own MLflow flavour
+        (``mlflow.xgboost`` / ``mlflow.lightgbm`` / ``mlflow.catboost``), everything else with
+        ``mlflow.sklearn`` in skops format, trusting the types of this in-memory model.
+        ``"native"`` insists on the boosting library's flavour; ``"skops"``, ``"cloudpickle"``
+        and ``"pickle"`` use ``mlflow.sklearn`` in that format. A :class:`PyfuncScorer`'s
+        model directory is always copied as it is.
+    base_model_kwargs : dict, optional
+        Extra arguments for the flavour's ``save_model`` (override the choices above).
     """
-    if isinstance(estimator, PyfuncScorer):
+    import importlib
+
+    flavor = base_flavor_for(estimator, base_format)
+    if flavor == "python_function":
         shutil.copytree(estimator.local_path, path)
-        return {"base_flavor": "python_function", "base_output_column": estimator.output_column,
+        return {"base_flavor": flavor, "base_output_column": estimator.output_column,
                 "base_output_kind": estimator.kind}
     if not (hasattr(estimator, "predict_proba") or hasattr(estimator, "decision_function")):
         raise ValueError(f"cannot save a base model of type {type(estimator).__name__}: it is "
-                         "neither a scikit-learn classifier nor an mlcal.mlflow.PyfuncScorer")
-    import mlflow.sklearn
+                         "neither a classifier nor an mlcal.mlflow.PyfuncScorer")
+    module = importlib.import_module(f"mlflow.{flavor}")
+    kwargs = dict(base_model_kwargs or {})
+    fmt = None
+    if flavor in ("sklearn", "lightgbm"):  # the two flavours that serialise with skops
+        fmt = kwargs.setdefault("serialization_format",
+                                "skops" if base_format in ("auto", "native") else base_format)
+        if fmt == "skops" and "skops_trusted_types" not in kwargs:
+            kwargs["skops_trusted_types"] = trusted_types(estimator)
+    if "pip_requirements" not in kwargs and "conda_env" not in kwargs:
+        # the outer model's requirements cover the nested one (its inference loads it), so
+        # skip the nested model's own inference: it costs a subprocess and seconds
+        if flavor in ("sklearn", "lightgbm"):
+            kwargs["pip_requirements"] = module.get_default_pip_requirements(
+                include_cloudpickle=fmt == "cloudpickle", include_skops=fmt == "skops")
+        else:
+            kwargs["pip_requirements"] = module.get_default_pip_requirements()
+    from mlcal.boosters import BoosterClassifier
 
-    mlflow.sklearn.save_model(estimator, path, **(base_model_kwargs or {}))
-    return {"base_flavor": "sklearn"}
+    if isinstance(estimator, BoosterClassifier):
+        kwargs.pop("serialization_format", None)  # a Booster is always saved natively
+        kwargs.pop("skops_trusted_types", None)
+        module.save_model(estimator.booster, path, **kwargs)
+        return {"base_flavor": flavor, "base_format": "native", "base_booster": True}
+    module.save_model(estimator, path, **kwargs)
+    return {"base_flavor": flavor, "base_format": fmt or "native"}
 
 
 def load_base_model(path: str, conf: dict[str, Any]):
     """Rebuild the base estimator saved by :func:`save_base_model` (conf = the mlcal flavour)."""
-    flavor = conf.get("base_flavor")
-    if flavor == "sklearn":
-        import mlflow.sklearn
+    import importlib
 
-        return mlflow.sklearn.load_model(path)
+    flavor = conf.get("base_flavor")
+    if flavor in _BASE_FLAVORS:
+        model = importlib.import_module(f"mlflow.{flavor}").load_model(path)
+        if conf.get("base_booster"):
+            from mlcal.boosters import BoosterClassifier
+
+            return BoosterClassifier(model)
+        return model
     if flavor == "python_function":
         return PyfuncScorer(path, output_column=conf.get("base_output_column"),
                             kind=conf.get("base_output_kind", "probability"),
                             classes=conf.get("classes", (0, 1)))
     raise ValueError(f"unknown base_flavor {flavor!r} in the mlcal flavour configuration; "
-                     "expected 'sklearn' or 'python_function'")
+                     f"expected one of {[*_BASE_FLAVORS, 'python_function']}")
 
 
 def base_requirements(path: str) -> list[str]:

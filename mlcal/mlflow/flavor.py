@@ -5,6 +5,7 @@ Artifact layout (``<model>/``)::
     MLmodel              flavours "mlcal" and "python_function" (loader_module: mlcal.mlflow)
     calibrator.json      the fitted calibrator as mlcal JSON (no pickle)
     base_model/          the base model as a complete MLflow model in its own flavour
+    wheels/              the mlcal wheel, required by relative path (``bundle_mlcal=True``)
     requirements.txt, python_env.yaml, conda.yaml, [input_example.json, serving_input_example.json]
 
 The pyfunc ``predict`` returns a DataFrame with one row per input row and the columns
@@ -14,7 +15,9 @@ The pyfunc ``predict`` returns a DataFrame with one row per input row and the co
 MLflow's scoring server the same rows come back as a list of records (the server would convert
 the DataFrame to exactly that JSON, only slower).
 
-Base models: a scikit-learn compatible classifier is nested with ``mlflow.sklearn``; any other
+Base models: XGBoost, LightGBM and CatBoost classifiers (and native Boosters) are nested with
+their own MLflow flavour, other scikit-learn compatible classifiers with ``mlflow.sklearn``
+(skops, trusting the types of the caller's in-memory model; see ``base_format``); any other
 MLflow model whose pyfunc output holds a score or probability column is used through
 ``PyfuncScorer(model_uri, output_column="<column>", kind="probability" | "score")`` and nested as
 a copy of its own model directory.
@@ -33,10 +36,11 @@ from typing import Any
 import numpy as np
 
 from mlcal._atomic import write_atomic
+from mlcal.calibrators._params import short_repr
 from mlcal.calibrators.base import CalibratorFormatError, load_calibrator
 from mlcal.mlflow.base_models import (BASE_MODEL_DIR, PyfuncScorer, base_requirements,
                                       load_base_model, save_base_model)
-from mlcal.calibrators._params import short_repr
+from mlcal.mlflow.bundle import bundle_into, is_mlcal_requirement
 from mlcal.model import SCORE_SOURCES, CalibratedModel
 
 FLAVOR_NAME = "mlcal"
@@ -46,6 +50,9 @@ OUTPUT_PROBABILITY = "p_calibrated"
 OUTPUT_LABEL = "label"
 OUTPUT_UNCALIBRATED = "score_uncalibrated"
 PARAM_RETURN_UNCALIBRATED = "return_uncalibrated"
+# pyfunc model_config {"output": ...}: the whole frame, or one column for MLflow's evaluators
+OUTPUT_ALL = "all"
+OUTPUT_CHOICES = (OUTPUT_ALL, OUTPUT_LABEL, OUTPUT_PROBABILITY)
 # set by MLflow's scoring server (and `mlflow models predict`) in the serving process
 _SERVING_FLAG = "_MLFLOW_IS_IN_SERVING_ENVIRONMENT"
 
@@ -73,13 +80,30 @@ def get_default_conda_env() -> dict:
 
 # -- the pyfunc wrapper ------------------------------------------------------------------------
 class CalibratedPyfuncModel:
-    """What ``mlflow.pyfunc.load_model`` wraps: tabular rows in, calibrated probabilities out."""
+    """What ``mlflow.pyfunc.load_model`` wraps: tabular rows in, calibrated probabilities out.
 
-    def __init__(self, model: CalibratedModel):
+    Parameters
+    ----------
+    model : CalibratedModel
+    output : {"all", "label", "p_calibrated"}, default="all"
+        ``"all"``: the DataFrame described in the module notes. ``"label"`` or
+        ``"p_calibrated"``: only that column, as a Series - the one-column output MLflow's
+        default evaluator needs (``mlflow.models.evaluate(..., model_type="classifier",
+        model_config={"output": "label"})``).
+    """
+
+    def __init__(self, model: CalibratedModel, output: str = OUTPUT_ALL):
+        if output not in OUTPUT_CHOICES:
+            raise ValueError(f"model_config 'output' must be one of {OUTPUT_CHOICES}, got "
+                             f"{output!r}")
         self.model = model
+        self.output = output
         base = model.base_estimator
         # a base fitted on a bare array warns on every DataFrame request; give it the array
-        self._to_array = (not isinstance(base, PyfuncScorer)
+        from mlcal.boosters import BoosterClassifier
+
+        # (a native Booster checks column names itself, so it keeps the DataFrame)
+        self._to_array = (not isinstance(base, (PyfuncScorer, BoosterClassifier))
                           and not hasattr(base, "feature_names_in_"))
 
     def get_raw_model(self) -> CalibratedModel:
@@ -125,13 +149,15 @@ class CalibratedPyfuncModel:
                OUTPUT_LABEL: m.classes_[(p >= m.threshold).astype(np.int64)]}
         if params.get(PARAM_RETURN_UNCALIBRATED):
             out[OUTPUT_UNCALIBRATED] = np.asarray(scores, dtype=np.float64)
+        index = data.index if isinstance(data, pd.DataFrame) else None
+        if self.output != OUTPUT_ALL:
+            return pd.Series(out[self.output], index=index, name=self.output)
         if os.environ.get(_SERVING_FLAG, "").lower() == "true":
             # The scoring server turns a DataFrame into these same records with
             # DataFrame.to_dict, which costs more than the whole calibration; hand it the
             # records directly (identical JSON response, a fraction of the time).
             names = list(out)
             return [dict(zip(names, row)) for row in zip(*(v.tolist() for v in out.values()))]
-        index = data.index if isinstance(data, pd.DataFrame) else None
         return pd.DataFrame(out, index=index)
 
 
@@ -195,7 +221,9 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
                overwrite: bool = False, conda_env=None, code_paths=None, mlflow_model=None,
                signature=None, input_example=None, pip_requirements=None,
                extra_pip_requirements=None, metadata: dict | None = None,
-               base_model_kwargs: dict | None = None) -> None:
+               base_format: str = "auto", base_model_kwargs: dict | None = None,
+               skops_trusted_types: list[str] | None = None,
+               bundle_mlcal: bool = True) -> None:
     """Save a fitted :class:`CalibratedModel` as an MLflow model directory.
 
     Parameters
@@ -220,12 +248,26 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
         base model's own requirements.
     code_paths, mlflow_model, metadata
         As in MLflow's flavours.
+    base_format : {"auto", "native", "skops", "cloudpickle", "pickle"}, default="auto"
+        How the base model is nested. ``"auto"``: XGBoost, LightGBM and CatBoost classifiers
+        in their own MLflow flavour, any other scikit-learn model (HistGradientBoosting,
+        pipelines, ...) with ``mlflow.sklearn`` as skops, trusting the types found in this
+        in-memory model. ``"native"`` insists on the boosting library's flavour; the other
+        values force ``mlflow.sklearn`` with that serialisation format. See
+        :func:`mlcal.mlflow.base_models.save_base_model`.
     base_model_kwargs : dict, optional
-        Extra arguments for ``mlflow.sklearn.save_model`` of the base model (e.g.
-        ``serialization_format``, ``skops_trusted_types``).
+        Extra arguments for the base model's ``save_model`` (they override the choices
+        above, e.g. an explicit ``skops_trusted_types``).
+    skops_trusted_types : list of str, optional
+        Types to trust when the base model is saved as skops (MLflow's own argument, which its
+        "untrusted types" error suggests); by default the types of the in-memory base model.
+    bundle_mlcal : bool, default=True
+        Ship the running mlcal as a wheel in ``<model>/wheels/`` and require it by that relative
+        path (MLflow's library-bundling layout) instead of ``mlcal==<version>``, so
+        ``mlflow models serve/prepare-env --env-manager virtualenv`` can rebuild the
+        environment where no package index has this mlcal. ``False`` keeps the pin.
     """
     import mlflow
-    import mlflow.sklearn
     import yaml
     from mlflow import pyfunc
     from mlflow.models import Model
@@ -253,21 +295,18 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
         cal = cal_model.calibrator_
         write_atomic(os.path.join(path, CALIBRATOR_FILE), cal.to_json(indent=1) + "\n")
         base_kwargs = dict(base_model_kwargs or {})
-        if "pip_requirements" not in base_kwargs and "conda_env" not in base_kwargs:
-            # the outer model's requirements cover the nested one (inference below loads it),
-            # so skip the nested model's own inference: it costs a subprocess and seconds
-            fmt = (base_kwargs.get("serialization_format")
-                   or mlflow.sklearn._get_default_serialization_format())
-            base_kwargs["pip_requirements"] = mlflow.sklearn.get_default_pip_requirements(
-                include_cloudpickle=fmt == "cloudpickle", include_skops=fmt == "skops")
+        if skops_trusted_types is not None:
+            base_kwargs["skops_trusted_types"] = list(skops_trusted_types)
         base_conf = save_base_model(cal_model.base_estimator, os.path.join(path, BASE_MODEL_DIR),
-                                    base_model_kwargs=base_kwargs)
+                                    base_format=base_format, base_model_kwargs=base_kwargs)
 
         example = _save_example(mlflow_model, input_example, path)
         mlflow_model.signature = _signature(signature, example, cal_model.classes_)
 
+        # declaring the config is what lets load_model(..., model_config=) override it
         pyfunc.add_to_model(mlflow_model, loader_module=LOADER_MODULE, code=code_subpath,
-                            conda_env=_CONDA_ENV_FILE_NAME, python_env=_PYTHON_ENV_FILE_NAME)
+                            conda_env=_CONDA_ENV_FILE_NAME, python_env=_PYTHON_ENV_FILE_NAME,
+                            model_config={"output": OUTPUT_ALL})
         mlflow_model.add_flavor(
             FLAVOR_NAME, mlcal_version=__version__, calibrator=CALIBRATOR_FILE,
             calibration_method=cal.method_name, map_type=cal.map_.kind,
@@ -291,6 +330,12 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
                 default_reqs, pip_requirements, extra_pip_requirements)
         else:
             conda_env, pip_reqs, constraints = _process_conda_env(conda_env)
+        if bundle_mlcal:
+            pip_reqs = bundle_into(path, pip_reqs)
+            for dep in conda_env.get("dependencies", []):
+                if isinstance(dep, dict) and "pip" in dep:
+                    dep["pip"] = [pip_reqs[0], *(r for r in dep["pip"]
+                                                 if not is_mlcal_requirement(r))]
         with open(os.path.join(path, _CONDA_ENV_FILE_NAME), "w") as fh:
             yaml.safe_dump(conda_env, stream=fh, default_flow_style=False)
         if constraints:
@@ -309,7 +354,9 @@ def log_model(cal_model: CalibratedModel, name: str | None = None, *,
               signature=None, input_example=None, pip_requirements=None,
               extra_pip_requirements=None, conda_env=None, code_paths=None,
               threshold: float | None = None, metadata: dict | None = None,
-              base_model_kwargs: dict | None = None, **kwargs):
+              base_format: str = "auto", base_model_kwargs: dict | None = None,
+              skops_trusted_types: list[str] | None = None, bundle_mlcal: bool = True,
+              **kwargs):
     """Log a fitted :class:`CalibratedModel` to the active run (MLflow 3 LoggedModel).
 
     Parameters
@@ -320,7 +367,7 @@ def log_model(cal_model: CalibratedModel, name: str | None = None, *,
     registered_model_name : str, optional
         Also register the model under this name (creates the registered model if needed).
     signature, input_example, pip_requirements, extra_pip_requirements, conda_env, code_paths,
-    threshold, metadata, base_model_kwargs
+    threshold, metadata, base_format, base_model_kwargs, skops_trusted_types, bundle_mlcal
         See :func:`save_model`.
     **kwargs
         Passed to ``mlflow.models.Model.log`` (e.g. ``params``, ``tags``, ``step``,
@@ -343,7 +390,9 @@ def log_model(cal_model: CalibratedModel, name: str | None = None, *,
                      input_example=input_example, pip_requirements=pip_requirements,
                      extra_pip_requirements=extra_pip_requirements, conda_env=conda_env,
                      code_paths=code_paths, threshold=threshold, metadata=metadata,
-                     base_model_kwargs=base_model_kwargs, **kwargs)
+                     base_format=base_format, base_model_kwargs=base_model_kwargs,
+                     skops_trusted_types=skops_trusted_types, bundle_mlcal=bundle_mlcal,
+                     **kwargs)
 
 
 def _inside_model_dir(root: str, conf: dict[str, Any], key: str, default: str) -> str:
@@ -441,8 +490,19 @@ def load_model(model_uri: str, dst_path: str | None = None) -> CalibratedModel:
 
 
 def _load_pyfunc(path: str, model_config=None) -> CalibratedPyfuncModel:
-    """Called by ``mlflow.pyfunc.load_model`` with the local model directory."""
+    """Called by ``mlflow.pyfunc.load_model`` with the local model directory.
+
+    ``model_config={"output": "label" | "p_calibrated"}`` makes ``predict`` return that one
+    column (see :class:`CalibratedPyfuncModel`); any other key is refused.
+    """
     from mlflow.utils.model_utils import _get_flavor_configuration
 
+    config = dict(model_config or {})
+    unknown = set(config) - {"output"}
+    if unknown:
+        raise ValueError(f"mlcal model: unknown model_config keys {sorted(unknown)}; "
+                         "supported: 'output'")
+
     conf = _get_flavor_configuration(model_path=path, flavor_name=FLAVOR_NAME)
-    return CalibratedPyfuncModel(_load_local(path, conf))
+    return CalibratedPyfuncModel(_load_local(path, conf),
+                                 output=config.get("output", OUTPUT_ALL))

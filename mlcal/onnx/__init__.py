@@ -44,7 +44,7 @@ import onnx
 from onnx import helper
 
 from mlcal.onnx._bounds import error_bound
-from mlcal.onnx._compose import compose, convert_base
+from mlcal.onnx._compose import MissingConverterError, compose, convert_base
 from mlcal.onnx._graph import ONNX_FLOAT_TYPES, GraphBuilder
 from mlcal.onnx._maps import map_nodes
 from mlcal.onnx._search import SEARCH_METHODS
@@ -53,8 +53,8 @@ DEFAULT_OPSET = 17
 MIN_OPSET = 13   # Clip/Unsqueeze/ReduceSum/Squeeze take their bounds and axes as inputs from 13
 DTYPES = ("float32", "float64")
 
-__all__ = ["DEFAULT_OPSET", "DTYPES", "MIN_OPSET", "SEARCH_METHODS", "error_bound", "save",
-           "to_onnx"]
+__all__ = ["DEFAULT_OPSET", "DTYPES", "MIN_OPSET", "SEARCH_METHODS", "MissingConverterError",
+           "error_bound", "input_feeds", "save", "to_onnx"]
 
 
 def _check_args(dtype, opset, index_search) -> np.dtype:
@@ -95,14 +95,16 @@ def _metadata(model, items: dict) -> None:
 
 
 def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
-            index_search: str = "auto") -> onnx.ModelProto:
+            index_search: str = "auto", X=None) -> onnx.ModelProto:
     """Export a fitted calibrator, a bare map or a :class:`~mlcal.CalibratedModel` to ONNX.
 
     Parameters
     ----------
     obj : BaseCalibrator, StepMap, LinearMap, SigmoidMap or CalibratedModel
         A calibrator gives a graph from scores to calibrated probabilities; a CalibratedModel
-        gives the whole classifier (its base model must be convertible by skl2onnx in ``dtype``).
+        gives the whole classifier (its base model must be convertible by skl2onnx in
+        ``dtype``; XGBoost and LightGBM classifiers, alone or ending a pipeline, go through
+        onnxmltools' converters, registered here with the ai.onnx.ml opset they need).
     dtype : {"float64", "float32"}, default="float64"
         Input and compute dtype. float64 reproduces ``predict`` exactly (see the module notes);
         float32 suits runtimes without double kernels.
@@ -112,6 +114,12 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
     index_search : {"auto", "lut", "bsearch", "broadcast"}, default="auto"
         How step/linear maps find a score's bin (see ``mlcal/onnx/_search.py``; ``"auto"`` is
         the design measured fastest in ``benchmarks/bench_onnx.py``).
+    X : pandas.DataFrame, optional
+        For a CalibratedModel whose base reads named (possibly mixed-type) columns, e.g. a
+        ColumnTransformer pipeline: a few input rows. The graph then has one input per column,
+        named as the column, shape [N, 1], typed from its dtype (floats in ``dtype``, integers
+        int64, booleans bool, others string); build the feeds with :func:`input_feeds`.
+        Without it the graph has one tensor input ``X`` [N, n_features].
 
     Returns
     -------
@@ -122,6 +130,9 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
     ------
     ValueError
         Unfitted object, bad argument, or a base model skl2onnx cannot convert.
+    MissingConverterError
+        No converter for the base model; the message names the package to install
+        (onnxmltools for XGBoost/LightGBM) or says none exists (CatBoost).
     """
     from mlcal import __version__
     from mlcal.maps import MAP_FORMAT_VERSION
@@ -138,6 +149,8 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
     meta = {"mlcal_version": __version__, "mlcal_method": method, "mlcal_map_type": m.kind,
             "mlcal_map_format_version": MAP_FORMAT_VERSION,
             "mlcal_input_transform": m.input_transform, "mlcal_dtype": np_dtype.name}
+    if X is not None and calibrated is None:
+        raise ValueError("X only applies to a CalibratedModel export")
     if calibrated is None:
         g = GraphBuilder("mlcal_")
         p = build_map(g, "scores")
@@ -152,7 +165,7 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
                "positive class). NaN scores give NaN.")
     else:
         base = convert_base(calibrated.base_estimator, calibrated.score_source_, np_dtype,
-                            int(opset))
+                            int(opset), X=X)
         graph = compose(base, build_map, calibrated.classes_, calibrated.threshold, np_dtype)
         graph.name = "mlcal_calibrated_model"
         imports = {}
@@ -166,7 +179,9 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
         meta.update(mlcal_score_source=calibrated.score_source_,
                     mlcal_threshold=repr(float(calibrated.threshold)),
                     mlcal_base_model=type(calibrated.base_estimator).__name__)
-        doc = ("mlcal calibrated classifier: X [N, n_features] -> label [N], probabilities "
+        inputs = ("X [N, n_features]" if X is None
+                  else "one [N, 1] input per column (" + ", ".join(map(str, X.columns)) + ")")
+        doc = (f"mlcal calibrated classifier: {inputs} -> label [N], probabilities "
                "[N, 2] = [1 - p, p]. NaN scores give NaN probabilities.")
     meta["mlcal_index_search"] = used["search"]
     opset_ids = [helper.make_opsetid(d, v) for d, v in sorted(imports.items())]
@@ -176,6 +191,35 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
     _metadata(model, meta)
     onnx.checker.check_model(model, full_check=True)
     return model
+
+
+_NUMPY_OF_ONNX = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.DOUBLE: np.float64,
+                  onnx.TensorProto.INT64: np.int64, onnx.TensorProto.BOOL: np.bool_,
+                  onnx.TensorProto.STRING: object}
+
+
+def input_feeds(model: onnx.ModelProto, X) -> dict:
+    """The onnxruntime feed dict for ``X`` (a DataFrame or 2-D array) and an exported model.
+
+    A per-column model (``to_onnx(..., X=frame)``) gets each column as an [N, 1] array of its
+    input's type; a single-tensor model gets the whole array. Raises ``ValueError`` naming the
+    missing columns when ``X`` lacks any of the graph's inputs.
+    """
+    import pandas as pd
+
+    inputs = list(model.graph.input)
+    types = {vi.name: _NUMPY_OF_ONNX.get(vi.type.tensor_type.elem_type) for vi in inputs}
+    if len(inputs) == 1 and inputs[0].name == "X" and not (
+            isinstance(X, pd.DataFrame) and list(X.columns) == ["X"]):
+        return {"X": np.asarray(X, dtype=types["X"])}
+    if not isinstance(X, pd.DataFrame):
+        raise ValueError(f"this model has one input per column {list(types)}; pass a "
+                         "DataFrame with those columns")
+    missing = [n for n in types if n not in X.columns]
+    if missing:
+        raise ValueError(f"the data has no column(s) {missing} that the ONNX model needs; "
+                         f"its inputs are {list(types)}")
+    return {n: X[n].to_numpy().astype(t).reshape(-1, 1) for n, t in types.items()}
 
 
 def save(model: onnx.ModelProto, path: str, *, overwrite: bool = False) -> str:

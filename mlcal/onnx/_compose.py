@@ -12,10 +12,46 @@ from mlcal.onnx._search import gather, round_up
 _BASE_PREFIX = "mlcal_base_"
 
 
-def _final_estimator(est):
-    while hasattr(est, "steps"):
-        est = est.steps[-1][1]
-    return est
+class MissingConverterError(ValueError):
+    """No ONNX converter is available for the base model (names the package to install)."""
+
+
+# ai.onnx.ml version requested from the tree converters (TreeEnsembleClassifier v3 takes
+# double thresholds as tensors; ORT 1.18+ runs it)
+ML_OPSET = 3
+_BOOSTER_CONVERTERS = {
+    # library: (estimator class path, skl2onnx alias, onnxmltools converter path)
+    "xgboost": ("xgboost.XGBClassifier", "XGBoostXGBClassifier",
+                "onnxmltools.convert.xgboost.operator_converters.XGBoost.convert_xgboost"),
+    "lightgbm": ("lightgbm.LGBMClassifier", "LightGbmLGBMClassifier",
+                 "onnxmltools.convert.lightgbm.operator_converters.LightGbm.convert_lightgbm"),
+}
+
+
+def _import_path(path: str):
+    import importlib
+
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def register_booster_converter(library: str) -> None:
+    """Register onnxmltools' converter for ``library``'s classifier with skl2onnx (idempotent),
+    so pipelines ending in an XGBoost/LightGBM classifier convert in one call."""
+    from skl2onnx import update_registered_converter
+    from skl2onnx.common.shape_calculator import calculate_linear_classifier_output_shapes
+
+    cls_path, alias, conv_path = _BOOSTER_CONVERTERS[library]
+    try:
+        convert = _import_path(conv_path)
+    except ImportError:
+        raise MissingConverterError(
+            f"exporting a {library} model to ONNX needs the onnxmltools package (its "
+            f"{library} converter); install it with `pip install onnxmltools`") from None
+    update_registered_converter(_import_path(cls_path), alias,
+                                calculate_linear_classifier_output_shapes, convert,
+                                options={"nocl": [True, False],
+                                         "zipmap": [True, False, "columns"]})
 
 
 def _converter_options(final, want: dict) -> dict:
@@ -25,43 +61,137 @@ def _converter_options(final, want: dict) -> dict:
 
     alias = sklearn_operator_name_map.get(type(final))
     if alias is None:
-        raise ValueError(f"skl2onnx has no converter for {type(final).__name__}; the base model "
-                         "cannot be exported to ONNX")
+        raise MissingConverterError(f"skl2onnx has no converter for {type(final).__name__}; "
+                                    "the base model cannot be exported to ONNX")
     allowed = get_converter(alias).get_allowed_options() or {}
     return {k: v for k, v in want.items() if k in allowed}
 
 
-def convert_base(estimator, score_source: str, dtype: np.dtype, opset: int):
+def frame_input_types(frame, float_type) -> list:
+    """One skl2onnx input per DataFrame column, shape [N, 1]: floats as ``float_type``,
+    integers as int64, booleans as bool, everything else as strings."""
+    from pandas.api import types as pdt
+    from skl2onnx.common.data_types import (BooleanTensorType, Int64TensorType,
+                                            StringTensorType)
+
+    types = []
+    for name, dtype in frame.dtypes.items():
+        if pdt.is_bool_dtype(dtype):
+            t = BooleanTensorType
+        elif pdt.is_float_dtype(dtype):
+            t = float_type
+        elif pdt.is_integer_dtype(dtype):
+            t = Int64TensorType
+        else:  # strings, categories, objects
+            t = StringTensorType
+        types.append((str(name), t([None, 1])))
+    return types
+
+
+def _set_tree_post_transform_none(base) -> None:
+    """Make the tree ensemble output raw margins instead of LOGISTIC probabilities."""
+    found = False
+    for node in base.graph.node:
+        if node.op_type == "TreeEnsembleClassifier":
+            for attr in node.attribute:
+                if attr.name == "post_transform" and attr.s == b"LOGISTIC":
+                    attr.s = b"NONE"
+                    found = True
+    if not found:
+        raise ValueError("the converted booster has no LOGISTIC tree ensemble; cannot export "
+                         "its margin")
+
+
+def _trees_read_float32(base) -> None:
+    """Cast the tree ensemble's input to float32 and declare its outputs float.
+
+    XGBoost and LightGBM compare float32(x) with float32 thresholds; a double graph keeps the
+    preprocessing in float64 (as scikit-learn computes it) and rounds right before the trees,
+    which is exactly what the libraries do. onnxmltools declares the ensemble's outputs in the
+    input type, but the operator always returns float scores, so the declarations are fixed.
+    """
+    ensembles = [n for n in base.graph.node if n.op_type == "TreeEnsembleClassifier"]
+    for k, node in enumerate(ensembles):
+        cast_out = f"{_BASE_PREFIX}trees_in_{k}"
+        cast = helper.make_node("Cast", [node.input[0]], [cast_out], to=TensorProto.FLOAT,
+                                name=f"{_BASE_PREFIX}trees_cast_{k}")
+        node.input[0] = cast_out
+        base.graph.node.insert(list(base.graph.node).index(node), cast)
+    for vi in base.graph.output:
+        if vi.type.tensor_type.elem_type == TensorProto.DOUBLE:
+            vi.type.tensor_type.elem_type = TensorProto.FLOAT
+    del base.graph.value_info[:]  # stale declarations; onnx re-infers what it needs
+
+
+def convert_base(estimator, score_source: str, dtype: np.dtype, opset: int, X=None):
     """skl2onnx conversion of the fitted base model; the score is its last output column.
 
     ``zipmap=False`` makes the probabilities a tensor; ``raw_scores=True`` makes the same output
-    hold the decision function when the calibrator reads ``decision_function``.
+    hold the decision function when the calibrator reads ``decision_function``. XGBoost and
+    LightGBM classifiers go through onnxmltools' converters (registered here, with the
+    ai.onnx.ml opset they need); their trees compare in float32, so the graph rounds right
+    before the trees, and a margin export switches the ensemble's LOGISTIC post-transform
+    off. With a DataFrame ``X`` the model gets one graph input per column (named, typed by
+    the column).
     """
     from skl2onnx import to_onnx as skl_to_onnx
     from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType
 
-    n_features = getattr(estimator, "n_features_in_", None)
-    if n_features is None:
-        raise ValueError("the base model has no n_features_in_; cannot declare the ONNX input")
-    final = _final_estimator(estimator)
+    from mlcal.base_scores import final_estimator, library_of
+
+    final = final_estimator(estimator)
+    library = library_of(estimator)
+    if library == "catboost":
+        raise MissingConverterError(
+            "mlcal has no ONNX converter for CatBoost models (skl2onnx and onnxmltools do "
+            "not convert CatBoostClassifier); export XGBoost, LightGBM or scikit-learn bases")
+    if type(final).__module__.startswith("mlcal."):
+        raise MissingConverterError(
+            f"no ONNX converter for {type(final).__name__}; export the XGBoost/LightGBM "
+            "scikit-learn classifier (XGBClassifier / LGBMClassifier) instead of a Booster")
+    booster = library in _BOOSTER_CONVERTERS
+    if booster:
+        register_booster_converter(library)
     want = {"zipmap": False}
-    if score_source == "decision_function":
+    if score_source in ("decision_function", "margin") and not booster:
         want["raw_scores"] = True
         if "raw_scores" not in _converter_options(final, want):
             raise ValueError(f"skl2onnx cannot output the decision function of "
                              f"{type(final).__name__} (no raw_scores option)")
     options = {id(final): _converter_options(final, want)}
     tensor_type = FloatTensorType if dtype == np.float32 else DoubleTensorType
+    if X is not None:
+        import pandas as pd
+
+        if not isinstance(X, pd.DataFrame):
+            raise ValueError("X must be a pandas DataFrame (a few rows with the model's input "
+                             f"columns), got {type(X).__name__}")
+        initial_types = frame_input_types(X, tensor_type)
+    else:
+        n_features = getattr(estimator, "n_features_in_", None)
+        if n_features is None:
+            raise ValueError("the base model has no n_features_in_; cannot declare the ONNX "
+                             "input (pass X=<a few input rows as a DataFrame>)")
+        initial_types = [("X", tensor_type([None, int(n_features)]))]
+    target = {"": opset, "ai.onnx.ml": ML_OPSET} if booster else opset
     try:
-        base = skl_to_onnx(estimator, initial_types=[("X", tensor_type([None, int(n_features)]))],
-                           options=options, target_opset=opset)
+        base = skl_to_onnx(estimator, initial_types=initial_types, options=options,
+                           target_opset=target)
     except Exception as exc:  # skl2onnx raises many types; report them uniformly
+        hint = ""
+        if X is None and hasattr(estimator, "feature_names_in_"):
+            hint = (" (the model was fitted on named columns: pass X=<a few rows of its input "
+                    "DataFrame> to export one graph input per column)")
         raise ValueError(f"skl2onnx could not convert the base model "
                          f"{type(estimator).__name__} in {dtype.name} at opset {opset}: "
-                         f"{type(exc).__name__}: {exc}") from exc
+                         f"{type(exc).__name__}: {exc}{hint}") from exc
     if len(base.graph.output) < 2:
         raise ValueError("the converted base model has no score output (expected label and "
                          "probabilities/scores)")
+    if booster:
+        if score_source == "margin":
+            _set_tree_post_transform_none(base)
+        _trees_read_float32(base)
     return base
 
 

@@ -1,0 +1,43 @@
+"""Synthetic calibration sets shared by the tests: scores, labels drawn from a known link, and
+optional ties and weights. Every draw comes from one seeded generator in a fixed order (scores,
+then labels, then weights), so a data set is reproducible from its arguments alone."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def calibration_set(n: int, seed: int = 0, *, beta: tuple[float, float] | None = None,
+                    power: float = 1.0, decimals: int | None = None, link_power: float = 1.0,
+                    weights: str | None = None):
+    """Scores, 0/1 labels with ``P(y = 1 | s) = s ** link_power`` and (optionally) weights.
+
+    Parameters
+    ----------
+    n, seed
+        Size and seed of ``numpy.random.default_rng``.
+    beta : (a, b), optional
+        Scores ``Beta(a, b)``; otherwise ``U(0, 1) ** power``.
+    decimals : int, optional
+        Round the scores (ties).
+    link_power : float
+        Miscalibration of the labels: ``y ~ Bernoulli(s ** link_power)``.
+    weights : {None, "unit", "integer", "fractional"}
+        No weights (return two arrays), ones, integers 1..3, or uniform in [0.1, 3).
+    """
+    rng = np.random.default_rng(seed)
+    s = rng.beta(*beta, n) if beta is not None else rng.random(n) ** power
+    if decimals is not None:
+        s = np.round(s, decimals)
+    y = (rng.random(n) < np.clip(s, 0.0, 1.0) ** link_power).astype(float)
+    if weights is None:
+        return s, y
+    if weights == "unit":
+        w = np.ones(n)
+    elif weights == "integer":
+        w = rng.integers(1, 4, n).astype(float)
+    elif weights == "fractional":
+        w = rng.uniform(0.1, 3.0, n)
+    else:
+        raise ValueError(f"unknown weights {weights!r}")
+    return s, y, w

@@ -13,6 +13,10 @@ on. Outputs always lie in [0, 1].
 
 The dict form (``to_dict`` / :func:`map_from_dict`) is plain JSON data with a format version;
 loading validates every field and never executes code.
+
+Fitted maps are capped in size (:data:`DEFAULT_MAX_MAP_SIZE` bins or knots unless a calibrator's
+``max_map_size`` says otherwise) by :func:`reduce_map`, which reports the exact sup-norm error
+of the reduction.
 """
 
 from __future__ import annotations
@@ -22,10 +26,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 from mlcal._solvers.detmath import det_expit_array
+from mlcal._solvers.map_reduction import reduce_linear, reduce_step
 from mlcal._validation import as_scores
 
 MAP_FORMAT_VERSION = 1
 INPUT_TRANSFORMS = ("identity", "sigmoid")
+#: default cap on a fitted map's size (bins of a StepMap, knots of a LinearMap); see reduce_map
+DEFAULT_MAX_MAP_SIZE = 10_000
 
 
 class MapFormatError(ValueError):
@@ -303,3 +310,67 @@ def map_from_dict(doc: Any) -> CalibrationMap:
         return LinearMap(_float_array(doc, "knots", where), _float_array(doc, "values", where),
                          **common)
     return SigmoidMap(_float_scalar(doc, "a", where), _float_scalar(doc, "b", where), **common)
+
+
+@dataclass(frozen=True)
+class MapReduction:
+    """What :func:`reduce_map` did to a map.
+
+    Attributes
+    ----------
+    original_size, size : int
+        Map size (bins, knots or parameters) before and after.
+    max_error : float
+        Measured sup-norm distance ``max_s |original(s) - reduced(s)|`` (0.0 when not reduced).
+    """
+
+    original_size: int
+    size: int
+    max_error: float
+
+    @property
+    def reduced(self) -> bool:
+        """Whether the map was changed."""
+        return self.size < self.original_size
+
+
+def reduce_map(m: CalibrationMap, max_size: int | None) -> tuple[CalibrationMap, MapReduction]:
+    """Cap a map's size at ``max_size``, with a measured sup-norm error.
+
+    * :class:`StepMap` with more than ``max_size`` bins: adjacent bins are merged into at most
+      ``max_size`` runs, each run taking the midpoint of its lowest and highest value. The cuts
+      kept are original cuts, chosen (greedy grouping plus bisection on the allowed spread) to
+      make the largest change of any bin as small as a ``max_size``-bin map with original cuts
+      allows, to within a relative 2^-12.
+    * :class:`LinearMap` with more than ``max_size`` knots: interior knots are dropped (greedy
+      segments inside a tolerance tube, bisection on the tube width); the kept knots keep their
+      values, so a monotone map stays monotone and the outer knots, hence the flat extensions,
+      are unchanged.
+    * :class:`SigmoidMap` (two parameters) and maps within the cap are returned unchanged.
+
+    Both reduced maps cut where the original does, so ``|original - reduced|`` peaks at an
+    original bin or knot; ``max_error`` is the maximum over all of them, i.e. the exact
+    sup-norm distance between the two maps over the whole real line (up to the rounding of
+    evaluating them). Input transform and domain are kept.
+
+    Parameters
+    ----------
+    m : StepMap, LinearMap or SigmoidMap
+    max_size : int or None
+        Largest size kept (>= 2); ``None`` disables the cap.
+
+    Returns
+    -------
+    map, MapReduction
+    """
+    size = m.size
+    if max_size is None or size <= max_size or isinstance(m, SigmoidMap):
+        return m, MapReduction(size, size, 0.0)
+    common = {"input_transform": m.input_transform, "domain": m.domain}
+    if isinstance(m, StepMap):
+        t, v, err = reduce_step(m.thresholds, m.values, int(max_size))
+        out: CalibrationMap = StepMap(t, v, **common)
+    else:
+        x, v, err = reduce_linear(m.knots, m.values, int(max_size))
+        out = LinearMap(x, v, **common)
+    return out, MapReduction(size, out.size, float(err))

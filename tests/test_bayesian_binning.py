@@ -290,7 +290,8 @@ def test_json_round_trip_and_clone(cls):
     x = np.linspace(-8, 8, 999)
     np.testing.assert_array_equal(back.predict(x), model.predict(x))
     assert json.loads(text)["params"] == {"lam": "auto", "lam_grid": [0.5, 5.0, 50.0],
-                                          "max_unique": 200, "input_transform": "auto"}
+                                          "max_unique": 200, "input_transform": "auto",
+                                          "max_map_size": 10_000}
     assert back.get_params() == model.get_params()
     assert clone(model).get_params() == model.get_params()
 

@@ -137,7 +137,10 @@ def _values_out_of_range(text):
 
 
 def _other_method(text):
-    return text.replace('"isotonic"', '"platt"').replace('"interpolate"', '"smooth_targets"')
+    # a valid Platt document where the MLmodel file names an isotonic calibrator
+    doc = json.loads(text)
+    doc.update(method="platt", params={"smooth_targets": doc["params"]["interpolate"]})
+    return json.dumps(doc)
 
 
 @pytest.mark.parametrize("damage, message", [

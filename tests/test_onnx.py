@@ -133,6 +133,11 @@ def registered_maps() -> list[tuple[str, object]]:
         for label, scores in (("proba", p), ("margin", margin)):
             out.append((f"{name}-{label}", get_calibrator(name).fit(scores, y).map_))
     out.append(("isotonic-step", get_calibrator("isotonic", interpolate=False).fit(p, y).map_))
+    # maps shrunk by the size cap (merged bins, dropped knots)
+    for name, cap in (("kde", 40), ("isotonic", 6), ("enir", 12)):
+        cal = get_calibrator(name, max_map_size=cap).fit(p, y)
+        assert cal.map_reduction_.reduced
+        out.append((f"{name}-capped", cal.map_))
     return out
 
 

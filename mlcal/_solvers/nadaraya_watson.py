@@ -46,9 +46,20 @@ def silverman_bandwidth(x: np.ndarray, wsum: np.ndarray) -> float:
 
 # ---------------------------------------------------------------------------------------------
 # boxcar
+@njit(cache=True, inline="always")
+def _enter(x, i, h):
+    return x[i] - h
+
+
+@njit(cache=True, inline="always")
+def _leave(x, j, h):
+    return np.nextafter(x[j] + h, np.inf)
+
+
 @njit(cache=True)
-def _boxcar_sweep(x, ybar, enter, leave, w_pre, y_pre):
-    """One merge pass over the sorted enter/leave thresholds (see :func:`boxcar_step`)."""
+def _boxcar_sweep(x, ybar, h, w_pre, y_pre):
+    """One merge pass over the sorted enter/leave thresholds (see :func:`boxcar_step`); they
+    are computed on the fly rather than stored (two arrays fewer at millions of points)."""
     m = x.size
     thresholds = np.empty(3 * m)
     values = np.empty(3 * m + 1)
@@ -58,23 +69,24 @@ def _boxcar_sweep(x, ybar, enter, leave, w_pre, y_pre):
     i = 0                               # points entered so far
     j = 0                               # points left so far
     while i < m or j < m:
-        t = enter[i] if (i < m and enter[i] <= leave[j]) else leave[j]
-        while i < m and enter[i] <= t:
+        t_leave = _leave(x, j, h)
+        t = _enter(x, i, h) if (i < m and _enter(x, i, h) <= t_leave) else t_leave
+        while i < m and _enter(x, i, h) <= t:
             i += 1
-        while j < m and leave[j] <= t:
+        while j < m and _leave(x, j, h) <= t:
             j += 1
         if i > j:                       # window holds points j..i-1
             v = (y_pre[i] - y_pre[j]) / (w_pre[i] - w_pre[j])
         elif i == m:                    # beyond the last window
             v = ybar[m - 1]
-        else:                           # gap between x[i-1] and x[i]; next threshold enter[i]
+        else:                           # gap between x[i-1] and x[i]; next threshold enter(i)
             n_gaps += 1
             split = 0.5 * (x[i - 1] + x[i])
             if split <= t:
                 v = ybar[i]
-            elif split >= enter[i]:
+            elif split >= _enter(x, i, h):
                 v = ybar[i - 1]
-            else:                       # [t, split) -> x[i-1], [split, enter[i]) -> x[i]
+            else:                       # [t, split) -> x[i-1], [split, enter(i)) -> x[i]
                 if ybar[i - 1] != values[nt]:
                     thresholds[nt] = t
                     values[nt + 1] = ybar[i - 1]
@@ -110,11 +122,9 @@ def boxcar_step(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray,
     n_gaps
         Number of interior gaps (runs of empty windows between training scores).
     """
-    enter = x - h
-    leave = np.nextafter(x + h, np.inf)
     w_pre = np.concatenate(([0.0], np.cumsum(wsum)))
     y_pre = np.concatenate(([0.0], np.cumsum(wsum * ybar)))
-    t, v, n_gaps = _boxcar_sweep(x, ybar, enter, leave, w_pre, y_pre)
+    t, v, n_gaps = _boxcar_sweep(x, ybar, float(h), w_pre, y_pre)
     return t, v, int(n_gaps)
 
 

@@ -18,14 +18,17 @@ from sklearn.exceptions import NotFittedError
 from mlcal._atomic import write_json
 from mlcal._safe_json import MAX_DOCUMENT_BYTES, loads_strict
 from mlcal._validation import check_fit_inputs
-from mlcal.calibrators._params import (Constraint, InvalidParameterError, Options, short_repr,
-                                       validate_params)
-from mlcal.maps import CalibrationMap, MapFormatError, apply_input_transform, map_from_dict
+from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterError, IsNone,
+                                       Options, short_repr, validate_params)
+from mlcal.maps import (DEFAULT_MAX_MAP_SIZE, CalibrationMap, MapFormatError, MapReduction,
+                        apply_input_transform, map_from_dict, reduce_map)
 
 CALIBRATOR_FORMAT = "mlcal-calibrator"
 CALIBRATOR_FORMAT_VERSION = 1
 INPUT_TRANSFORM_CHOICES = ("auto", "identity", "sigmoid")
 _MAX_PATH_CHARS = 4096
+#: the ``_parameter_constraints`` entry of a ``max_map_size`` parameter
+MAX_MAP_SIZE_CONSTRAINTS = [IsNone(), Integer(2)]
 
 
 class CalibratorFormatError(ValueError):
@@ -48,6 +51,13 @@ class BaseCalibrator(BaseEstimator):
     Every constructor parameter is checked by :meth:`_validate_params` against the class's
     ``_parameter_constraints`` (see :mod:`mlcal.calibrators._params`), at ``fit`` and when a
     calibrator is loaded from JSON.
+
+    Map size cap: after ``_fit``, the map is reduced by :func:`mlcal.maps.reduce_map` to at most
+    ``max_map_size`` bins or knots (a constructor parameter where the method declares one,
+    else :data:`mlcal.maps.DEFAULT_MAX_MAP_SIZE`; ``None`` switches it off). ``map_reduction_``
+    (a :class:`~mlcal.maps.MapReduction`) records the original size and the measured sup-norm
+    error. A method may reduce its arrays itself before building the map (to avoid holding a
+    huge map in memory) and report that through :meth:`_record_reduction`.
     """
 
     method_name: ClassVar[str] = ""
@@ -82,10 +92,28 @@ class BaseCalibrator(BaseEstimator):
         self._validate_params()
         s, z, w = check_fit_inputs(scores, y, sample_weight)
         transform = self._resolve_input_transform(s)
-        fitted = self._fit(apply_input_transform(s, transform), z, w)
+        self._early_reduction: tuple[int, float] | None = None
+        try:
+            fitted = self._fit(apply_input_transform(s, transform), z, w)
+        finally:
+            early = self.__dict__.pop("_early_reduction", None)
+        fitted, reduction = reduce_map(fitted, self._max_map_size())
+        if early is not None:   # errors of two reductions add up (triangle inequality)
+            reduction = MapReduction(early[0], reduction.size, early[1] + reduction.max_error)
+        self.map_reduction_ = reduction
         self.map_ = dataclasses.replace(fitted, input_transform=transform,
                                         domain=(float(s.min()), float(s.max())))
         return self
+
+    def _max_map_size(self) -> int | None:
+        """The size cap: the ``max_map_size`` parameter if the method has one, else the default."""
+        if "max_map_size" in self._get_param_names():
+            return self.max_map_size
+        return DEFAULT_MAX_MAP_SIZE
+
+    def _record_reduction(self, original_size: int, max_error: float) -> None:
+        """Called by ``_fit`` when it already capped its map's arrays (see the class notes)."""
+        self._early_reduction = (int(original_size), float(max_error))
 
     def _fit(self, scores: np.ndarray, y: np.ndarray, w: np.ndarray) -> CalibrationMap:
         raise NotImplementedError  # pragma: no cover

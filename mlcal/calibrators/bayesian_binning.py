@@ -20,10 +20,10 @@ from mlcal._solvers.binning_dp import (BinningProblem, abb_point_means, backward
                                        make_problem, sbb_binning)
 from mlcal._solvers.ties import midpoint_cuts, sort_and_collapse
 from mlcal.calibrators._params import Integer, IsNone, ListOf, Options, Real
-from mlcal.calibrators.base import BaseCalibrator
+from mlcal.calibrators.base import MAX_MAP_SIZE_CONSTRAINTS, BaseCalibrator
 from mlcal.calibrators.histogram import equal_frequency_bins
 from mlcal.calibrators.catalog import register_calibrator
-from mlcal.maps import StepMap
+from mlcal.maps import DEFAULT_MAX_MAP_SIZE, StepMap
 
 #: lam values tried when ``lam="auto"``: half-decades from 0.1 to 1000 (lam is the prior mean
 #: number of bin boundaries over the whole score range).
@@ -50,14 +50,17 @@ class _BayesianBinning(BaseCalibrator):
         "lam": [Options(("auto",)), Real(0.0, closed="neither")],
         "lam_grid": [IsNone(), ListOf(Real(0.0, closed="neither"))],
         "max_unique": [IsNone(), Integer(2)],
+        "max_map_size": MAX_MAP_SIZE_CONSTRAINTS,
     }
 
     def __init__(self, lam: float | str = "auto", lam_grid: list[float] | None = None,
-                 max_unique: int | None = DEFAULT_MAX_UNIQUE, input_transform: str = "auto"):
+                 max_unique: int | None = DEFAULT_MAX_UNIQUE, input_transform: str = "auto",
+                 max_map_size: int | None = DEFAULT_MAX_MAP_SIZE):
         self.lam = lam
         self.lam_grid = lam_grid
         self.max_unique = max_unique
         self.input_transform = input_transform
+        self.max_map_size = max_map_size
 
     # -- parameters ----------------------------------------------------------------------------
     # (values already checked against _parameter_constraints by fit)
@@ -146,6 +149,10 @@ _SHARED_DOC = """
         bounds the range so that one outlying margin cannot dominate ``d(1, N)``. Hence
         ``requires_unit_interval = True``: with "auto", scores outside [0, 1] are squashed with
         the sigmoid (recorded on the map), probabilities are used as they are.
+    max_map_size : int or None, default=10000
+        Cap on the size of the fitted map (bins); a larger map is reduced by
+        :func:`mlcal.maps.reduce_map` and ``map_reduction_`` records the original size and the
+        measured sup-norm error. ``None`` keeps the map as fitted.
 
     Attributes
     ----------
@@ -165,6 +172,8 @@ _SHARED_DOC = """
         Number of points the dynamic programs ran on (``n_unique_`` unless aggregated).
     aggregated_ : bool
         Whether the unique scores were pre-aggregated into ``max_unique`` groups.
+    map_reduction_ : MapReduction
+        Original map size, final size and measured sup-norm error of the size cap.
 """
 
 

@@ -9,9 +9,9 @@ from mlcal._solvers.bbq_models import (SortedCalibrationSet, bbq_bin_range, elbo
 from mlcal._solvers.model_average import relative_likelihood_weights, relative_likelihoods
 from mlcal._solvers.ties import sort_and_collapse
 from mlcal.calibrators._params import Options, Real
-from mlcal.calibrators.base import BaseCalibrator
+from mlcal.calibrators.base import MAX_MAP_SIZE_CONSTRAINTS, BaseCalibrator
 from mlcal.calibrators.catalog import register_calibrator
-from mlcal.maps import StepMap
+from mlcal.maps import DEFAULT_MAX_MAP_SIZE, StepMap
 
 BIN_ESTIMATES = ("authors", "beta_mean")
 
@@ -60,6 +60,10 @@ class BBQ(BaseCalibrator):
         ``(n1 + 2p)/(n + 2)`` of the scoring prior (p the clipped midpoint).
     input_transform : {"auto", "identity", "sigmoid"}, default="auto"
         BBQ needs scores in [0, 1]; "auto" applies the logistic sigmoid to raw scores.
+    max_map_size : int or None, default=10000
+        Cap on the size of the fitted map (bins); a larger map is reduced by
+        :func:`mlcal.maps.reduce_map` and ``map_reduction_`` records the original size and the
+        measured sup-norm error. ``None`` keeps the map as fitted.
 
     Attributes
     ----------
@@ -80,7 +84,10 @@ class BBQ(BaseCalibrator):
     weights_ : ndarray
         Normalised weight of each kept model (sums to 1).
     models_ : list of StepMap
-        Each kept model on its own; ``map_`` equals ``sum(w * m(s))`` over these.
+        Each kept model on its own; ``map_`` equals ``sum(w * m(s))`` over these (before any
+        size cap).
+    map_reduction_ : MapReduction
+        Original map size, final size and measured sup-norm error of the size cap.
 
     Examples
     --------
@@ -95,13 +102,16 @@ class BBQ(BaseCalibrator):
 
     requires_unit_interval = True
 
-    _parameter_constraints = {"alpha": [Real(0.0)], "bin_estimate": [Options(BIN_ESTIMATES)]}
+    _parameter_constraints = {"alpha": [Real(0.0)], "bin_estimate": [Options(BIN_ESTIMATES)],
+                              "max_map_size": MAX_MAP_SIZE_CONSTRAINTS}
 
     def __init__(self, alpha: float = 0.001, bin_estimate: str = "authors",
-                 input_transform: str = "auto"):
+                 input_transform: str = "auto",
+                 max_map_size: int | None = DEFAULT_MAX_MAP_SIZE):
         self.alpha = alpha
         self.bin_estimate = bin_estimate
         self.input_transform = input_transform
+        self.max_map_size = max_map_size
 
     def _fit(self, scores, y, w):
         alpha = float(self.alpha)

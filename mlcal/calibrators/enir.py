@@ -18,9 +18,9 @@ from mlcal._solvers.neariso import (MERGE_RTOL, NearIsotonicPath, mpava_merges,
                                     path_breakpoints, path_model_average, path_model_scores)
 from mlcal._solvers.ties import MIN_SLOPE_GAP, merge_close, midpoint_cuts, sort_and_collapse
 from mlcal.calibrators._params import Boolean, Integer
-from mlcal.calibrators.base import BaseCalibrator
+from mlcal.calibrators.base import MAX_MAP_SIZE_CONSTRAINTS, BaseCalibrator
 from mlcal.calibrators.catalog import register_calibrator
-from mlcal.maps import LinearMap, StepMap
+from mlcal.maps import DEFAULT_MAX_MAP_SIZE, LinearMap, StepMap
 
 #: path values are rounded to this many decimals before scoring (the authors' R code)
 ROUND_DECIMALS = 6
@@ -76,6 +76,10 @@ class ENIR(BaseCalibrator):
         Apply the authors' per-bin smoothing (step 4). It is in their code but not in the paper.
     max_breakpoints : int, default=100
         Largest number of path breakpoints (the lam = 0 one included) turned into models.
+    max_map_size : int or None, default=10000
+        Cap on the size of the fitted map (knots or bins); a larger map is reduced by
+        :func:`mlcal.maps.reduce_map` and ``map_reduction_`` records the original size and the
+        measured sup-norm error. ``None`` keeps the map as fitted.
     input_transform : {"auto", "identity", "sigmoid"}, default="auto"
         ``"auto"`` applies the logistic sigmoid when a training score lies outside [0, 1]. The
         choice is recorded on ``map_.input_transform`` and replayed at predict time.
@@ -94,6 +98,8 @@ class ENIR(BaseCalibrator):
         Their weights in the average (sum to 1); shows which models carried it.
     n_breakpoints_ : int
         Number of distinct breakpoints of the whole path (lam = 0 included), before thinning.
+    map_reduction_ : MapReduction
+        Original map size, final size and measured sup-norm error of the size cap.
 
     Examples
     --------
@@ -110,14 +116,17 @@ class ENIR(BaseCalibrator):
     requires_unit_interval = True
 
     _parameter_constraints = {"interpolate": [Boolean()], "smooth_bins": [Boolean()],
-                              "max_breakpoints": [Integer(2)]}
+                              "max_breakpoints": [Integer(2)],
+                              "max_map_size": MAX_MAP_SIZE_CONSTRAINTS}
 
     def __init__(self, interpolate: bool = True, smooth_bins: bool = True,
-                 max_breakpoints: int = 100, input_transform: str = "auto"):
+                 max_breakpoints: int = 100, input_transform: str = "auto",
+                 max_map_size: int | None = DEFAULT_MAX_MAP_SIZE):
         self.interpolate = interpolate
         self.smooth_bins = smooth_bins
         self.max_breakpoints = max_breakpoints
         self.input_transform = input_transform
+        self.max_map_size = max_map_size
 
     def _fit(self, scores, y, w):
         x, ybar, wsum = sort_and_collapse(scores, y, w)

@@ -7,9 +7,9 @@ import numpy as np
 from mlcal._solvers.exact import round_cbrt
 from mlcal._solvers.ties import midpoint_cuts, sort_and_collapse
 from mlcal.calibrators._params import Integer, Options
-from mlcal.calibrators.base import BaseCalibrator
+from mlcal.calibrators.base import MAX_MAP_SIZE_CONSTRAINTS, BaseCalibrator
 from mlcal.calibrators.catalog import register_calibrator
-from mlcal.maps import StepMap
+from mlcal.maps import DEFAULT_MAX_MAP_SIZE, StepMap
 
 
 def equal_frequency_bins(wsum: np.ndarray, n_bins: int) -> np.ndarray:
@@ -46,6 +46,10 @@ class HistogramBinning(BaseCalibrator):
         total sample weight, the rate the histogram-binning theory paper (Naeini et al., arXiv
         1401.3390) recommends. Tied scores are never split, so fewer bins may be realised (see
         ``n_bins_``); the number of bins is capped at the number of unique scores.
+    max_map_size : int or None, default=10000
+        Cap on the size of the fitted map (bins); a larger map is reduced by
+        :func:`mlcal.maps.reduce_map` and ``map_reduction_`` records the original size and the
+        measured sup-norm error. ``None`` keeps the map as fitted.
 
     Attributes
     ----------
@@ -53,13 +57,18 @@ class HistogramBinning(BaseCalibrator):
         Cuts halfway between the last score of a bin and the first score of the next; a score
         equal to a cut goes to the upper bin.
     n_bins_ : int
-        Number of bins realised.
+        Number of bins realised (before any size cap).
+    map_reduction_ : MapReduction
+        Original map size, final size and measured sup-norm error of the size cap.
     """
 
-    _parameter_constraints = {"n_bins": [Integer(1), Options(("auto",))]}
+    _parameter_constraints = {"n_bins": [Integer(1), Options(("auto",))],
+                              "max_map_size": MAX_MAP_SIZE_CONSTRAINTS}
 
-    def __init__(self, n_bins: int | str = "auto"):
+    def __init__(self, n_bins: int | str = "auto",
+                 max_map_size: int | None = DEFAULT_MAX_MAP_SIZE):
         self.n_bins = n_bins
+        self.max_map_size = max_map_size
 
     def _resolve_n_bins(self, total_weight: float) -> int:
         if self.n_bins == "auto":

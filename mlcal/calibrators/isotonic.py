@@ -7,9 +7,9 @@ import numpy as np
 from mlcal._solvers.pava import pava_blocks
 from mlcal._solvers.ties import MIN_SLOPE_GAP, merge_close, midpoint_cuts, sort_and_collapse
 from mlcal.calibrators._params import Boolean
-from mlcal.calibrators.base import BaseCalibrator
+from mlcal.calibrators.base import MAX_MAP_SIZE_CONSTRAINTS, BaseCalibrator
 from mlcal.calibrators.catalog import register_calibrator
-from mlcal.maps import LinearMap, StepMap
+from mlcal.maps import DEFAULT_MAX_MAP_SIZE, LinearMap, StepMap
 
 
 @register_calibrator("isotonic")
@@ -26,6 +26,10 @@ class Isotonic(BaseCalibrator):
         what scikit-learn's ``IsotonicRegression(out_of_bounds="clip").predict`` computes.
         ``False`` gives the piecewise-constant :class:`~mlcal.maps.StepMap` of Zadrozny & Elkan,
         with cuts halfway between adjacent blocks.
+    max_map_size : int or None, default=10000
+        Cap on the size of the fitted map (knots or bins); a larger map is reduced by
+        :func:`mlcal.maps.reduce_map` and ``map_reduction_`` records the original size and the
+        measured sup-norm error. ``None`` keeps the map as fitted.
 
     Attributes
     ----------
@@ -33,6 +37,8 @@ class Isotonic(BaseCalibrator):
         The fitted map.
     n_blocks_ : int
         Number of constant pieces of the isotonic fit.
+    map_reduction_ : MapReduction
+        Original map size, final size and measured sup-norm error of the size cap.
 
     Examples
     --------
@@ -42,10 +48,12 @@ class Isotonic(BaseCalibrator):
     [0.0, 0.5, 1.0]
     """
 
-    _parameter_constraints = {"interpolate": [Boolean()]}
+    _parameter_constraints = {"interpolate": [Boolean()],
+                              "max_map_size": MAX_MAP_SIZE_CONSTRAINTS}
 
-    def __init__(self, interpolate: bool = True):
+    def __init__(self, interpolate: bool = True, max_map_size: int | None = DEFAULT_MAX_MAP_SIZE):
         self.interpolate = interpolate
+        self.max_map_size = max_map_size
 
     def _fit(self, scores, y, w):
         x, ybar, wsum = sort_and_collapse(scores, y, w)

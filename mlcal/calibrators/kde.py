@@ -7,13 +7,14 @@ import warnings
 
 import numpy as np
 
+from mlcal._solvers.map_reduction import reduce_step
 from mlcal._solvers.nadaraya_watson import (GaussianNW, boxcar_step, gaussian_grid,
                                             silverman_bandwidth)
 from mlcal._solvers.ties import sort_and_collapse
 from mlcal.calibrators._params import Options, Real
-from mlcal.calibrators.base import BaseCalibrator
+from mlcal.calibrators.base import MAX_MAP_SIZE_CONSTRAINTS, BaseCalibrator
 from mlcal.calibrators.catalog import register_calibrator
-from mlcal.maps import LinearMap, StepMap
+from mlcal.maps import DEFAULT_MAX_MAP_SIZE, LinearMap, StepMap
 
 KERNELS = ("boxcar", "gaussian")
 
@@ -41,13 +42,19 @@ class KDECalibrator(BaseCalibrator):
         ``"boxcar"`` (the paper's choice): window ``|s - X_i| <= h``, folded *exactly* into a
         :class:`~mlcal.maps.StepMap` with thresholds at ``X_i - h`` and just above ``X_i + h``;
         it equals the direct formula at every double, window ends included (each end rounded
-        once, ``fl(X_i - h) <= s <= fl(X_i + h)``). ``"gaussian"``: ``K(u) = exp(-u^2/2)``,
+        once, ``fl(X_i - h) <= s <= fl(X_i + h)``), as long as it fits in ``max_map_size``
+        bins (about two per unique score before the cap). ``"gaussian"``: ``K(u) = exp(-u^2/2)``,
         tabulated as a :class:`~mlcal.maps.LinearMap` on an adaptive grid over the training
         range (see ``grid_tol``).
     grid_tol : float, default=1e-4
         Gaussian kernel only: the grid starts with spacing h/4 and intervals are split until
         linear interpolation is within ``grid_tol / 2`` of the exact estimate at 1/4, 1/2 and
         3/4 of every interval; the largest error seen is ``grid_error_``.
+    max_map_size : int or None, default=10000
+        Cap on the size of the fitted map (bins or knots). A larger map is reduced by
+        :func:`mlcal.maps.reduce_map`; the boxcar step function is reduced straight from the
+        sweep's arrays, so the full-size map is never built. ``map_reduction_`` records the
+        original size and the measured sup-norm error. ``None`` keeps the map as fitted.
 
     Notes
     -----
@@ -74,20 +81,24 @@ class KDECalibrator(BaseCalibrator):
         Boxcar: number of interior runs of empty windows filled by the nearest-neighbour rule.
     grid_error_ : float
         Gaussian: largest measured |map - exact estimate| at the grid check points (0 for
-        boxcar, which is exact).
+        boxcar, which is exact before the size cap).
+    map_reduction_ : MapReduction
+        Original map size, final size and measured sup-norm error of the size cap.
     """
 
     _parameter_constraints = {
         "bandwidth": [Options(("silverman",)), Real(0.0, closed="neither")],
         "kernel": [Options(KERNELS)],
         "grid_tol": [Real(0.0, closed="neither")],
+        "max_map_size": MAX_MAP_SIZE_CONSTRAINTS,
     }
 
     def __init__(self, bandwidth: str | float = "silverman", kernel: str = "boxcar",
-                 grid_tol: float = 1e-4):
+                 grid_tol: float = 1e-4, max_map_size: int | None = DEFAULT_MAX_MAP_SIZE):
         self.bandwidth = bandwidth
         self.kernel = kernel
         self.grid_tol = grid_tol
+        self.max_map_size = max_map_size
 
     def _fit(self, scores, y, w):
         x, ybar, wsum = sort_and_collapse(scores, y, w)
@@ -104,6 +115,13 @@ class KDECalibrator(BaseCalibrator):
             return LinearMap([x[0]], [rate])
         if self.kernel == "boxcar":
             thresholds, values, self.n_gaps_ = boxcar_step(x, ybar, wsum, h)
+            del x, ybar, wsum
+            if self.max_map_size is not None and values.size > self.max_map_size:
+                # reduce the sweep's arrays directly: a StepMap of millions of steps would be
+                # copied and validated several times only to be merged away
+                size = values.size
+                thresholds, values, err = reduce_step(thresholds, values, self.max_map_size)
+                self._record_reduction(size, err)
             return StepMap(thresholds, values)
         nw = GaussianNW(x, ybar, wsum, h)
         knots, values, err = gaussian_grid(nw, float(x[0]), float(x[-1]), float(self.grid_tol))

@@ -13,7 +13,11 @@ import mlcal
 VARIANTS = {"kde-gaussian": ("kde", {"kernel": "gaussian"}),
             "isotonic-step": ("isotonic", {"interpolate": False}),
             "enir-step": ("enir", {"interpolate": False}),
-            "bbq-beta": ("bbq", {"bin_estimate": "beta_mean"})}
+            "bbq-beta": ("bbq", {"bin_estimate": "beta_mean"}),
+            # the size cap's reductions (step merging, knot dropping)
+            "kde-capped": ("kde", {"max_map_size": 50}),
+            "isotonic-capped": ("isotonic", {"max_map_size": 8}),
+            "enir-capped": ("enir", {"max_map_size": 16})}
 
 
 def datasets():

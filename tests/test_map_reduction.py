@@ -9,7 +9,7 @@ import pytest
 
 import mlcal
 from mlcal.calibrators._params import InvalidParameterError
-from mlcal.calibrators.registry import available_calibrators, calibrator_class
+from mlcal.calibrators.catalog import available_calibrators, calibrator_class
 from mlcal.maps import DEFAULT_MAX_MAP_SIZE, LinearMap, SigmoidMap, StepMap, reduce_map
 
 

@@ -91,13 +91,39 @@ def _check_unit_values(values: np.ndarray, where: str) -> None:
         raise MapFormatError(f"{where}: values must lie in [0, 1]")
 
 
+#: The kind table: ``"type"`` field of a map document -> map class. Each concrete map class
+#: enters itself on definition (``_BaseMap.__init_subclass__``), so :func:`map_from_dict` knows
+#: every map type without a list to keep in step.
+MAP_TYPES: dict[str, type] = {}
+
+
 @dataclass(frozen=True, eq=False)
 class _BaseMap:
-    """Fields and behaviour shared by the three maps."""
+    """Fields and behaviour shared by all maps.
+
+    A new map type is a frozen dataclass subclass with its own unique ``kind`` that implements
+    ``size``, ``_evaluate``, ``to_dict`` and ``_from_dict``; defining it enters it in
+    :data:`MAP_TYPES`. The other consumers dispatch on the class, one registration each:
+    ``mlcal.onnx._maps.map_subgraph`` (ONNX nodes), ``mlcal.onnx._bounds.map_error_bound``
+    (export error bound) and ``mlcal.plotting.map_breaks`` (break points drawn sharply).
+    """
 
     kind: ClassVar[str] = ""
     input_transform: str = field(default="identity", kw_only=True)
     domain: tuple[float, float] | None = field(default=None, kw_only=True)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        kind = cls.__dict__.get("kind")
+        if not isinstance(kind, str) or not kind:
+            # an inherited kind would write documents that load back as the parent class
+            raise TypeError(f"map class {cls.__name__} must define its own non-empty 'kind'")
+        taken = MAP_TYPES.get(kind)
+        if taken is not None and (taken.__module__, taken.__qualname__) != \
+                (cls.__module__, cls.__qualname__):   # the same class again: a module reload
+            raise TypeError(f"map kind {kind!r} of {cls.__name__} is already taken by "
+                            f"{taken.__module__}.{taken.__qualname__}")
+        MAP_TYPES[kind] = cls
 
     def __post_init__(self) -> None:
         if self.input_transform not in INPUT_TRANSFORMS:
@@ -124,6 +150,12 @@ class _BaseMap:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict that :func:`map_from_dict` turns back into an identical map."""
+        raise NotImplementedError  # pragma: no cover
+
+    @classmethod
+    def _from_dict(cls, doc: dict, where: str, common: dict[str, Any]) -> _BaseMap:
+        """Build the map from its own fields of a document whose common fields
+        (``common``: input_transform, domain) :func:`map_from_dict` has validated."""
         raise NotImplementedError  # pragma: no cover
 
     def __eq__(self, other: object) -> bool:
@@ -181,6 +213,11 @@ class StepMap(_BaseMap):
         d.update(thresholds=self.thresholds.tolist(), values=self.values.tolist())
         return d
 
+    @classmethod
+    def _from_dict(cls, doc: dict, where: str, common: dict[str, Any]) -> StepMap:
+        return cls(_float_array(doc, "thresholds", where), _float_array(doc, "values", where),
+                   **common)
+
 
 @dataclass(frozen=True, eq=False)
 class LinearMap(_BaseMap):
@@ -232,6 +269,11 @@ class LinearMap(_BaseMap):
         d.update(knots=self.knots.tolist(), values=self.values.tolist())
         return d
 
+    @classmethod
+    def _from_dict(cls, doc: dict, where: str, common: dict[str, Any]) -> LinearMap:
+        return cls(_float_array(doc, "knots", where), _float_array(doc, "values", where),
+                   **common)
+
 
 @dataclass(frozen=True, eq=False)
 class SigmoidMap(_BaseMap):
@@ -262,9 +304,13 @@ class SigmoidMap(_BaseMap):
         d.update(a=self.a, b=self.b)
         return d
 
+    @classmethod
+    def _from_dict(cls, doc: dict, where: str, common: dict[str, Any]) -> SigmoidMap:
+        return cls(_float_scalar(doc, "a", where), _float_scalar(doc, "b", where), **common)
 
-CalibrationMap = StepMap | LinearMap | SigmoidMap
-_MAP_TYPES: dict[str, type] = {m.kind: m for m in (StepMap, LinearMap, SigmoidMap)}
+
+#: Any calibration map (the built-in ones are StepMap, LinearMap and SigmoidMap).
+CalibrationMap = _BaseMap
 
 
 def map_from_dict(doc: Any) -> CalibrationMap:
@@ -279,9 +325,9 @@ def map_from_dict(doc: Any) -> CalibrationMap:
     if not isinstance(doc, dict):
         raise MapFormatError(f"a map document must be a JSON object, got {type(doc).__name__}")
     kind = doc.get("type")
-    if not isinstance(kind, str) or kind not in _MAP_TYPES:
+    if not isinstance(kind, str) or kind not in MAP_TYPES:
         raise MapFormatError(f"unknown map type {_short(kind)}; expected one of "
-                             f"{sorted(_MAP_TYPES)}")
+                             f"{sorted(MAP_TYPES)}")
     where = f"{kind} map"
     version = doc.get("format_version")
     if type(version) is not int or version != MAP_FORMAT_VERSION:   # True == 1 in Python
@@ -295,11 +341,5 @@ def map_from_dict(doc: Any) -> CalibrationMap:
         if not isinstance(domain, list) or len(domain) != 2:
             raise MapFormatError(f"{where}: domain must be null or [lo, hi]")
         domain = tuple(_float_array({"domain": domain}, "domain", where).tolist())
-    common = {"input_transform": transform, "domain": domain}
-    if kind == "step":
-        return StepMap(_float_array(doc, "thresholds", where), _float_array(doc, "values", where),
-                       **common)
-    if kind == "linear":
-        return LinearMap(_float_array(doc, "knots", where), _float_array(doc, "values", where),
-                         **common)
-    return SigmoidMap(_float_scalar(doc, "a", where), _float_scalar(doc, "b", where), **common)
+    return MAP_TYPES[kind]._from_dict(doc, where, {"input_transform": transform,
+                                                   "domain": domain})

@@ -1,7 +1,8 @@
 """How far an exported graph may be from ``predict``: a bound derived from the graph's formula.
 
 ``error_bound(map, dtype)`` bounds ``|graph(x) - predict(x)|`` over every finite ``x`` of the
-graph dtype, with ``predict`` evaluated in float64 on the same ``x``. Derivation (u = unit
+graph dtype, with ``predict`` evaluated in float64 on the same ``x``; each map class registers
+its bound with :func:`map_error_bound` (dispatch on the class). Derivation (u = unit
 roundoff of the graph dtype, 2**-53 or 2**-24; each +, -, *, / is correctly rounded, so it
 contributes a relative error <= u):
 

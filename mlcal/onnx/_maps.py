@@ -1,5 +1,7 @@
 """Calibration map -> ONNX nodes (standard ai.onnx operators only).
 
+Each map class has one builder, registered with :func:`map_subgraph` (dispatch on the class):
+
 * ``StepMap``: ``values[count(thresholds <= s)]`` -- an index search (see ``_search``) plus
   ``Gather``. With the sigmoid input transform the thresholds are pulled back to raw-score space
   at export (the smallest float64 ``s`` with ``expit(s) >= t``), so the graph never evaluates

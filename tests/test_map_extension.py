@@ -156,11 +156,13 @@ def test_without_registrations_each_consumer_names_the_missing_one():
         bare = _affine_clip_class("affine_clip_unregistered")
         m = bare(0.0, 1.0)
         assert type(map_from_dict(m.to_dict())) is bare        # the kind table needs nothing
-        with pytest.raises(ValueError, match="cannot export AffineClipMap: no ONNX builder is registered"):
+        with pytest.raises(ValueError,
+                           match="cannot export AffineClipMap: no ONNX builder is registered"):
             to_onnx(m)
         with pytest.raises(ValueError, match="no ONNX error bound is registered for AffineClipMap"):
             error_bound(m, "float32")
-        with pytest.raises(ValueError, match="cannot draw AffineClipMap: no break points are registered"):
+        with pytest.raises(ValueError,
+                           match="cannot draw AffineClipMap: no break points are registered"):
             plot_map(m)
     finally:
         MAP_TYPES.clear()

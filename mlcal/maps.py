@@ -22,9 +22,12 @@ of the reduction.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import singledispatch
 from typing import Any, ClassVar
 
 import numpy as np
+
+from mlcal._dispatch import registered_types
 from mlcal._solvers.detmath import det_expit_array
 from mlcal._solvers.map_reduction import reduce_linear, reduce_step
 from mlcal._validation import as_scores
@@ -98,13 +101,39 @@ def _check_unit_values(values: np.ndarray, where: str) -> None:
         raise MapFormatError(f"{where}: values must lie in [0, 1]")
 
 
+#: The kind table: ``"type"`` field of a map document -> map class. Each concrete map class
+#: enters itself on definition (``_BaseMap.__init_subclass__``), so :func:`map_from_dict` knows
+#: every map type without a list to keep in step.
+MAP_TYPES: dict[str, type] = {}
+
+
 @dataclass(frozen=True, eq=False)
 class _BaseMap:
-    """Fields and behaviour shared by the three maps."""
+    """Fields and behaviour shared by all maps.
+
+    A new map type is a frozen dataclass subclass with its own unique ``kind`` that implements
+    ``size``, ``_evaluate``, ``to_dict`` and ``_from_dict``; defining it enters it in
+    :data:`MAP_TYPES`. The other consumers dispatch on the class, one registration each:
+    ``mlcal.onnx._maps.map_subgraph`` (ONNX nodes), ``mlcal.onnx._bounds.map_error_bound``
+    (export error bound) and ``mlcal.plotting.map_breaks`` (break points drawn sharply).
+    """
 
     kind: ClassVar[str] = ""
     input_transform: str = field(default="identity", kw_only=True)
     domain: tuple[float, float] | None = field(default=None, kw_only=True)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        kind = cls.__dict__.get("kind")
+        if not isinstance(kind, str) or not kind:
+            # an inherited kind would write documents that load back as the parent class
+            raise TypeError(f"map class {cls.__name__} must define its own non-empty 'kind'")
+        taken = MAP_TYPES.get(kind)
+        if taken is not None and (taken.__module__, taken.__qualname__) != \
+                (cls.__module__, cls.__qualname__):   # the same class again: a module reload
+            raise TypeError(f"map kind {kind!r} of {cls.__name__} is already taken by "
+                            f"{taken.__module__}.{taken.__qualname__}")
+        MAP_TYPES[kind] = cls
 
     def __post_init__(self) -> None:
         if self.input_transform not in INPUT_TRANSFORMS:
@@ -131,6 +160,12 @@ class _BaseMap:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict that :func:`map_from_dict` turns back into an identical map."""
+        raise NotImplementedError  # pragma: no cover
+
+    @classmethod
+    def _from_dict(cls, doc: dict, where: str, common: dict[str, Any]) -> _BaseMap:
+        """Build the map from its own fields of a document whose common fields
+        (``common``: input_transform, domain) :func:`map_from_dict` has validated."""
         raise NotImplementedError  # pragma: no cover
 
     def __eq__(self, other: object) -> bool:
@@ -188,6 +223,11 @@ class StepMap(_BaseMap):
         d.update(thresholds=self.thresholds.tolist(), values=self.values.tolist())
         return d
 
+    @classmethod
+    def _from_dict(cls, doc: dict, where: str, common: dict[str, Any]) -> StepMap:
+        return cls(_float_array(doc, "thresholds", where), _float_array(doc, "values", where),
+                   **common)
+
 
 @dataclass(frozen=True, eq=False)
 class LinearMap(_BaseMap):
@@ -239,6 +279,11 @@ class LinearMap(_BaseMap):
         d.update(knots=self.knots.tolist(), values=self.values.tolist())
         return d
 
+    @classmethod
+    def _from_dict(cls, doc: dict, where: str, common: dict[str, Any]) -> LinearMap:
+        return cls(_float_array(doc, "knots", where), _float_array(doc, "values", where),
+                   **common)
+
 
 @dataclass(frozen=True, eq=False)
 class SigmoidMap(_BaseMap):
@@ -269,9 +314,13 @@ class SigmoidMap(_BaseMap):
         d.update(a=self.a, b=self.b)
         return d
 
+    @classmethod
+    def _from_dict(cls, doc: dict, where: str, common: dict[str, Any]) -> SigmoidMap:
+        return cls(_float_scalar(doc, "a", where), _float_scalar(doc, "b", where), **common)
 
-CalibrationMap = StepMap | LinearMap | SigmoidMap
-_MAP_TYPES: dict[str, type] = {m.kind: m for m in (StepMap, LinearMap, SigmoidMap)}
+
+#: Any calibration map (the built-in ones are StepMap, LinearMap and SigmoidMap).
+CalibrationMap = _BaseMap
 
 
 def map_from_dict(doc: Any) -> CalibrationMap:
@@ -286,9 +335,9 @@ def map_from_dict(doc: Any) -> CalibrationMap:
     if not isinstance(doc, dict):
         raise MapFormatError(f"a map document must be a JSON object, got {type(doc).__name__}")
     kind = doc.get("type")
-    if not isinstance(kind, str) or kind not in _MAP_TYPES:
+    if not isinstance(kind, str) or kind not in MAP_TYPES:
         raise MapFormatError(f"unknown map type {_short(kind)}; expected one of "
-                             f"{sorted(_MAP_TYPES)}")
+                             f"{sorted(MAP_TYPES)}")
     where = f"{kind} map"
     version = doc.get("format_version")
     if type(version) is not int or version != MAP_FORMAT_VERSION:   # True == 1 in Python
@@ -302,14 +351,8 @@ def map_from_dict(doc: Any) -> CalibrationMap:
         if not isinstance(domain, list) or len(domain) != 2:
             raise MapFormatError(f"{where}: domain must be null or [lo, hi]")
         domain = tuple(_float_array({"domain": domain}, "domain", where).tolist())
-    common = {"input_transform": transform, "domain": domain}
-    if kind == "step":
-        return StepMap(_float_array(doc, "thresholds", where), _float_array(doc, "values", where),
-                       **common)
-    if kind == "linear":
-        return LinearMap(_float_array(doc, "knots", where), _float_array(doc, "values", where),
-                         **common)
-    return SigmoidMap(_float_scalar(doc, "a", where), _float_scalar(doc, "b", where), **common)
+    return MAP_TYPES[kind]._from_dict(doc, where, {"input_transform": transform,
+                                                   "domain": domain})
 
 
 @dataclass(frozen=True)
@@ -364,13 +407,28 @@ def reduce_map(m: CalibrationMap, max_size: int | None) -> tuple[CalibrationMap,
     map, MapReduction
     """
     size = m.size
-    if max_size is None or size <= max_size or isinstance(m, SigmoidMap):
+    if max_size is None or size <= max_size:
         return m, MapReduction(size, size, 0.0)
-    common = {"input_transform": m.input_transform, "domain": m.domain}
-    if isinstance(m, StepMap):
-        t, v, err = reduce_step(m.thresholds, m.values, int(max_size))
-        out: CalibrationMap = StepMap(t, v, **common)
-    else:
-        x, v, err = reduce_linear(m.knots, m.values, int(max_size))
-        out = LinearMap(x, v, **common)
+    out, err = shrink_map(m, int(max_size))
     return out, MapReduction(size, out.size, float(err))
+
+
+@singledispatch
+def shrink_map(m: CalibrationMap, max_size: int) -> tuple[CalibrationMap, float]:
+    """A map of at most ``max_size`` bins/knots and its measured sup-norm error (one
+    registration per map type; see :func:`reduce_map`)."""
+    raise ValueError(f"{type(m).__name__} has {m.size} parameters, more than max_size="
+                     f"{max_size}, and no size reduction is registered for it "
+                     f"(registered: {registered_types(shrink_map)})")
+
+
+@shrink_map.register
+def _(m: StepMap, max_size: int) -> tuple[CalibrationMap, float]:
+    t, v, err = reduce_step(m.thresholds, m.values, max_size)
+    return StepMap(t, v, input_transform=m.input_transform, domain=m.domain), err
+
+
+@shrink_map.register
+def _(m: LinearMap, max_size: int) -> tuple[CalibrationMap, float]:
+    x, v, err = reduce_linear(m.knots, m.values, max_size)
+    return LinearMap(x, v, input_transform=m.input_transform, domain=m.domain), err

@@ -12,13 +12,39 @@ that rare-positive data are not squeezed into the bottom-left corner.
 
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 import numpy as np
 
+from mlcal._dispatch import registered_types
+from mlcal.maps import LinearMap, SigmoidMap, StepMap
 from mlcal.metrics import ece, proportion_interval, reliability_curve
 
 SCALES = ("linear", "logit")
+
+
+@functools.singledispatch
+def map_breaks(m) -> np.ndarray:
+    """Scores where map ``m`` jumps or bends, added to :func:`plot_map`'s grid so that steps and
+    kinks are drawn sharply: one ``map_breaks.register(MapClass)`` per map type."""
+    raise ValueError(f"plot_map cannot draw {type(m).__name__}: no break points are registered "
+                     f"for it (expected one of {registered_types(map_breaks)})")
+
+
+@map_breaks.register
+def _(m: StepMap) -> np.ndarray:
+    return m.thresholds
+
+
+@map_breaks.register
+def _(m: LinearMap) -> np.ndarray:
+    return m.knots
+
+
+@map_breaks.register
+def _(m: SigmoidMap) -> np.ndarray:
+    return np.empty(0)   # smooth everywhere
 
 
 def _save(fig, path: str | None):
@@ -182,7 +208,7 @@ def plot_map(calibrator_or_map, *, scores=None, y=None, title: str | None = None
         hi = lo + 1e-9
     # dense grid plus the map's own break points so steps and kinks are drawn sharply
     grid = np.linspace(lo, hi, 2001)
-    breaks = getattr(m, "thresholds", getattr(m, "knots", np.empty(0)))
+    breaks = map_breaks(m)
     if m.input_transform == "identity" and breaks.size <= 20000:
         extra = np.concatenate((breaks, np.nextafter(breaks, -np.inf)))
         grid = np.union1d(grid, extra[(extra >= lo) & (extra <= hi)])

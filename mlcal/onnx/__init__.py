@@ -76,7 +76,7 @@ def _check_args(dtype, opset, index_search) -> np.dtype:
 def _unpack(obj):
     """``(map, method name, CalibratedModel or None)`` for any exportable object."""
     from mlcal.calibrators.base import BaseCalibrator
-    from mlcal.maps import LinearMap, SigmoidMap, StepMap
+    from mlcal.maps import CalibrationMap
     from mlcal.model import CalibratedModel
 
     if isinstance(obj, CalibratedModel):
@@ -85,10 +85,10 @@ def _unpack(obj):
     if isinstance(obj, BaseCalibrator):
         obj._check_fitted()
         return obj.map_, obj.method_name, None
-    if isinstance(obj, (StepMap, LinearMap, SigmoidMap)):
+    if isinstance(obj, CalibrationMap):   # whether its type has an ONNX builder: map_subgraph
         return obj, "", None
     raise ValueError(f"cannot export {type(obj).__name__}: expected a fitted mlcal calibrator, a "
-                     "CalibratedModel or a StepMap/LinearMap/SigmoidMap")
+                     "CalibratedModel or a calibration map (StepMap, LinearMap, SigmoidMap, ...)")
 
 
 def _metadata(model, items: dict) -> None:

@@ -1,7 +1,8 @@
 """How far an exported graph may be from ``predict``: a bound derived from the graph's formula.
 
 ``error_bound(map, dtype)`` bounds ``|graph(x) - predict(x)|`` over every finite ``x`` of the
-graph dtype, with ``predict`` evaluated in float64 on the same ``x``. Derivation (u = unit
+graph dtype, with ``predict`` evaluated in float64 on the same ``x``; each map class registers
+its bound with :func:`map_error_bound` (dispatch on the class). Derivation (u = unit
 roundoff of the graph dtype, 2**-53 or 2**-24; each +, -, *, / is correctly rounded, so it
 contributes a relative error <= u):
 
@@ -29,8 +30,11 @@ contributes a relative error <= u):
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from mlcal._dispatch import registered_types
 from mlcal.maps import LinearMap, SigmoidMap, StepMap
 from mlcal.onnx._maps import linear_slopes, linear_tables
 from mlcal.onnx._search import round_up
@@ -86,7 +90,7 @@ def error_bound(m, dtype="float64") -> float:
 
     Parameters
     ----------
-    m : StepMap, LinearMap or SigmoidMap
+    m : StepMap, LinearMap, SigmoidMap or another registered map type
         The map (``calibrator.map_``).
     dtype : {"float64", "float32"}
         The dtype of the exported graph.
@@ -100,33 +104,51 @@ def error_bound(m, dtype="float64") -> float:
     dtype = np.dtype(dtype)
     if dtype not in (np.float32, np.float64):
         raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    return map_error_bound(m, dtype)
+
+
+@functools.singledispatch
+def map_error_bound(m, dtype: np.dtype) -> float:
+    """The per-map-type bound behind :func:`error_bound` (``dtype`` already checked): one
+    ``map_error_bound.register(MapClass)`` per map type."""
+    raise ValueError(f"no ONNX error bound is registered for {type(m).__name__} (expected one "
+                     f"of {registered_types(map_error_bound)})")
+
+
+@map_error_bound.register
+def _(m: StepMap, dtype: np.dtype) -> float:
+    if dtype == np.float64:
+        return 0.0
+    return float(np.abs(m.values.astype(np.float32).astype(np.float64) - m.values).max())
+
+
+@map_error_bound.register
+def _(m: LinearMap, dtype: np.dtype) -> float:
     u = _unit_roundoff(dtype)
-    if isinstance(m, StepMap):
-        if dtype == np.float64:
-            return 0.0
-        return float(np.abs(m.values.astype(np.float32).astype(np.float64) - m.values).max())
-    if isinstance(m, LinearMap):
-        if m.size == 1:
-            return 0.0 if dtype == np.float64 else float(
-                abs(float(np.float32(m.values[0])) - m.values[0]))
-        base = 0.0 if dtype == np.float64 else _linear_float32_bound(m)
-        if m.input_transform != "sigmoid":
-            return base
-        lipschitz = float(np.abs(linear_slopes(m)).max())
-        # both sides evaluate the interpolation formula at slightly different p: 3u each side
-        extra = 6 * u if dtype == np.float64 else 6 * U64
-        return min(1.0, base + lipschitz * _expit_error(dtype) * (1 + 2 * u) + extra)
-    if isinstance(m, SigmoidMap):
-        a, b = abs(m.a), abs(m.b)
-        exp_part = EXP_ULPS * 2 * u + 4 * u            # p (E (1-p) + 4u) <= E + 4u
-        if m.input_transform == "sigmoid":
-            dx = _expit_error(dtype)
-            z_round = 0.0 if dtype == np.float64 else 0.25 * u * (3 * a + 2 * b) * (1 + 2 * u)
-            err = 0.25 * a * dx * (1 + u) + z_round + exp_part
-        else:
-            z_round = 0.0 if dtype == np.float64 else 3 * u * (0.2241 + 0.25 * b) * 1.001
-            err = z_round + exp_part
-        if dtype != np.float64:   # float64 scipy's own rounding of z and p
-            err += 3 * U64 * (0.2241 + 0.25 * b) + (EXP_ULPS * 2 + 4) * U64
-        return min(1.0, err * (1 + 4 * u))
-    raise ValueError(f"expected a StepMap, LinearMap or SigmoidMap, got {type(m).__name__}")
+    if m.size == 1:
+        return 0.0 if dtype == np.float64 else float(
+            abs(float(np.float32(m.values[0])) - m.values[0]))
+    base = 0.0 if dtype == np.float64 else _linear_float32_bound(m)
+    if m.input_transform != "sigmoid":
+        return base
+    lipschitz = float(np.abs(linear_slopes(m)).max())
+    # both sides evaluate the interpolation formula at slightly different p: 3u each side
+    extra = 6 * u if dtype == np.float64 else 6 * U64
+    return min(1.0, base + lipschitz * _expit_error(dtype) * (1 + 2 * u) + extra)
+
+
+@map_error_bound.register
+def _(m: SigmoidMap, dtype: np.dtype) -> float:
+    u = _unit_roundoff(dtype)
+    a, b = abs(m.a), abs(m.b)
+    exp_part = EXP_ULPS * 2 * u + 4 * u            # p (E (1-p) + 4u) <= E + 4u
+    if m.input_transform == "sigmoid":
+        dx = _expit_error(dtype)
+        z_round = 0.0 if dtype == np.float64 else 0.25 * u * (3 * a + 2 * b) * (1 + 2 * u)
+        err = 0.25 * a * dx * (1 + u) + z_round + exp_part
+    else:
+        z_round = 0.0 if dtype == np.float64 else 3 * u * (0.2241 + 0.25 * b) * 1.001
+        err = z_round + exp_part
+    if dtype != np.float64:   # float64 scipy's own rounding of z and p
+        err += 3 * U64 * (0.2241 + 0.25 * b) + (EXP_ULPS * 2 + 4) * U64
+    return min(1.0, err * (1 + 4 * u))

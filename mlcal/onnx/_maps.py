@@ -1,5 +1,7 @@
 """Calibration map -> ONNX nodes (standard ai.onnx operators only).
 
+Each map class has one builder, registered with :func:`map_subgraph` (dispatch on the class):
+
 * ``StepMap``: ``values[count(thresholds <= s)]`` -- an index search (see ``_search``) plus
   ``Gather``. With the sigmoid input transform the thresholds are pulled back to raw-score space
   at export (the smallest float64 ``s`` with ``expit(s) >= t``), so the graph never evaluates
@@ -24,8 +26,11 @@ NaN), two cheap ops instead of a ``Where``.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from mlcal._dispatch import registered_types
 from mlcal.maps import LinearMap, SigmoidMap, StepMap, apply_input_transform
 from mlcal.onnx._graph import GraphBuilder
 from mlcal.onnx._search import count_leq, gather, resolve_method, round_down, round_up
@@ -199,20 +204,37 @@ def sigmoid_map_nodes(g: GraphBuilder, x: str, m: SigmoidMap, dtype: np.dtype) -
                                                "sigmoid"))
 
 
+@functools.singledispatch
+def map_subgraph(m, g: GraphBuilder, x: str, dtype: np.dtype, method) -> tuple[str, str]:
+    """The per-map-type ONNX builder: one ``map_subgraph.register(MapClass)`` per map type,
+    returning ``(output name, index search actually used or "none")``."""
+    raise ValueError(f"cannot export {type(m).__name__}: no ONNX builder is registered for it "
+                     f"(expected one of {registered_types(map_subgraph)})")
+
+
+@map_subgraph.register
+def _(m: StepMap, g: GraphBuilder, x: str, dtype: np.dtype, method) -> tuple[str, str]:
+    table, _ = step_tables(m, dtype)
+    used = resolve_method(method, table.size) if table.size else "none"
+    return step_nodes(g, x, m, dtype, method), used
+
+
+@map_subgraph.register
+def _(m: LinearMap, g: GraphBuilder, x: str, dtype: np.dtype, method) -> tuple[str, str]:
+    used = resolve_method(method, m.size) if m.size > 1 else "none"
+    return linear_nodes(g, x, m, dtype, method), used
+
+
+@map_subgraph.register
+def _(m: SigmoidMap, g: GraphBuilder, x: str, dtype: np.dtype, method) -> tuple[str, str]:
+    resolve_method(method, 0)   # still validate the argument
+    return sigmoid_map_nodes(g, x, m, dtype), "none"
+
+
 def map_nodes(g: GraphBuilder, x: str, m, dtype: np.dtype, method="auto") -> tuple[str, str]:
     """Append the nodes evaluating map ``m`` on tensor ``x`` (1-D, graph dtype).
 
-    Returns ``(output name, index search actually used or "none")``.
+    Returns ``(output name, index search actually used or "none")``. Dispatches on the map's
+    class through :func:`map_subgraph`.
     """
-    if isinstance(m, StepMap):
-        table, _ = step_tables(m, dtype)
-        used = resolve_method(method, table.size) if table.size else "none"
-        return step_nodes(g, x, m, dtype, method), used
-    if isinstance(m, LinearMap):
-        used = resolve_method(method, m.size) if m.size > 1 else "none"
-        return linear_nodes(g, x, m, dtype, method), used
-    if isinstance(m, SigmoidMap):
-        resolve_method(method, 0)   # still validate the argument
-        return sigmoid_map_nodes(g, x, m, dtype), "none"
-    raise ValueError(f"cannot export {type(m).__name__}: expected a StepMap, LinearMap or "
-                     "SigmoidMap")
+    return map_subgraph(m, g, x, dtype, method)

@@ -225,3 +225,28 @@ def test_too_few_rows_is_configurable(registry, models):
     good, _, holdout = models
     v = register(good, holdout)
     assert promote(NAME, v, max_ece=1.0, data=holdout.iloc[:60], min_rows=50).promoted
+
+
+def test_store_write_conflicts_are_retried_then_reraised():
+    # sqlite answers two processes writing the same alias row with a UNIQUE-constraint error;
+    # the gate repeats such idempotent writes a bounded number of times
+    from mlflow.exceptions import MlflowException
+
+    from mlcal.mlflow.gate import _retry_write
+
+    calls = []
+
+    def flaky(value):
+        calls.append(value)
+        if len(calls) < 3:
+            raise MlflowException("(sqlite3.IntegrityError) UNIQUE constraint failed: "
+                                  "registered_model_aliases.name")
+        return value
+
+    assert _retry_write(flaky, 7) == 7 and len(calls) == 3
+
+    def broken(_):
+        raise MlflowException("RESOURCE_DOES_NOT_EXIST: no such model")
+
+    with pytest.raises(MlflowException, match="RESOURCE_DOES_NOT_EXIST"):
+        _retry_write(broken, 1)                 # not transient: raised at once

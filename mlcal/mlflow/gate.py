@@ -381,7 +381,7 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
         if now != holder:  # moved while we were deciding: decide again against the new holder
             holder, contended = now, True
             continue
-        client.set_registered_model_alias(model_name, alias, cand)
+        _retry_write(client.set_registered_model_alias, model_name, alias, cand)
         holder = cand
         for _ in range(2):  # two reads one settle period apart: late writers show up
             time.sleep(settle_seconds * (1.0 + 0.5 * random.random()))
@@ -408,12 +408,32 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
 def _record(client, decision: GateDecision) -> None:
     """Latest decision as flat version tags; every decision as one history entry."""
     for key, value in decision.tags().items():
-        client.set_model_version_tag(decision.model_name, decision.version, key, value)
+        _retry_write(client.set_model_version_tag, decision.model_name, decision.version, key,
+                     value)
     stamp = decision.decided_at.replace("+00:00", "Z").replace(":", "").replace("-", "")
     key = (f"{HISTORY_TAG_PREFIX}{decision.alias}.{stamp}.v{decision.version}."
            f"{os.getpid()}{random.randrange(16 ** 4):04x}")
-    client.set_registered_model_tag(decision.model_name, key,
-                                    dumps_safe(decision.as_dict()))
+    _retry_write(client.set_registered_model_tag, decision.model_name, key,
+                 dumps_safe(decision.as_dict()))
+
+
+# sqlite stores answer concurrent writers of the same row with these errors; the write is
+# repeated (it is idempotent: the last writer wins, and the promotion loop re-reads the holder)
+_TRANSIENT_WRITE_ERRORS = ("UNIQUE constraint failed", "database is locked")
+
+
+def _retry_write(write, *args, attempts: int = 6):
+    """Call an MLflow client write, retrying a bounded number of times on transient store
+    conflicts between concurrent processes (jittered back-off), then re-raising."""
+    from mlflow.exceptions import MlflowException
+
+    for attempt in range(attempts):
+        try:
+            return write(*args)
+        except MlflowException as exc:
+            if attempt == attempts - 1 or not any(e in str(exc) for e in _TRANSIENT_WRITE_ERRORS):
+                raise
+            time.sleep(0.05 * (attempt + 1) * (1.0 + random.random()))
 
 
 def gate_history(model_name: str, *, alias: str | None = None, client=None) -> list[dict]:

@@ -223,7 +223,7 @@ class _SoftmaxScaling(MulticlassCalibrator):
         self.objective_ = float(fun(theta)[0])
         return build(theta, inp)
 
-    _max_iter = 1000
+    _max_iter = 10_000   # weakly penalised matrix scaling can need a few thousand steps
 
 
 class TemperatureScaling(_SoftmaxScaling):
@@ -342,3 +342,21 @@ class MatrixScaling(_SoftmaxScaling):
                                     1.0, inp)
 
         return fun, np.concatenate([np.eye(K).reshape(-1), np.zeros(K)]), build
+
+
+#: multiclass method names accepted by :func:`multiclass_calibrator` (besides binary names)
+MULTICLASS_METHODS = {"temperature": TemperatureScaling, "vector": VectorScaling,
+                      "matrix": MatrixScaling}
+
+
+def multiclass_calibrator(name: str) -> MulticlassCalibrator:
+    """A new multiclass calibrator: ``"temperature"``, ``"vector"`` or ``"matrix"``, or any
+    binary method name (:func:`mlcal.available_calibrators`) applied one-vs-rest."""
+    key = str(name).lower()
+    if key in MULTICLASS_METHODS:
+        return MULTICLASS_METHODS[key]()
+    try:
+        get_calibrator(key)
+    except ValueError as exc:
+        raise ValueError(f"{exc}; multiclass methods: {', '.join(MULTICLASS_METHODS)}") from None
+    return OneVsRest(key)

@@ -88,6 +88,10 @@ def canonical_order(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.lexsort(keys)
 
 
+#: relative predicted decrease below which L-BFGS stops (objective within ~1e-14 of optimal)
+ROUNDING_DECREASE = 1e-14
+
+
 def _dot(a: np.ndarray, b: np.ndarray) -> float:
     # elementwise product and numpy's own summation: no BLAS, whose order depends on the CPU
     return float(np.sum(a * b))
@@ -98,8 +102,9 @@ def lbfgs(fun, theta0: np.ndarray, *, max_iter: int = 500, gtol: float = 1e-10,
     """Minimise a smooth convex ``fun(theta) -> (value, gradient)`` by L-BFGS with an Armijo
     backtracking line search; deterministic arithmetic (no BLAS).
 
-    Stops when ``max |gradient| <= gtol`` or no step decreases the objective any more (the
-    optimum to rounding). Returns ``(theta, iterations, converged)``.
+    Stops when ``max |gradient| <= gtol``, when the decrease the quadratic model predicts is
+    below :data:`ROUNDING_DECREASE` relative to the objective, or when no step decreases the
+    objective any more (the optimum to rounding). Returns ``(theta, iterations, converged)``.
     """
     theta = np.array(theta0, dtype=np.float64)
     f, g = fun(theta)
@@ -127,6 +132,10 @@ def lbfgs(fun, theta0: np.ndarray, *, max_iter: int = 500, gtol: float = 1e-10,
             y_hist.clear()
             d = -g
             slope = _dot(g, d)
+        if -slope <= ROUNDING_DECREASE * max(1.0, abs(f)):
+            # the predicted decrease (about twice the gap to the optimum on a quadratic) is at
+            # the rounding level of f: a line search could only chase rounding noise
+            return theta, it - 1, True
         step = 1.0 if s_hist else min(1.0, 1.0 / float(np.max(np.abs(g))))
         for _ in range(60):
             cand = theta + step * d

@@ -9,8 +9,9 @@ __version__ = "0.1.0"
 from mlcal.calibrators import *  # noqa: E402,F401,F403
 from mlcal.calibrators import __all__ as _calibrator_names  # noqa: E402
 from mlcal.calibrators.catalog import register  # noqa: E402,F401  (deprecated alias)
-from mlcal.maps import LinearMap, MapFormatError, SigmoidMap, StepMap, map_from_dict  # noqa: E402
+from mlcal.maps import (LinearMap, MapFormatError, MulticlassMap, SigmoidMap,  # noqa: E402
+                        SoftmaxAffineMap, StepMap, map_from_dict)
 from mlcal.model import CalibratedModel  # noqa: E402
 
-__all__ = [*_calibrator_names, "CalibratedModel", "LinearMap", "MapFormatError", "SigmoidMap",
-           "StepMap", "map_from_dict", "__version__"]
+__all__ = [*_calibrator_names, "CalibratedModel", "LinearMap", "MapFormatError", "MulticlassMap",
+           "SigmoidMap", "SoftmaxAffineMap", "StepMap", "map_from_dict", "__version__"]

@@ -75,6 +75,32 @@ def classes_of(est: Any) -> np.ndarray:
     return classes
 
 
+def model_classes(est: Any) -> np.ndarray:
+    """The model's classes (``[0, 1]`` when it does not say), any number of them."""
+    classes = np.asarray(getattr(est, "classes_", [0, 1]))
+    if classes.ndim != 1:
+        raise ValueError(f"the base model's classes_ has shape {classes.shape}, expected 1-D")
+    return classes
+
+
+def read_score_matrix(est: Any, X, source: str, n_classes: int) -> np.ndarray:
+    """The base model's (n, n_classes) float64 scores of a multiclass model: class
+    probabilities (``predict_proba``) or one raw score per class (``decision_function`` or
+    ``margin``), columns in ``classes_`` order."""
+    if source == "predict_proba":
+        scores = np.asarray(est.predict_proba(X), dtype=np.float64)
+    elif source == "margin":
+        scores = np.asarray(_margin(est, X), dtype=np.float64)
+    elif source == "decision_function":
+        scores = np.asarray(est.decision_function(X), dtype=np.float64)
+    else:
+        raise ValueError(f"unknown score source {source!r}; expected one of {SCORE_SOURCES}")
+    if scores.ndim != 2 or scores.shape[1] != n_classes:
+        raise ValueError(f"the base model's {source} returned shape {scores.shape}; a model with "
+                         f"{n_classes} classes needs one column per class")
+    return scores
+
+
 def _is_booster_classifier(est: Any) -> bool:
     from mlcal.boosters import BoosterClassifier
 

@@ -82,6 +82,36 @@ def positive_indicator(y, classes: Sequence, *, name: str = "y") -> np.ndarray:
     return positive.astype(np.float64)
 
 
+def class_indices(y, classes: Sequence, *, name: str = "y") -> np.ndarray:
+    """Class labels as int64 indices into ``classes`` (any label type, as in
+    :func:`positive_indicator`: "1" is not 1).
+
+    Raises
+    ------
+    ValueError
+        A label that is not one of ``classes`` (a missing label included), or ``classes`` that
+        are not distinct.
+    """
+    allowed = list(np.asarray(classes, dtype=object).reshape(-1))
+    if any(_same(a, b) for i, a in enumerate(allowed) for b in allowed[i + 1:]):
+        raise ValueError(f"the model's classes must be distinct, got {allowed[:10]}")
+    raw = np.asarray(y).reshape(-1)
+    out = np.full(raw.shape[0], -1, dtype=np.int64)
+    if raw.dtype.kind in "biuf" and _numeric(allowed):   # the common case, vectorised
+        values = raw.astype(np.float64)
+        for k, c in enumerate(allowed):
+            out[values == float(c)] = k
+    else:
+        arr = raw.astype(object)
+        for k, c in enumerate(allowed):
+            out[_known(arr, [c])] = k
+    if (out < 0).any():
+        bad = list(dict.fromkeys(raw[out < 0].tolist()))[:5]
+        raise ValueError(f"{name} contains labels {bad} that are not among the base model's "
+                         f"classes {allowed[:10]}")
+    return out
+
+
 def binary_labels(y, *, classes: Sequence | None = None, pos_label=None,
                   min_rows: int = DEFAULT_MIN_ROWS, name: str = "labels") -> np.ndarray:
     """Validate binary evaluation labels and return them as a float64 0/1 array.

@@ -11,6 +11,10 @@ A map also records its *input transform* (``"identity"`` or ``"sigmoid"``, the l
 applied to raw scores such as SVM margins before the map) and the score *domain* it was fitted
 on. Outputs always lie in [0, 1].
 
+Multiclass maps (:class:`MulticlassMap`, one-vs-rest binary maps plus a normalisation rule, and
+:class:`SoftmaxAffineMap`, temperature/vector/matrix scaling) live in :mod:`mlcal.multiclass_maps`
+and are re-exported here; they take an (n, K) score matrix.
+
 The dict form (``to_dict`` / :func:`map_from_dict`) is plain JSON data with a format version;
 loading validates every field and never executes code.
 
@@ -432,3 +436,7 @@ def _(m: StepMap, max_size: int) -> tuple[CalibrationMap, float]:
 def _(m: LinearMap, max_size: int) -> tuple[CalibrationMap, float]:
     x, v, err = reduce_linear(m.knots, m.values, max_size)
     return LinearMap(x, v, input_transform=m.input_transform, domain=m.domain), err
+
+
+# the multiclass map types live in their own module; importing it enters them in MAP_TYPES
+from mlcal.multiclass_maps import MulticlassMap, SoftmaxAffineMap  # noqa: E402,F401

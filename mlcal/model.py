@@ -1,4 +1,4 @@
-"""CalibratedModel: a fitted binary classifier followed by a calibration map."""
+"""CalibratedModel: a fitted classifier (binary or multiclass) followed by a calibration map."""
 
 from __future__ import annotations
 
@@ -9,26 +9,38 @@ from sklearn.exceptions import NotFittedError
 from mlcal._validation import as_weights
 # SCORE_SOURCES and read_scores are re-exported: callers import them from here
 from mlcal.base_scores import (RAW_SOURCES, SCORE_SOURCES, check_not_labels,  # noqa: F401
-                               classes_of, is_fitted, read_scores, resolve_source)
+                               classes_of, is_fitted, model_classes, read_score_matrix,
+                               read_scores, resolve_source)
 from mlcal.calibrators.base import BaseCalibrator
-from mlcal.labels import positive_indicator
+from mlcal.calibrators.multiclass import (MissingClassError, MulticlassCalibrator, OneVsRest,
+                                          TooFewClassesError, multiclass_calibrator)
+from mlcal.labels import class_indices, positive_indicator
 from mlcal.calibrators.catalog import get_calibrator
 
 class CalibratedModel(ClassifierMixin, BaseEstimator):
-    """A fitted scikit-learn binary classifier plus a calibrator fitted on held-out data.
+    """A fitted scikit-learn classifier plus a calibrator fitted on held-out data.
 
     The base model is never refitted: :meth:`fit` only reads its scores on the calibration set
     and fits a clone of ``calibrator`` to them.
 
+    Multiclass (3 or more classes): the calibrator takes the base model's whole score matrix
+    (``predict_proba``, or one ``decision_function``/margin column per class, read as
+    logits). ``calibrator`` is then a multiclass method name (``"temperature"``,
+    ``"vector"``, ``"matrix"``), a :class:`~mlcal.calibrators.multiclass.MulticlassCalibrator`,
+    or a binary method name / calibrator, which is applied one-vs-rest
+    (:class:`~mlcal.calibrators.multiclass.OneVsRest`). ``predict`` returns the class of
+    highest calibrated probability (``threshold`` is not used).
+
     Parameters
     ----------
     base_estimator : fitted classifier
-        A binary scikit-learn classifier or pipeline, or an XGBoost, LightGBM or CatBoost
+        A scikit-learn classifier or pipeline, or an XGBoost, LightGBM or CatBoost
         classifier (their scikit-learn API); must expose ``predict_proba`` or
-        ``decision_function`` (or a margin, see ``score``) and have two classes.
-    calibrator : BaseCalibrator or str, default="isotonic"
+        ``decision_function`` (or a margin, see ``score``) and have at least two classes.
+    calibrator : BaseCalibrator, MulticlassCalibrator or str, default="isotonic"
         An unfitted calibrator, or a registered method name (see
-        :func:`mlcal.available_calibrators`).
+        :func:`mlcal.available_calibrators`; multiclass models also take the names in
+        :data:`mlcal.calibrators.multiclass.MULTICLASS_METHODS`).
     score : {"auto", "predict_proba", "decision_function", "margin"}, default="auto"
         Which base-model output to calibrate. ``"auto"`` takes ``predict_proba[:, 1]`` (the
         positive-class probability) when the model has it, else ``decision_function``.
@@ -42,12 +54,13 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
 
     Attributes
     ----------
-    calibrator_ : BaseCalibrator
+    calibrator_ : BaseCalibrator or MulticlassCalibrator
         The fitted calibrator.
     score_source_ : str
         The base-model method actually read.
-    classes_ : ndarray of shape (2,)
-        The base model's classes; ``classes_[1]`` is the positive class.
+    classes_ : ndarray of shape (K,)
+        The base model's classes (any label type); for a binary model ``classes_[1]`` is the
+        positive class.
     """
 
     def __init__(self, base_estimator=None, calibrator="isotonic", score: str = "auto",
@@ -63,7 +76,9 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
     def fit(self, X, y, sample_weight=None) -> "CalibratedModel":
         """Fit the calibrator on the base model's scores for a held-out calibration set.
 
-        ``y`` holds the base model's class labels (``classes_``); ``classes_[1]`` is positive.
+        ``y`` holds the base model's class labels (``classes_``); for a binary model
+        ``classes_[1]`` is positive. A multiclass model needs every class in ``y``
+        (:class:`~mlcal.calibrators.multiclass.MissingClassError` otherwise).
         """
         est = self.base_estimator
         if est is None:
@@ -71,6 +86,12 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
         if not is_fitted(est):
             raise ValueError("the base model is not fitted; CalibratedModel never trains it, "
                              "fit it on training data first")
+        classes = model_classes(est)
+        if classes.shape[0] < 2:
+            raise TooFewClassesError(f"the base model has {classes.shape[0]} class(es); "
+                                     "calibration needs at least 2")
+        if classes.shape[0] > 2:
+            return self._fit_multiclass(est, classes, X, y, sample_weight)
         classes = classes_of(est)
         y01 = positive_indicator(y, classes, name="y")
         source = self._resolve_source()
@@ -90,22 +111,62 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
         self.classes_ = classes
         return self
 
+    def _fit_multiclass(self, est, classes, X, y, sample_weight) -> "CalibratedModel":
+        yi = class_indices(y, classes, name="y")
+        source = self._resolve_source()
+        cal = self.calibrator
+        if isinstance(cal, str):
+            cal = multiclass_calibrator(cal)
+        elif isinstance(cal, BaseCalibrator):
+            cal = OneVsRest(clone(cal))
+        elif isinstance(cal, MulticlassCalibrator):
+            cal = clone(cal)
+        else:
+            raise ValueError("calibrator must be an mlcal calibrator or a registered method name")
+        cal.set_params(input_kind="logits" if source in RAW_SOURCES else "probabilities")
+        scores = read_score_matrix(est, X, source, classes.shape[0])
+        check_not_labels(scores)
+        w = as_weights(sample_weight, scores.shape[0])
+        present = np.zeros(classes.shape[0], dtype=bool)
+        present[yi[w > 0]] = True
+        if not present.all():   # named here by label; the calibrator only knows indices
+            raise MissingClassError(f"class(es) {classes[~present][:10].tolist()} of the base "
+                                    "model never occur in y (with positive weight); every "
+                                    "class needs calibration rows")
+        cal.fit(scores, yi, sample_weight=w)
+        self.calibrator_ = cal
+        self.score_source_ = source
+        self.classes_ = classes
+        return self
+
+    @property
+    def _multiclass(self) -> bool:
+        return isinstance(getattr(self, "calibrator_", None), MulticlassCalibrator)
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "calibrator_"):
             raise NotFittedError("this CalibratedModel is not fitted yet; call "
                                  "fit(X_cal, y_cal) first")
 
     def predict_uncalibrated(self, X) -> np.ndarray:
-        """The base model's raw score for the positive class (the calibrator's input)."""
+        """The base model's raw score for the positive class (the calibrator's input); for a
+        multiclass model the (n, K) score matrix."""
         self._check_fitted()
+        if self._multiclass:
+            return read_score_matrix(self.base_estimator, X, self.score_source_,
+                                     self.classes_.shape[0])
         return read_scores(self.base_estimator, X, self.score_source_)
 
     def predict_proba(self, X) -> np.ndarray:
-        """Calibrated class probabilities, shape (n, 2), columns ordered as ``classes_``."""
+        """Calibrated class probabilities, shape (n, K), columns ordered as ``classes_``; rows
+        sum to 1."""
         scores = self.predict_uncalibrated(X)  # checks fitted first
         return self.calibrator_.predict_proba(scores)
 
     def predict(self, X) -> np.ndarray:
-        """Class labels: ``classes_[1]`` where the calibrated probability >= ``threshold``."""
+        """Class labels: ``classes_[1]`` where the calibrated probability >= ``threshold``; for
+        a multiclass model the class of highest calibrated probability."""
+        if self._multiclass:   # (checks fitted first)
+            return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
         p = self.predict_proba(X)[:, 1]
         return self.classes_[(p >= self.threshold).astype(np.int64)]

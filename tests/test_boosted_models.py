@@ -27,6 +27,7 @@ lightgbm = pytest.importorskip("lightgbm")
 import mlcal  # noqa: E402
 import mlcal.mlflow  # noqa: E402
 from mlcal.base_scores import HardLabelError, NotBinaryError  # noqa: E402
+from mlcal.calibrators.multiclass import MissingClassError  # noqa: E402
 from mlcal.boosters import BoosterClassifier  # noqa: E402
 from mlcal.cli import main as cli_main  # noqa: E402
 from mlcal.model import CalibratedModel  # noqa: E402
@@ -126,11 +127,21 @@ def test_native_boosters_read_like_their_sklearn_wrappers(data):
         BoosterClassifier(reg)
 
 
-def test_multiclass_and_label_only_bases_are_refused(data):
+def test_multiclass_bases_are_calibrated_and_label_only_bases_refused(data):
     y3 = np.arange(len(data["y_tr"])) % 3
     multi = xgboost.XGBClassifier(n_estimators=5, n_jobs=1).fit(data["X_tr"], y3)
-    with pytest.raises(NotBinaryError, match="3 classes"):
+    # binary calibration labels lack class 2 of the three-class model: a named error
+    with pytest.raises(MissingClassError, match=r"class\(es\) \[2\]"):
         CalibratedModel(multi, "isotonic").fit(data["X_cal"], data["y_cal"] % 3)
+    first_tr, first_cal = (np.asarray(data[k])[:, 0] for k in ("X_tr", "X_cal"))
+    cuts = np.quantile(first_tr, [1 / 3, 2 / 3])   # learnable three-class labels
+    multi = xgboost.XGBClassifier(n_estimators=5, n_jobs=1).fit(data["X_tr"],
+                                                                np.digitize(first_tr, cuts))
+    y3_cal = np.digitize(first_cal, cuts)
+    m = CalibratedModel(multi, "temperature", score="margin").fit(data["X_cal"], y3_cal)
+    np.testing.assert_array_equal(m.predict_uncalibrated(data["X_te"]),
+                                  multi.predict(data["X_te"], output_margin=True))
+    assert np.all(np.abs(m.predict_proba(data["X_te"]).sum(axis=1) - 1.0) <= 1e-12)
     # a fully grown tree scored on its own training rows: every probability is 0 or 1
     tree = DecisionTreeClassifier(random_state=0).fit(data["X_cal"], data["y_cal"])
     with pytest.raises(HardLabelError, match="hard class labels"):

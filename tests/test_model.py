@@ -5,7 +5,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.naive_bayes import GaussianNB
 from sklearn.svm import LinearSVC
 
-from mlcal import CalibratedModel, Isotonic, Platt
+from mlcal import CalibratedModel, Isotonic, MissingClassError, Platt
 from mlcal.datasets import make_circular
 
 
@@ -65,7 +65,8 @@ def test_errors_are_clear(split):
     with pytest.raises(ValueError, match="score"):
         CalibratedModel(base, "platt", score="logits").fit(Xc, yc)
     multi = LogisticRegression().fit(Xtr, np.arange(len(ytr)) % 3)
-    with pytest.raises(ValueError, match="binary"):
+    # a three-class model is calibrated as such; binary labels lack its class 2
+    with pytest.raises(MissingClassError, match=r"class\(es\) \[2\]"):
         CalibratedModel(multi, "platt").fit(Xc, yc)
 
 

@@ -17,3 +17,12 @@ __all__ = ["ABB", "BBQ", "BaseCalibrator", "CalibratorFormatError", "ELiTE", "EN
            "Isotonic", "KDECalibrator", "Platt", "PreAggregationWarning", "SBB",
            "available_calibrators", "get_calibrator", "load_calibrator",
            "register_calibrator", "save_calibrator"]  # `register`: deprecated, not exported
+
+from mlcal.calibrators.multiclass import (MatrixScaling, MissingClassError,  # noqa: E402
+                                          MulticlassCalibrator, NotProbabilitiesError,
+                                          OneVsRest, TemperatureScaling, TooFewClassesError,
+                                          VectorScaling)
+
+__all__ += ["MatrixScaling", "MissingClassError", "MulticlassCalibrator",
+            "NotProbabilitiesError", "OneVsRest", "TemperatureScaling", "TooFewClassesError",
+            "VectorScaling"]

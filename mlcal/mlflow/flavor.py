@@ -41,6 +41,7 @@ from mlcal.calibrators.base import CalibratorFormatError, load_calibrator
 from mlcal.mlflow.base_models import (BASE_MODEL_DIR, PyfuncScorer, base_requirements,
                                       load_base_model, save_base_model)
 from mlcal.mlflow.bundle import bundle_into, is_mlcal_requirement
+from mlcal.base_scores import NotBinaryError
 from mlcal.model import SCORE_SOURCES, CalibratedModel
 
 FLAVOR_NAME = "mlcal"
@@ -266,6 +267,10 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
         ``mlflow models serve/prepare-env --env-manager virtualenv`` can rebuild the
         environment where no package index has this mlcal. ``False`` keeps the pin.
     """
+    if hasattr(cal_model, "classes_") and len(cal_model.classes_) != 2:
+        # the pyfunc's columns (p_calibrated, label) are binary; multiclass output is not built yet
+        raise NotBinaryError(f"the mlcal MLflow flavour saves binary models only; this model has "
+                             f"{len(cal_model.classes_)} classes")
     import mlflow
     import yaml
     from mlflow import pyfunc

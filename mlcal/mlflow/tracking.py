@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from mlcal._atomic import write_json
-from mlcal.base_scores import naive_probability
+from mlcal.base_scores import classes_of, is_fitted, naive_probability
 from mlcal.labels import positive_indicator
 from mlcal.metrics import METRIC_NAMES, calibration_diagnostics, calibration_report
 from mlcal.model import CalibratedModel
@@ -172,6 +172,8 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="isotonic", X_
 
     if (X_eval is None) != (y_eval is None):
         raise ValueError("give both X_eval and y_eval, or neither")
+    if is_fitted(base_estimator):
+        classes_of(base_estimator)   # NotBinaryError: the MLflow path is binary-only for now
     model = CalibratedModel(base_estimator, calibrator, score=score, threshold=threshold)
     model.fit(X_cal, y_cal, sample_weight=sample_weight)
     evaluated_on = "calibration set" if X_eval is None else "evaluation set"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 
 import numpy as np
@@ -35,6 +36,29 @@ def datasets():
     yield "margins", m, ym, None
 
 
+MULTICLASS = {"temperature": lambda: mlcal.TemperatureScaling(),
+              "vector": lambda: mlcal.VectorScaling(),
+              "matrix": lambda: mlcal.MatrixScaling(),
+              "ovr-isotonic": lambda: mlcal.OneVsRest("isotonic"),
+              "ovr-platt": lambda: mlcal.OneVsRest("platt")}
+
+
+def multiclass_datasets():
+    rng = np.random.default_rng(2027)
+    n, k = 2000, 4
+    z = rng.normal(0.0, 2.0, (n, k))
+    e = np.exp(0.6 * z)
+    u = rng.random((n, 1))
+    y = np.minimum((u > np.cumsum(e / e.sum(axis=1, keepdims=True), axis=1)).sum(axis=1), k - 1)
+    yield "multiclass-logits", z, y, rng.uniform(0.1, 3.0, n)
+    # probabilities built without libm or numpy's SIMD reductions, which round differently on
+    # the emulated CPU and would change the input itself
+    u = rng.random((n, k)) + 0.01
+    u[np.arange(n), y] += 0.5 * rng.random(n)   # informative about the label
+    total = u[:, 0] + u[:, 1] + u[:, 2] + u[:, 3]
+    yield "multiclass-probabilities", u / total[:, None], y, None
+
+
 def main() -> None:
     names = [(n, n, {}) for n in mlcal.available_calibrators()]
     names += [(k, base, params) for k, (base, params) in VARIANTS.items()]
@@ -47,6 +71,15 @@ def main() -> None:
             try:
                 text = cal.fit(s, y, sample_weight=w).to_json()
             except ValueError as exc:          # a method that refuses this data set: report it
+                text = f"refused: {exc}"
+            print(f"{data_name}/{label} {hashlib.sha1(text.encode()).hexdigest()}", flush=True)
+    for data_name, s, y, w in multiclass_datasets():
+        for label, make in MULTICLASS.items():
+            if only and label not in only:
+                continue
+            try:
+                text = json.dumps(make().fit(s, y, sample_weight=w).map_.to_dict())
+            except ValueError as exc:
                 text = f"refused: {exc}"
             print(f"{data_name}/{label} {hashlib.sha1(text.encode()).hexdigest()}", flush=True)
 

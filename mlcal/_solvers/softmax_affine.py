@@ -1,0 +1,158 @@
+"""Kernels of the softmax-affine multiclass map ``softmax(W x / T + b)`` and its fit.
+
+Everything is a sequential numba loop over rows and classes with :mod:`detmath`'s exp/log and
+no BLAS, so a fitted map (and its JSON) is bit-identical on every CPU; callers sort the rows
+first (:func:`canonical_order`) so it does not depend on the row order either.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from mlcal._solvers.detmath import det_exp, det_log
+
+
+@njit(cache=True, nogil=True)
+def _affine_row(x, i, W, b, inv_t, z):
+    K = W.shape[0]
+    for k in range(K):
+        acc = 0.0
+        for j in range(K):
+            acc += W[k, j] * x[i, j]
+        z[k] = acc * inv_t + b[k]
+
+
+@njit(cache=True, nogil=True)
+def softmax_affine(x, W, b, temperature):
+    """Rows of ``softmax(W x_i / temperature + b)``; ``x`` (n, K), ``W`` (K, K), ``b`` (K,)."""
+    n, K = x.shape
+    out = np.empty((n, K))
+    z = np.empty(K)
+    inv_t = 1.0 / temperature
+    for i in range(n):
+        _affine_row(x, i, W, b, inv_t, z)
+        m = z[0]
+        for k in range(1, K):
+            if z[k] > m:
+                m = z[k]
+        s = 0.0
+        for k in range(K):
+            e = det_exp(z[k] - m)   # the largest term is exp(0) = 1: no overflow, s >= 1
+            out[i, k] = e
+            s += e
+        for k in range(K):
+            out[i, k] /= s
+    return out
+
+
+@njit(cache=True, nogil=True)
+def nll_and_gradient(x, y, w, W, b, full):
+    """Weighted mean negative log-likelihood of ``softmax(W x + b)`` against class indices
+    ``y`` and its gradients ``(dW, db)``; only the diagonal of ``dW`` when ``full`` is False."""
+    n, K = x.shape
+    z = np.empty(K)
+    p = np.empty(K)
+    dW = np.zeros((K, K))
+    db = np.zeros(K)
+    total = 0.0
+    wsum = 0.0
+    for i in range(n):
+        _affine_row(x, i, W, b, 1.0, z)
+        m = z[0]
+        for k in range(1, K):
+            if z[k] > m:
+                m = z[k]
+        s = 0.0
+        for k in range(K):
+            p[k] = det_exp(z[k] - m)
+            s += p[k]
+        c = y[i]
+        total += w[i] * (m + det_log(s) - z[c])
+        wsum += w[i]
+        for k in range(K):
+            g = w[i] * (p[k] / s - (1.0 if k == c else 0.0))
+            db[k] += g
+            if full:
+                for j in range(K):
+                    dW[k, j] += g * x[i, j]
+            else:
+                dW[k, k] += g * x[i, k]
+    return total / wsum, dW / wsum, db / wsum
+
+
+def canonical_order(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Row permutation sorting by (x columns, y, w): sums taken in this order do not depend
+    on the order the caller passed the rows in (identical rows are interchangeable)."""
+    keys = [w, y] + [x[:, j] for j in range(x.shape[1] - 1, -1, -1)]
+    return np.lexsort(keys)
+
+
+#: relative predicted decrease below which L-BFGS stops (objective within ~1e-14 of optimal)
+ROUNDING_DECREASE = 1e-14
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> float:
+    # elementwise product and numpy's own summation: no BLAS, whose order depends on the CPU
+    return float(np.sum(a * b))
+
+
+def lbfgs(fun, theta0: np.ndarray, *, max_iter: int = 500, gtol: float = 1e-10,
+          memory: int = 10) -> tuple[np.ndarray, int, bool]:
+    """Minimise a smooth convex ``fun(theta) -> (value, gradient)`` by L-BFGS with an Armijo
+    backtracking line search; deterministic arithmetic (no BLAS).
+
+    Stops when ``max |gradient| <= gtol``, when the decrease the quadratic model predicts is
+    below :data:`ROUNDING_DECREASE` relative to the objective, or when no step decreases the
+    objective any more (the optimum to rounding). Returns ``(theta, iterations, converged)``.
+    """
+    theta = np.array(theta0, dtype=np.float64)
+    f, g = fun(theta)
+    s_hist: list[np.ndarray] = []
+    y_hist: list[np.ndarray] = []
+    for it in range(1, max_iter + 1):
+        if float(np.max(np.abs(g))) <= gtol:
+            return theta, it - 1, True
+        # two-loop recursion for the quasi-Newton direction
+        q = g.copy()
+        alphas = []
+        for s_k, y_k in zip(reversed(s_hist), reversed(y_hist)):
+            rho = 1.0 / _dot(y_k, s_k)
+            a = rho * _dot(s_k, q)
+            alphas.append((a, rho))
+            q = q - a * y_k
+        if s_hist:
+            q = q * (_dot(s_hist[-1], y_hist[-1]) / _dot(y_hist[-1], y_hist[-1]))
+        for (s_k, y_k), (a, rho) in zip(zip(s_hist, y_hist), reversed(alphas)):
+            q = q + s_k * (a - rho * _dot(y_k, q))
+        d = -q
+        slope = _dot(g, d)
+        if not slope < 0.0:   # not a descent direction: restart from the gradient
+            s_hist.clear()
+            y_hist.clear()
+            d = -g
+            slope = _dot(g, d)
+        if -slope <= ROUNDING_DECREASE * max(1.0, abs(f)):
+            # the predicted decrease (about twice the gap to the optimum on a quadratic) is at
+            # the rounding level of f: a line search could only chase rounding noise
+            return theta, it - 1, True
+        step = 1.0 if s_hist else min(1.0, 1.0 / float(np.max(np.abs(g))))
+        for _ in range(60):
+            cand = theta + step * d
+            f_new, g_new = fun(cand)
+            if f_new <= f + 1e-4 * step * slope:
+                break
+            step *= 0.5
+        else:
+            return theta, it, False
+        if not f_new < f and float(np.max(np.abs(g_new))) >= float(np.max(np.abs(g))):
+            return theta, it, True   # no progress left at double precision
+        s_k, y_k = cand - theta, g_new - g
+        if _dot(s_k, y_k) > 0.0:
+            s_hist.append(s_k)
+            y_hist.append(y_k)
+            if len(s_hist) > memory:
+                s_hist.pop(0)
+                y_hist.pop(0)
+        theta, f, g = cand, f_new, g_new
+    return theta, max_iter, float(np.max(np.abs(g))) <= gtol

@@ -1,0 +1,363 @@
+"""Multiclass calibrators: one-vs-rest over any binary method, and temperature, vector and
+matrix scaling.
+
+Every multiclass calibrator takes an (n, K) score matrix (one column per class: probabilities
+or logits) and class indices ``y`` in ``0 .. K-1``, and fits one multiclass map
+(:class:`~mlcal.maps.MulticlassMap` or :class:`~mlcal.maps.SoftmaxAffineMap`) whose
+``predict_proba`` rows sum to 1. They are not in the binary calibrator catalog
+(:func:`mlcal.get_calibrator`), whose methods all take 1-D scores.
+
+Input kind (``input_kind``): ``"probabilities"`` requires rows in [0, 1] that sum to 1 (within
+:data:`ROW_SUM_TOLERANCE`); ``"logits"`` takes any finite scores; ``"auto"`` (default) reads
+scores all in [0, 1] as probabilities (and so refuses rows that do not sum to 1) and anything
+else as logits.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.exceptions import NotFittedError
+
+from mlcal._solvers.softmax_affine import canonical_order, lbfgs, nll_and_gradient
+from mlcal._validation import as_weights
+from mlcal.calibrators._params import (Constraint, Options, Real, short_repr,
+                                       validate_params)
+from mlcal.calibrators.base import BaseCalibrator
+from mlcal.calibrators.catalog import get_calibrator
+from mlcal.multiclass_maps import MulticlassMap, SoftmaxAffineMap, as_score_matrix
+
+INPUT_KINDS = ("auto", "probabilities", "logits")
+#: largest |row sum - 1| accepted for probability rows
+ROW_SUM_TOLERANCE = 1e-6
+
+
+class NotProbabilitiesError(ValueError):
+    """Score rows given (or read) as probabilities are outside [0, 1] or do not sum to 1."""
+
+
+class MissingClassError(ValueError):
+    """A class has no (positive-weight) row in the calibration labels."""
+
+
+class TooFewClassesError(ValueError):
+    """Multiclass calibration needs at least two classes."""
+
+
+def check_probability_rows(s: np.ndarray, *, name: str = "scores") -> None:
+    """Raise :class:`NotProbabilitiesError` unless every row of ``s`` is a distribution."""
+    if s.min() < 0.0 or s.max() > 1.0:
+        raise NotProbabilitiesError(f"{name}: probabilities must lie in [0, 1]; found values in "
+                                    f"[{s.min():.6g}, {s.max():.6g}]")
+    err = np.abs(np.sum(s, axis=1) - 1.0)
+    bad = err > ROW_SUM_TOLERANCE
+    if bad.any():
+        i = int(np.argmax(err))
+        raise NotProbabilitiesError(
+            f"{name}: {int(bad.sum())} of {s.shape[0]} rows do not sum to 1 (e.g. row {i} sums "
+            f"to {float(np.sum(s[i])):.9g}); pass class probabilities, or set "
+            "input_kind='logits' for unnormalised scores")
+
+
+def check_class_indices(y, n: int, n_classes: int, w: np.ndarray) -> np.ndarray:
+    """Class indices as int64 in ``0 .. n_classes-1``, every class with positive weight."""
+    if n_classes < 2:
+        raise TooFewClassesError(f"multiclass calibration needs at least 2 classes (score "
+                                 f"columns), got {n_classes}")
+    raw = np.asarray(y).reshape(-1)
+    if raw.shape[0] != n:
+        raise ValueError(f"length mismatch: {n} score rows but {raw.shape[0]} labels in y")
+    if raw.dtype.kind not in "iub" and not (raw.dtype.kind == "f"
+                                             and np.all(raw == np.round(raw))):
+        raise ValueError(f"y must hold class indices 0..{n_classes - 1}, got dtype {raw.dtype}")
+    yi = raw.astype(np.int64)
+    outside = (yi < 0) | (yi >= n_classes)
+    if outside.any():
+        bad = np.unique(yi[outside])[:5].tolist()
+        raise ValueError(f"y holds class indices {bad} outside 0..{n_classes - 1} (one score "
+                         "column per class)")
+    present = np.zeros(n_classes, dtype=bool)
+    present[yi[w > 0]] = True
+    if not present.all():
+        missing = np.flatnonzero(~present)[:10].tolist()
+        raise MissingClassError(f"class(es) {missing} of {n_classes} never occur in the "
+                                "calibration labels (with positive weight); every class needs "
+                                "calibration rows")
+    return yi
+
+
+class MulticlassCalibrator(BaseEstimator):
+    """Base class: ``fit(scores, y, sample_weight) -> self``, ``predict_proba(scores)``,
+    ``map_``. Subclasses implement ``_fit(s, y, w, probabilities) -> map``."""
+
+    _parameter_constraints: ClassVar[dict[str, list[Constraint]]] = {}
+
+    def _validate_params(self) -> None:
+        constraints = {"input_kind": [Options(INPUT_KINDS)], **self._parameter_constraints}
+        validate_params(type(self).__name__, self.get_params(deep=False), constraints)
+
+    def fit(self, scores, y, sample_weight=None) -> "MulticlassCalibrator":
+        """Fit the multiclass map.
+
+        Parameters
+        ----------
+        scores : array-like of shape (n, K)
+            One column per class: probabilities (rows summing to 1) or logits.
+        y : array-like of shape (n,)
+            Class indices in ``0 .. K-1``; every class must occur.
+        sample_weight : array-like of shape (n,), optional
+            Non-negative weights.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        TooFewClassesError, MissingClassError, NotProbabilitiesError
+            Named errors for K < 2, a class absent from ``y``, and probability rows that are
+            not distributions.
+        """
+        self._validate_params()
+        shape = np.shape(scores)
+        if len(shape) != 2:
+            raise ValueError(f"scores must be a 2-D array (n, K) with one column per class, "
+                             f"got shape {shape}")
+        n_classes = int(shape[1])
+        if n_classes < 2:
+            raise TooFewClassesError(f"multiclass calibration needs at least 2 classes (score "
+                                     f"columns), got {n_classes}")
+        s = as_score_matrix(scores, n_classes)
+        w = as_weights(sample_weight, s.shape[0])
+        yi = check_class_indices(y, s.shape[0], n_classes, w)
+        probabilities = self.input_kind == "probabilities" or (
+            self.input_kind == "auto" and s.min() >= 0.0 and s.max() <= 1.0)
+        if probabilities:
+            check_probability_rows(s)
+        self.map_ = self._fit(s, yi, w, probabilities)
+        self.n_classes_ = n_classes
+        return self
+
+    def _fit(self, s, y, w, probabilities):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def predict_proba(self, scores) -> np.ndarray:
+        """Calibrated probabilities, shape (n, K); rows sum to 1."""
+        if not hasattr(self, "map_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call "
+                                 "fit(scores, y) first")
+        return self.map_(scores)
+
+    def predict(self, scores) -> np.ndarray:
+        """Same as :meth:`predict_proba` (a calibrator's output is probabilities)."""
+        return self.predict_proba(scores)
+
+
+class OneVsRest(MulticlassCalibrator):
+    """One-vs-rest calibration with any binary method, renormalised.
+
+    Class ``k``'s column is calibrated against ``y == k`` by a clone of ``calibrator``; the K
+    calibrated columns are divided by their row sum (a row where every class maps to 0 gets
+    ``1/K``; see :class:`~mlcal.maps.MulticlassMap`).
+
+    Parameters
+    ----------
+    calibrator : str or BaseCalibrator, default="isotonic"
+        A registered binary method name (:func:`mlcal.available_calibrators`) or an unfitted
+        binary calibrator.
+    input_kind : {"auto", "probabilities", "logits"}, default="auto"
+        See :mod:`mlcal.calibrators.multiclass`. With logits, methods that need scores in
+        [0, 1] squash each column with the logistic sigmoid (recorded on the class map).
+
+    Attributes
+    ----------
+    map_ : MulticlassMap
+    calibrators_ : list of BaseCalibrator
+        The fitted per-class calibrators.
+    """
+
+    def __init__(self, calibrator="isotonic", input_kind: str = "auto"):
+        self.calibrator = calibrator
+        self.input_kind = input_kind
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        if not isinstance(self.calibrator, (str, BaseCalibrator)):
+            raise ValueError(f"OneVsRest: calibrator must be a binary method name or an "
+                             f"mlcal calibrator, got {short_repr(self.calibrator)}")
+
+    def _fit(self, s, y, w, probabilities):
+        fitted = []
+        for k in range(s.shape[1]):
+            cal = (get_calibrator(self.calibrator) if isinstance(self.calibrator, str)
+                   else clone(self.calibrator))
+            if (not probabilities and cal.requires_unit_interval
+                    and cal.get_params().get("input_transform") == "auto"):
+                cal.set_params(input_transform="sigmoid")
+            fitted.append(cal.fit(s[:, k], (y == k).astype(np.float64), sample_weight=w))
+        self.calibrators_ = fitted
+        return MulticlassMap(tuple(c.map_ for c in fitted))
+
+
+class _SoftmaxScaling(MulticlassCalibrator):
+    """Shared fitting of ``softmax(W x + b)`` by deterministic L-BFGS (see
+    :mod:`mlcal._solvers.softmax_affine`) on the weighted mean negative log-likelihood."""
+
+    def _objective(self, x, y, w, K):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _fit(self, s, y, w, probabilities):
+        inp = "log-probabilities" if probabilities else "logits"
+        K = s.shape[1]
+        x = SoftmaxAffineMap(np.ones(K), np.zeros(K), input=inp).transform_input(s)
+        order = canonical_order(x, y, w)
+        x, y, w = (np.ascontiguousarray(x[order]), np.ascontiguousarray(y[order]),
+                   np.ascontiguousarray(w[order]))
+        fun, theta0, build = self._problem(x, y, w, K)
+        theta, self.n_iter_, converged = lbfgs(fun, theta0, max_iter=self._max_iter)
+        if not converged:
+            raise ValueError(f"{type(self).__name__}: the fit did not converge in "
+                             f"{self._max_iter} iterations (separable data?)")
+        self.objective_ = float(fun(theta)[0])
+        return build(theta, inp)
+
+    _max_iter = 10_000   # weakly penalised matrix scaling can need a few thousand steps
+
+
+class TemperatureScaling(_SoftmaxScaling):
+    """Temperature scaling, ``softmax(x / T)`` with one parameter ``T > 0`` (Guo et al. 2017).
+
+    ``x`` is the logit row, or the log of the probability row. ``T`` minimises the weighted
+    negative log-likelihood; the fit is on ``1/T`` (the objective is convex in it).
+
+    Parameters
+    ----------
+    input_kind : {"auto", "probabilities", "logits"}, default="auto"
+
+    Attributes
+    ----------
+    map_ : SoftmaxAffineMap
+        ``W = I`` (stored as a diagonal of ones), ``b = 0``, the fitted temperature.
+    objective_ : float
+        Weighted mean negative log-likelihood at the optimum.
+    """
+
+    def __init__(self, input_kind: str = "auto"):
+        self.input_kind = input_kind
+
+    def _problem(self, x, y, w, K):
+        eye, zero = np.eye(K), np.zeros(K)
+
+        def fun(theta):
+            f, dW, _ = nll_and_gradient(x, y, w, theta[0] * eye, zero, False)
+            return f, np.array([float(np.sum(np.diag(dW)))])
+
+        def build(theta, inp):
+            if not theta[0] > 0.0:
+                raise ValueError("TemperatureScaling: the optimal inverse temperature is not "
+                                 "positive (the scores are anti-correlated with the labels)")
+            return SoftmaxAffineMap(np.ones(K), zero, 1.0 / float(theta[0]), inp)
+
+        return fun, np.array([1.0]), build
+
+
+class VectorScaling(_SoftmaxScaling):
+    """Vector scaling, ``softmax(diag(d) x + b)``: a scale and an offset per class (Guo et al.
+    2017), fitted by weighted maximum likelihood without regularisation. On separable data
+    the likelihood has no finite maximiser; the fit then stops where the remaining possible
+    decrease of the mean NLL is below 1e-14 (a finite, very sharp map).
+
+    Parameters
+    ----------
+    input_kind : {"auto", "probabilities", "logits"}, default="auto"
+
+    Attributes
+    ----------
+    map_ : SoftmaxAffineMap
+        ``weights`` is the diagonal ``d``.
+    objective_ : float
+    """
+
+    def __init__(self, input_kind: str = "auto"):
+        self.input_kind = input_kind
+
+    def _problem(self, x, y, w, K):
+        def fun(theta):
+            f, dW, db = nll_and_gradient(x, y, w, np.diag(theta[:K]), theta[K:], False)
+            return f, np.concatenate([np.diag(dW), db])
+
+        def build(theta, inp):
+            return SoftmaxAffineMap(theta[:K].copy(), theta[K:].copy(), 1.0, inp)
+
+        return fun, np.concatenate([np.ones(K), np.zeros(K)]), build
+
+
+class MatrixScaling(_SoftmaxScaling):
+    """Matrix scaling, ``softmax(W x + b)`` with a full K x K matrix, with the ODIR
+    regulariser (Kull et al. 2019): the minimised objective is
+
+    ``NLL + off_diagonal_penalty / (K (K-1)) * sum_{k != j} W_kj^2
+    + bias_penalty / K * sum_k b_k^2``
+
+    where NLL is the weighted *mean* negative log-likelihood. The diagonal is free, so the
+    penalty pulls the map towards vector scaling, not towards a constant; both penalties
+    positive make the objective strictly convex with a unique optimum.
+
+    Parameters
+    ----------
+    off_diagonal_penalty : float, default=1e-2
+    bias_penalty : float, default=1e-2
+    input_kind : {"auto", "probabilities", "logits"}, default="auto"
+
+    Attributes
+    ----------
+    map_ : SoftmaxAffineMap
+    objective_ : float
+        The regularised objective at the optimum.
+    """
+
+    _parameter_constraints = {"off_diagonal_penalty": [Real(0.0)], "bias_penalty": [Real(0.0)]}
+
+    def __init__(self, off_diagonal_penalty: float = 1e-2, bias_penalty: float = 1e-2,
+                 input_kind: str = "auto"):
+        self.off_diagonal_penalty = off_diagonal_penalty
+        self.bias_penalty = bias_penalty
+        self.input_kind = input_kind
+
+    def _problem(self, x, y, w, K):
+        off = 1.0 - np.eye(K)
+        lam = float(self.off_diagonal_penalty) / (K * (K - 1))
+        mu = float(self.bias_penalty) / K
+
+        def fun(theta):
+            W, b = theta[:K * K].reshape(K, K), theta[K * K:]
+            f, dW, db = nll_and_gradient(x, y, w, np.ascontiguousarray(W), b, True)
+            Wo = W * off
+            f += lam * float(np.sum(Wo * Wo)) + mu * float(np.sum(b * b))
+            return f, np.concatenate([(dW + 2.0 * lam * Wo).reshape(-1), db + 2.0 * mu * b])
+
+        def build(theta, inp):
+            return SoftmaxAffineMap(theta[:K * K].reshape(K, K).copy(), theta[K * K:].copy(),
+                                    1.0, inp)
+
+        return fun, np.concatenate([np.eye(K).reshape(-1), np.zeros(K)]), build
+
+
+#: multiclass method names accepted by :func:`multiclass_calibrator` (besides binary names)
+MULTICLASS_METHODS = {"temperature": TemperatureScaling, "vector": VectorScaling,
+                      "matrix": MatrixScaling}
+
+
+def multiclass_calibrator(name: str) -> MulticlassCalibrator:
+    """A new multiclass calibrator: ``"temperature"``, ``"vector"`` or ``"matrix"``, or any
+    binary method name (:func:`mlcal.available_calibrators`) applied one-vs-rest."""
+    key = str(name).lower()
+    if key in MULTICLASS_METHODS:
+        return MULTICLASS_METHODS[key]()
+    try:
+        get_calibrator(key)
+    except ValueError as exc:
+        raise ValueError(f"{exc}; multiclass methods: {', '.join(MULTICLASS_METHODS)}") from None
+    return OneVsRest(key)

@@ -1,0 +1,87 @@
+"""Calibration metrics for multiclass probabilities (an (n, K) matrix whose rows sum to 1).
+
+* :func:`top_label_ece` -- the binary ECE of the top-label confidence ``max_k p_ik`` against
+  whether the top label is right (Guo et al. 2017's "confidence ECE"); ties pick the first
+  class, as ``argmax`` does.
+* :func:`classwise_ece` -- the mean over classes of the binary ECE of column ``k`` against
+  ``y == k`` (Kull et al. 2019).
+* :func:`multiclass_brier` -- ``mean_i sum_k (p_ik - [y_i = k])^2``, in [0, 2].
+* :func:`multiclass_log_loss` -- ``-mean_i log p_{i, y_i}``, with ``p`` clipped at ``eps``.
+
+Binning (``n_bins``, ``strategy``) is that of :func:`mlcal.metrics.ece`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mlcal.calibrators.multiclass import check_probability_rows
+from mlcal.metrics import ece
+from mlcal.multiclass_maps import as_score_matrix
+
+
+def _check(y, p) -> tuple[np.ndarray, np.ndarray]:
+    """Class indices and a probability matrix, or ``ValueError`` naming the problem."""
+    arr = np.asarray(p, dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[1] < 2:
+        raise ValueError(f"predicted probabilities must be an (n, K) matrix with K >= 2, got "
+                         f"shape {arr.shape}")
+    prob = as_score_matrix(arr, arr.shape[1], name="predicted probabilities")
+    check_probability_rows(prob, name="predicted probabilities")
+    raw = np.asarray(y).reshape(-1)
+    if raw.shape[0] != prob.shape[0]:
+        raise ValueError(f"length mismatch: {prob.shape[0]} probability rows but "
+                         f"{raw.shape[0]} labels")
+    if raw.dtype.kind not in "iub" and not (raw.dtype.kind == "f" and np.all(raw == np.round(raw))):
+        raise ValueError(f"labels must be class indices 0..{prob.shape[1] - 1}, got dtype "
+                         f"{raw.dtype}")
+    yi = raw.astype(np.int64)
+    if yi.min() < 0 or yi.max() >= prob.shape[1]:
+        raise ValueError(f"labels must be class indices 0..{prob.shape[1] - 1}; found "
+                         f"{np.unique(yi[(yi < 0) | (yi >= prob.shape[1])])[:5].tolist()}")
+    return yi, prob
+
+
+def top_label_ece(y, p, n_bins: int = 15, strategy: str = "uniform") -> float:
+    """Top-label (confidence) ECE.
+
+    Parameters
+    ----------
+    y : array-like of shape (n,)
+        Class indices in ``0 .. K-1``.
+    p : array-like of shape (n, K)
+        Predicted class probabilities (rows sum to 1).
+    n_bins : int, default=15
+    strategy : {"uniform", "quantile"}, default="uniform"
+    """
+    yi, prob = _check(y, p)
+    top = np.argmax(prob, axis=1)
+    conf = prob[np.arange(prob.shape[0]), top]
+    return ece((top == yi).astype(np.float64), conf, n_bins, strategy)
+
+
+def classwise_ece(y, p, n_bins: int = 15, strategy: str = "uniform") -> float:
+    """Class-wise ECE: the mean over the K classes of the one-vs-rest binary ECE.
+
+    Parameters as in :func:`top_label_ece`.
+    """
+    yi, prob = _check(y, p)
+    per_class = [ece((yi == k).astype(np.float64), prob[:, k], n_bins, strategy)
+                 for k in range(prob.shape[1])]
+    return float(np.sum(np.asarray(per_class)) / len(per_class))
+
+
+def multiclass_brier(y, p) -> float:
+    """Multiclass Brier score ``mean_i sum_k (p_ik - [y_i = k])^2`` (0 is perfect, 2 worst)."""
+    yi, prob = _check(y, p)
+    d = prob.copy()
+    d[np.arange(prob.shape[0]), yi] -= 1.0
+    return float(np.mean(np.sum(d * d, axis=1)))
+
+
+def multiclass_log_loss(y, p, eps: float = 1e-15) -> float:
+    """Mean negative log-likelihood of the true class, its probability clipped to
+    ``[eps, 1]`` so a zero stays finite."""
+    yi, prob = _check(y, p)
+    q = np.clip(prob[np.arange(prob.shape[0]), yi], eps, 1.0)
+    return float(-np.mean(np.log(q)))

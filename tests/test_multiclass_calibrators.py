@@ -1,0 +1,156 @@
+import json
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+from scipy.special import logsumexp, softmax
+
+import mlcal
+from mlcal import (MatrixScaling, MissingClassError, NotProbabilitiesError, OneVsRest,
+                   TemperatureScaling, TooFewClassesError, VectorScaling)
+
+
+def _data(n=2000, K=4, seed=0, scale=2.0, true_t=0.5):
+    """Logits z; labels drawn from softmax(true_t * z), so the true temperature is 1/true_t."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(n, K)) * scale + rng.normal(size=K)
+    p = softmax(true_t * z, axis=1)
+    u = rng.uniform(size=(n, 1))
+    y = np.minimum((u > np.cumsum(p, axis=1)).sum(axis=1), K - 1)
+    w = rng.integers(1, 4, size=n).astype(float)
+    return z, y, w
+
+
+def _nll(logits, y, w):
+    """Weighted mean NLL, written independently of mlcal's kernels."""
+    return float(np.sum(w * (logsumexp(logits, axis=1) - logits[np.arange(len(y)), y]))
+                 / np.sum(w))
+
+
+def _scipy_optimum(objective, theta0):
+    res = minimize(objective, theta0, method="BFGS", options={"gtol": 1e-10, "maxiter": 10000})
+    return res.x, res.fun
+
+
+def test_temperature_scaling_is_optimal_and_recovers_the_true_temperature():
+    z, y, w = _data(n=20000, true_t=0.5)
+    cal = TemperatureScaling().fit(z, y, sample_weight=w)
+    beta, fun = _scipy_optimum(lambda t: _nll(t[0] * z, y, w), np.array([1.0]))
+    assert cal.objective_ <= fun + 1e-12
+    assert cal.map_.temperature == pytest.approx(1.0 / beta[0], rel=1e-6)
+    assert cal.map_.temperature == pytest.approx(2.0, rel=0.05)   # labels drawn at T = 2
+    assert cal.objective_ == pytest.approx(_nll(z / cal.map_.temperature, y, w), rel=1e-12)
+
+
+def test_vector_scaling_is_optimal():
+    z, y, w = _data(K=3, seed=1)
+    cal = VectorScaling().fit(z, y, sample_weight=w)
+    K = 3
+    theta, fun = _scipy_optimum(lambda t: _nll(z * t[:K] + t[K:], y, w),
+                                np.concatenate([np.ones(K), np.zeros(K)]))
+    assert cal.objective_ <= fun + 1e-12
+    # the NLL is invariant to adding a constant to all biases: compare the predictions
+    np.testing.assert_allclose(cal.predict_proba(z), softmax(z * theta[:K] + theta[K:], axis=1),
+                               atol=1e-5)
+    np.testing.assert_allclose(cal.map_.weights, theta[:K], rtol=1e-4)
+
+
+@pytest.mark.parametrize("lam, mu", [(1e-2, 1e-2), (1.0, 0.1)])
+def test_matrix_scaling_is_optimal_for_its_documented_objective(lam, mu):
+    z, y, w = _data(K=4, seed=2)
+    K = 4
+    cal = MatrixScaling(off_diagonal_penalty=lam, bias_penalty=mu).fit(z, y, sample_weight=w)
+    off = 1.0 - np.eye(K)
+
+    def objective(t):
+        W, b = t[:K * K].reshape(K, K), t[K * K:]
+        return (_nll(z @ W.T + b, y, w) + lam / (K * (K - 1)) * np.sum((W * off) ** 2)
+                + mu / K * np.sum(b ** 2))
+
+    theta, fun = _scipy_optimum(objective, np.concatenate([np.eye(K).ravel(), np.zeros(K)]))
+    mine = np.concatenate([cal.map_.weights.ravel(), cal.map_.bias])
+    assert objective(mine) <= fun + 1e-12
+    assert cal.objective_ == pytest.approx(objective(mine), rel=1e-12)
+    # the objective is flat to ~1e-12 over ~1e-4 along weakly penalised directions (a common
+    # shift of the biases), so parameters agree only that far
+    np.testing.assert_allclose(mine, theta, atol=1e-4)
+
+
+@pytest.mark.parametrize("make", [TemperatureScaling, VectorScaling, MatrixScaling])
+def test_probability_input_fits_on_log_probabilities(make):
+    z, y, w = _data(K=3, seed=3)
+    p = softmax(z, axis=1)
+    a = make().fit(p, y, sample_weight=w)
+    b = make(input_kind="logits").fit(np.log(p), y, sample_weight=w)
+    assert a.map_.input == "log-probabilities" and b.map_.input == "logits"
+    # equal up to the rounding of mlcal's log against numpy's, amplified by the fit
+    np.testing.assert_allclose(a.predict_proba(p), b.predict_proba(np.log(p)), atol=1e-6)
+    assert np.all(np.abs(a.predict_proba(p).sum(axis=1) - 1.0) <= 1e-12)
+
+
+@pytest.mark.parametrize("make", [TemperatureScaling, VectorScaling, MatrixScaling,
+                                  lambda: OneVsRest("platt")])
+def test_fitted_json_does_not_depend_on_row_order(make):
+    z, y, w = _data(n=1500, K=3, seed=4)
+    perm = np.random.default_rng(5).permutation(len(y))
+    a = make().fit(z, y, sample_weight=w)
+    b = make().fit(z[perm], y[perm], sample_weight=w[perm])
+    assert json.dumps(a.map_.to_dict()) == json.dumps(b.map_.to_dict())
+
+
+@pytest.mark.parametrize("method", mlcal.available_calibrators())
+def test_one_vs_rest_fits_every_binary_method_per_class_and_renormalises(method):
+    z, y, _ = _data(n=900, K=3, seed=6)
+    p = softmax(z, axis=1)
+    cal = OneVsRest(method).fit(p, y)
+    q = np.column_stack([mlcal.get_calibrator(method).fit(p[:, k], y == k).predict(p[:, k])
+                         for k in range(3)])
+    total = q.sum(axis=1, keepdims=True)
+    expected = np.where(total > 0, q / np.where(total > 0, total, 1.0), 1.0 / 3)
+    out = cal.predict_proba(p)
+    np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-15)
+    assert np.all(np.abs(out.sum(axis=1) - 1.0) <= 1e-12)
+    assert isinstance(cal.map_, mlcal.MulticlassMap) and len(cal.calibrators_) == 3
+
+
+def test_one_vs_rest_on_logits_squashes_for_methods_that_need_probabilities():
+    z, y, _ = _data(n=900, K=3, seed=7)
+    inside = (z - z.min()) / (z.max() - z.min())   # logits that happen to lie in [0, 1]
+    cal = OneVsRest(mlcal.BBQ(), input_kind="logits").fit(inside, y)
+    assert [m.input_transform for m in cal.map_.maps] == ["sigmoid"] * 3
+    with pytest.raises(NotProbabilitiesError):   # "auto" reads them as probabilities
+        OneVsRest(mlcal.BBQ()).fit(inside, y)
+    assert [m.input_transform for m in OneVsRest("bbq").fit(z, y).map_.maps] == ["sigmoid"] * 3
+    assert OneVsRest("platt").fit(z, y).map_.maps[0].input_transform == "identity"
+
+
+@pytest.mark.parametrize("make", [TemperatureScaling, lambda: OneVsRest("isotonic")])
+def test_bad_inputs_raise_named_errors(make):
+    z, y, _ = _data(n=300, K=3, seed=8)
+    p = softmax(z, axis=1)
+    with pytest.raises(TooFewClassesError, match="at least 2 classes"):
+        make().fit(p[:, :1], np.zeros(300, dtype=int))
+    with pytest.raises(MissingClassError, match=r"class\(es\) \[1\]"):
+        make().fit(p, np.where(y == 1, 0, y))
+    with pytest.raises(MissingClassError):   # present only with zero weight
+        make().fit(p, y, sample_weight=(y != 2).astype(float))
+    with pytest.raises(NotProbabilitiesError, match="rows do not sum to 1"):
+        make().fit(p * 0.9, y)
+    with pytest.raises(NotProbabilitiesError, match="rows do not sum to 1"):
+        make().set_params(input_kind="probabilities").fit(p * 0.9, y)
+    with pytest.raises(NotProbabilitiesError, match=r"lie in \[0, 1\]"):
+        make().set_params(input_kind="probabilities").fit(z, y)
+    with pytest.raises(ValueError, match="outside 0..2"):
+        make().fit(p, np.where(y == 0, 3, y))
+    with pytest.raises(ValueError, match="2-D"):
+        make().fit(p[:, 0], y)
+    with pytest.raises(ValueError, match="input_kind"):
+        make().set_params(input_kind="probs").fit(p, y)
+    # the same scores read as logits are fine
+    assert make().set_params(input_kind="logits").fit(p * 0.9, y).predict_proba(p).shape == (300, 3)
+
+
+def test_matrix_scaling_rejects_a_negative_penalty():
+    z, y, _ = _data(n=300, K=3)
+    with pytest.raises(ValueError, match="off_diagonal_penalty"):
+        MatrixScaling(off_diagonal_penalty=-1.0).fit(z, y)

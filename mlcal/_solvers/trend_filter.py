@@ -102,7 +102,7 @@ def thin(x: np.ndarray, y: np.ndarray, w: np.ndarray, tol: float):
 # ---------------------------------------------------------------------------------------------
 # the knot set's tridiagonal system, shared by the homotopy and the active-set method
 # ---------------------------------------------------------------------------------------------
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _gram(x, y, w, bs, mom, bp, k2, dg, od, h):
     """Tridiagonal Gram matrix ``G = B'WB`` (diagonal ``dg``, off-diagonal ``od``) and ``h = B'Wy``
     of the hat basis on the breakpoints ``bp[:k2]``.
@@ -160,7 +160,7 @@ def _gram(x, y, w, bs, mom, bp, k2, dg, od, h):
         h[j + 1] += h1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _subtract_penalty(x, bp, sg, k2, lam, r):
     """``r -= lam T's``: T maps breakpoint values to the slope changes at the knots ``bp[1:k2-1]``
     and ``s`` holds their signs ``sg``. ``lam = -1`` adds ``T's`` itself (negation is exact)."""
@@ -173,7 +173,7 @@ def _subtract_penalty(x, bp, sg, k2, lam, r):
         r[q + 1] -= ls * ip
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _ldl_factor(dg, od, k2):
     """In-place LDL' factorisation of the SPD tridiagonal matrix (no pivoting needed): ``dg``
     becomes D; the multipliers ``od[j-1] / dg[j-1]`` are recomputed by :func:`_ldl_solve`."""
@@ -182,7 +182,7 @@ def _ldl_factor(dg, od, k2):
         dg[j] -= lj * od[j - 1]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _ldl_solve(dg, od, r, c, k2):
     """Solve ``G c = r`` with G factorised by :func:`_ldl_factor` (``r`` is overwritten)."""
     for j in range(1, k2):

@@ -16,9 +16,10 @@ import pytest
 import mlcal
 from mlcal._solvers import exact
 from mlcal._solvers.bbq_models import bbq_bin_range, nominal_block_sizes
+from mlcal._solvers.binning import equal_frequency_bins
 from mlcal._solvers.neariso import path_breakpoints
 from mlcal._solvers.trend_filter import thin
-from mlcal.calibrators.histogram import HistogramBinning, equal_frequency_bins
+from mlcal.calibrators.histogram import HistogramBinning
 
 
 def brute_floor_cbrt(q: Fraction) -> int:

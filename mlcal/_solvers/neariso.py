@@ -36,7 +36,7 @@ from numba import njit
 
 from mlcal._solvers.detmath import det_log
 from mlcal._solvers.exact import round_half_even_ratio
-from mlcal._solvers.ties import sort_and_collapse
+from mlcal._solvers.ties import merge_close, sort_and_collapse
 
 #: relative tolerance for "equal values" and "equal slopes" (as the authors' NIR.cc; see
 #: docs/enir.md, 'Tolerances')
@@ -372,7 +372,7 @@ def mpava_merges(ybar: np.ndarray, w: np.ndarray, rtol: float = MERGE_RTOL):
     return log_lam[:m], log_b[:m]  # views: m is close to n, a copy would only cost time
 
 
-def near_isotonic_path(scores, y, w=None) -> NearIsotonicPath:
+def near_isotonic_path(scores, y, w=None, min_gap: float = 0.0) -> NearIsotonicPath:
     """Sort, collapse tied scores into weighted points, and compute the whole path.
 
     Parameters
@@ -381,6 +381,10 @@ def near_isotonic_path(scores, y, w=None) -> NearIsotonicPath:
         Scores and labels (any real targets work; calibration uses 0/1).
     w : array-like of shape (N,), optional
         Non-negative sample weights (default: ones).
+    min_gap : float, default=0.0
+        Unique scores closer than this also count as tied (merged by
+        :func:`mlcal._solvers.ties.merge_close`); ENIR passes ``MIN_SLOPE_GAP`` so the slopes
+        of its piecewise-linear map stay finite. 0 merges nothing.
 
     Returns
     -------
@@ -389,7 +393,7 @@ def near_isotonic_path(scores, y, w=None) -> NearIsotonicPath:
     s = np.asarray(scores, dtype=np.float64)
     z = np.asarray(y, dtype=np.float64)
     ww = np.ones_like(s) if w is None else np.asarray(w, dtype=np.float64)
-    x, ybar, wsum = sort_and_collapse(s, z, ww)
+    x, ybar, wsum = merge_close(*sort_and_collapse(s, z, ww), min_gap)
     ybar = np.ascontiguousarray(ybar)
     wsum = np.ascontiguousarray(wsum)
     lam, b = mpava_merges(ybar, wsum, MERGE_RTOL)

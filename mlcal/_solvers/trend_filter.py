@@ -100,6 +100,99 @@ def thin(x: np.ndarray, y: np.ndarray, w: np.ndarray, tol: float):
 
 
 # ---------------------------------------------------------------------------------------------
+# the knot set's tridiagonal system, shared by the homotopy and the active-set method
+# ---------------------------------------------------------------------------------------------
+@njit(cache=True, nogil=True, inline="always")
+def _gram(x, y, w, bs, mom, bp, k2, dg, od, h):
+    """Tridiagonal Gram matrix ``G = B'WB`` (diagonal ``dg``, off-diagonal ``od``) and ``h = B'Wy``
+    of the hat basis on the breakpoints ``bp[:k2]``.
+
+    With ``bs > 0`` every whole aligned block of ``bs`` points inside one segment is added in O(1)
+    from its moments ``mom`` (see :func:`_block_moments`); ``bs = 0`` adds point by point.
+    """
+    n = x.shape[0]
+    for j in range(k2):
+        dg[j] = 0.0
+        od[j] = 0.0
+        h[j] = 0.0
+    for j in range(k2 - 1):
+        a = bp[j]
+        e = bp[j + 1]
+        end = e + 1 if j == k2 - 2 else e
+        xa = x[a]
+        xe = x[e]
+        inv = 1.0 / (xe - xa)
+        inv2 = inv * inv
+        d0 = 0.0
+        d1 = 0.0
+        o = 0.0
+        h0 = 0.0
+        h1 = 0.0
+        k = a
+        while k < end:
+            blen = min(bs, n - k)
+            if bs > 0 and k % bs == 0 and k + blen <= end:
+                B = k // bs
+                du = x[k] - xa
+                dv = xe - x[k + blen - 1]
+                W = mom[B, _W]
+                d1 += (mom[B, _MU2] + du * (2.0 * mom[B, _MU1] + du * W)) * inv2
+                d0 += (mom[B, _MV2] + dv * (2.0 * mom[B, _MV1] + dv * W)) * inv2
+                o += (mom[B, _MUV] + dv * mom[B, _MU1] + du * mom[B, _MV1] + du * dv * W) * inv2
+                h1 += (mom[B, _YU] + du * mom[B, _Y]) * inv
+                h0 += (mom[B, _YV] + dv * mom[B, _Y]) * inv
+                k += blen
+            else:
+                t = (x[k] - xa) * inv
+                u = 1.0 - t
+                wu = w[k] * u
+                wt = w[k] * t
+                d0 += wu * u
+                o += wu * t
+                d1 += wt * t
+                h0 += wu * y[k]
+                h1 += wt * y[k]
+                k += 1
+        dg[j] += d0
+        dg[j + 1] += d1
+        od[j] = o
+        h[j] += h0
+        h[j + 1] += h1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _subtract_penalty(x, bp, sg, k2, lam, r):
+    """``r -= lam T's``: T maps breakpoint values to the slope changes at the knots ``bp[1:k2-1]``
+    and ``s`` holds their signs ``sg``. ``lam = -1`` adds ``T's`` itself (negation is exact)."""
+    for q in range(1, k2 - 1):
+        ls = lam * sg[q]
+        im = 1.0 / (x[bp[q]] - x[bp[q - 1]])
+        ip = 1.0 / (x[bp[q + 1]] - x[bp[q]])
+        r[q - 1] -= ls * im
+        r[q] += ls * (im + ip)
+        r[q + 1] -= ls * ip
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ldl_factor(dg, od, k2):
+    """In-place LDL' factorisation of the SPD tridiagonal matrix (no pivoting needed): ``dg``
+    becomes D; the multipliers ``od[j-1] / dg[j-1]`` are recomputed by :func:`_ldl_solve`."""
+    for j in range(1, k2):
+        lj = od[j - 1] / dg[j - 1]
+        dg[j] -= lj * od[j - 1]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ldl_solve(dg, od, r, c, k2):
+    """Solve ``G c = r`` with G factorised by :func:`_ldl_factor` (``r`` is overwritten)."""
+    for j in range(1, k2):
+        r[j] -= od[j - 1] / dg[j - 1] * r[j - 1]
+    c[k2 - 1] = r[k2 - 1] / dg[k2 - 1]
+    for j in range(k2 - 2, -1, -1):
+        c[j] = (r[j] - od[j] * c[j + 1]) / dg[j]
+
+
+# ---------------------------------------------------------------------------------------------
 # O(n) kernels for a knot set with both lambda-affine parts: lambda_max (the line's duals) and
 # the exact homotopy used as the fallback of the active-set method
 # ---------------------------------------------------------------------------------------------
@@ -125,56 +218,13 @@ def _segment(x, y, w, bp, sg, k2, c0, c1, dg, od, h, p):
 
     ``c(lam) = c0 - lam * c1`` are the spline's values at the breakpoints.
     """
+    _gram(x, y, w, 0, np.empty((0, 11)), bp, k2, dg, od, h)   # point by point (no blocks)
     for j in range(k2):
-        dg[j] = 0.0
-        od[j] = 0.0
-        h[j] = 0.0
         p[j] = 0.0
-    for j in range(k2 - 1):
-        a = bp[j]
-        b = bp[j + 1]
-        xa = x[a]
-        inv = 1.0 / (x[b] - xa)
-        end = b + 1 if j == k2 - 2 else b
-        d0 = 0.0
-        d1 = 0.0
-        o = 0.0
-        h0 = 0.0
-        h1 = 0.0
-        for k in range(a, end):
-            t = (x[k] - xa) * inv
-            u = 1.0 - t
-            wu = w[k] * u
-            wt = w[k] * t
-            d0 += wu * u
-            o += wu * t
-            d1 += wt * t
-            h0 += wu * y[k]
-            h1 += wt * y[k]
-        dg[j] += d0
-        dg[j + 1] += d1
-        od[j] = o
-        h[j] += h0
-        h[j + 1] += h1
-    for q in range(1, k2 - 1):
-        s = sg[q]
-        im = 1.0 / (x[bp[q]] - x[bp[q - 1]])
-        ip = 1.0 / (x[bp[q + 1]] - x[bp[q]])
-        p[q - 1] += s * im
-        p[q] -= s * (im + ip)
-        p[q + 1] += s * ip
-    # p = T's (T: slope changes at the knots from breakpoint values); c(lam) = G^-1 (h - lam p)
-    # tridiagonal SPD solve (LDL', no pivoting needed), two right-hand sides
-    for j in range(1, k2):
-        lj = od[j - 1] / dg[j - 1]
-        dg[j] -= lj * od[j - 1]
-        h[j] -= lj * h[j - 1]
-        p[j] -= lj * p[j - 1]
-    c0[k2 - 1] = h[k2 - 1] / dg[k2 - 1]
-    c1[k2 - 1] = p[k2 - 1] / dg[k2 - 1]
-    for j in range(k2 - 2, -1, -1):
-        c0[j] = (h[j] - od[j] * c0[j + 1]) / dg[j]
-        c1[j] = (p[j] - od[j] * c1[j + 1]) / dg[j]
+    _subtract_penalty(x, bp, sg, k2, -1.0, p)   # p = T's (T: slope changes at the knots)
+    _ldl_factor(dg, od, k2)
+    _ldl_solve(dg, od, h, c0, k2)
+    _ldl_solve(dg, od, p, c1, k2)
 
 
 @njit(cache=True, nogil=True)
@@ -339,68 +389,10 @@ def _block_moments(x, y, w, bs):
 @njit(cache=True, nogil=True)
 def _fit_at(x, y, w, bs, mom, bp, sg, k2, lam, c, dg, od, h):
     """Values ``c`` at the breakpoints of the knot set's solution at ``lam``: G c = h - lam T's."""
-    n = x.shape[0]
-    for j in range(k2):
-        dg[j] = 0.0
-        od[j] = 0.0
-        h[j] = 0.0
-    for j in range(k2 - 1):
-        a = bp[j]
-        e = bp[j + 1]
-        end = e + 1 if j == k2 - 2 else e
-        xa = x[a]
-        xe = x[e]
-        inv = 1.0 / (xe - xa)
-        inv2 = inv * inv
-        d0 = 0.0
-        d1 = 0.0
-        o = 0.0
-        h0 = 0.0
-        h1 = 0.0
-        k = a
-        while k < end:
-            blen = min(bs, n - k)
-            if k % bs == 0 and k + blen <= end:
-                B = k // bs
-                du = x[k] - xa
-                dv = xe - x[k + blen - 1]
-                W = mom[B, _W]
-                d1 += (mom[B, _MU2] + du * (2.0 * mom[B, _MU1] + du * W)) * inv2
-                d0 += (mom[B, _MV2] + dv * (2.0 * mom[B, _MV1] + dv * W)) * inv2
-                o += (mom[B, _MUV] + dv * mom[B, _MU1] + du * mom[B, _MV1] + du * dv * W) * inv2
-                h1 += (mom[B, _YU] + du * mom[B, _Y]) * inv
-                h0 += (mom[B, _YV] + dv * mom[B, _Y]) * inv
-                k += blen
-            else:
-                t = (x[k] - xa) * inv
-                u = 1.0 - t
-                wu = w[k] * u
-                wt = w[k] * t
-                d0 += wu * u
-                o += wu * t
-                d1 += wt * t
-                h0 += wu * y[k]
-                h1 += wt * y[k]
-                k += 1
-        dg[j] += d0
-        dg[j + 1] += d1
-        od[j] = o
-        h[j] += h0
-        h[j + 1] += h1
-    for q in range(1, k2 - 1):
-        ls = lam * sg[q]
-        im = 1.0 / (x[bp[q]] - x[bp[q - 1]])
-        ip = 1.0 / (x[bp[q + 1]] - x[bp[q]])
-        h[q - 1] -= ls * im
-        h[q] += ls * (im + ip)
-        h[q + 1] -= ls * ip
-    for j in range(1, k2):
-        lj = od[j - 1] / dg[j - 1]
-        dg[j] -= lj * od[j - 1]
-        h[j] -= lj * h[j - 1]
-    c[k2 - 1] = h[k2 - 1] / dg[k2 - 1]
-    for j in range(k2 - 2, -1, -1):
-        c[j] = (h[j] - od[j] * c[j + 1]) / dg[j]
+    _gram(x, y, w, bs, mom, bp, k2, dg, od, h)
+    _subtract_penalty(x, bp, sg, k2, lam, h)
+    _ldl_factor(dg, od, k2)
+    _ldl_solve(dg, od, h, c, k2)
 
 
 @njit(cache=True, nogil=True)

@@ -16,12 +16,12 @@ import warnings
 
 import numpy as np
 
+from mlcal._solvers.binning import equal_frequency_bins
 from mlcal._solvers.binning_dp import (BinningProblem, abb_point_means, backward_log_sums,
                                        make_problem, sbb_binning)
 from mlcal._solvers.ties import midpoint_cuts, sort_and_collapse
 from mlcal.calibrators._params import Integer, IsNone, ListOf, Options, Real
 from mlcal.calibrators.base import MAX_MAP_SIZE_CONSTRAINTS, BaseCalibrator
-from mlcal.calibrators.histogram import equal_frequency_bins
 from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import DEFAULT_MAX_MAP_SIZE, StepMap
 

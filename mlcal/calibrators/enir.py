@@ -14,9 +14,9 @@ import numpy as np
 
 from mlcal._solvers.model_average import bic as information_bic
 from mlcal._solvers.model_average import relative_likelihood_weights
-from mlcal._solvers.neariso import (MERGE_RTOL, NearIsotonicPath, mpava_merges,
-                                    path_breakpoints, path_model_average, path_model_scores)
-from mlcal._solvers.ties import MIN_SLOPE_GAP, merge_close, midpoint_cuts, sort_and_collapse
+from mlcal._solvers.neariso import (near_isotonic_path, path_breakpoints, path_model_average,
+                                    path_model_scores)
+from mlcal._solvers.ties import MIN_SLOPE_GAP, midpoint_cuts
 from mlcal.calibrators._params import Boolean, Integer
 from mlcal.calibrators.base import MAX_MAP_SIZE_CONSTRAINTS, BaseCalibrator
 from mlcal.calibrators.catalog import register_calibrator
@@ -129,17 +129,13 @@ class ENIR(BaseCalibrator):
         self.max_map_size = max_map_size
 
     def _fit(self, scores, y, w):
-        x, ybar, wsum = sort_and_collapse(scores, y, w)
         # scores a subnormal distance apart count as tied: the slope between them overflows
-        x, ybar, wsum = merge_close(x, ybar, wsum, MIN_SLOPE_GAP)
-        ybar = np.ascontiguousarray(ybar)
-        wsum = np.ascontiguousarray(wsum)
-        merge_lam, merge_b = mpava_merges(ybar, wsum, MERGE_RTOL)
-        path = NearIsotonicPath(x, ybar, wsum, merge_lam, merge_b)
+        path = near_isotonic_path(scores, y, w, min_gap=MIN_SLOPE_GAP)
+        x, merge_lam = path.x, path.merge_lambdas
         lambdas = path_breakpoints(merge_lam, int(self.max_breakpoints))
         df, loglik = path_model_scores(path, lambdas, ROUND_DECIMALS)
         with np.errstate(invalid="ignore"):
-            bic = information_bic(loglik, df, float(wsum.sum()))
+            bic = information_bic(loglik, df, float(path.w.sum()))
         keep = np.isfinite(bic)
         if lambdas.size > 1:
             keep[0] = False  # the saturated lambda = 0 model is never used (KAIS footnote 3)

@@ -23,6 +23,21 @@ def _affine_row(x, i, W, b, inv_t, z):
         z[k] = acc * inv_t + b[k]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _shifted_exp(z, dest):
+    """``dest[k] = exp(z[k] - m)`` with ``m = max(z)``; returns ``(m, sum of dest)``. The largest
+    term is exp(0) = 1, so nothing overflows and the sum is >= 1."""
+    m = z[0]
+    for k in range(1, z.shape[0]):
+        if z[k] > m:
+            m = z[k]
+    s = 0.0
+    for k in range(z.shape[0]):
+        dest[k] = det_exp(z[k] - m)
+        s += dest[k]
+    return m, s
+
+
 @njit(cache=True, nogil=True)
 def softmax_affine(x, W, b, temperature):
     """Rows of ``softmax(W x_i / temperature + b)``; ``x`` (n, K), ``W`` (K, K), ``b`` (K,)."""
@@ -32,17 +47,10 @@ def softmax_affine(x, W, b, temperature):
     inv_t = 1.0 / temperature
     for i in range(n):
         _affine_row(x, i, W, b, inv_t, z)
-        m = z[0]
-        for k in range(1, K):
-            if z[k] > m:
-                m = z[k]
-        s = 0.0
+        row = out[i]
+        _, s = _shifted_exp(z, row)
         for k in range(K):
-            e = det_exp(z[k] - m)   # the largest term is exp(0) = 1: no overflow, s >= 1
-            out[i, k] = e
-            s += e
-        for k in range(K):
-            out[i, k] /= s
+            row[k] /= s
     return out
 
 
@@ -59,14 +67,7 @@ def nll_and_gradient(x, y, w, W, b, full):
     wsum = 0.0
     for i in range(n):
         _affine_row(x, i, W, b, 1.0, z)
-        m = z[0]
-        for k in range(1, K):
-            if z[k] > m:
-                m = z[k]
-        s = 0.0
-        for k in range(K):
-            p[k] = det_exp(z[k] - m)
-            s += p[k]
+        m, s = _shifted_exp(z, p)
         c = y[i]
         total += w[i] * (m + det_log(s) - z[c])
         wsum += w[i]

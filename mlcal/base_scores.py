@@ -87,18 +87,25 @@ def read_score_matrix(est: Any, X, source: str, n_classes: int) -> np.ndarray:
     """The base model's (n, n_classes) float64 scores of a multiclass model: class
     probabilities (``predict_proba``) or one raw score per class (``decision_function`` or
     ``margin``), columns in ``classes_`` order."""
-    if source == "predict_proba":
-        scores = np.asarray(est.predict_proba(X), dtype=np.float64)
-    elif source == "margin":
-        scores = np.asarray(_margin(est, X), dtype=np.float64)
-    elif source == "decision_function":
-        scores = np.asarray(est.decision_function(X), dtype=np.float64)
-    else:
-        raise ValueError(f"unknown score source {source!r}; expected one of {SCORE_SOURCES}")
+    scores = _raw_output(est, X, source)
     if scores.ndim != 2 or scores.shape[1] != n_classes:
         raise ValueError(f"the base model's {source} returned shape {scores.shape}; a model with "
                          f"{n_classes} classes needs one column per class")
     return scores
+
+
+def _raw_output(est: Any, X, source: str) -> np.ndarray:
+    """The base model's ``source`` output as float64, whatever its shape (one place that knows
+    how each source is read; the callers check the shape they need)."""
+    if source == "predict_proba":
+        out = est.predict_proba(X)
+    elif source == "margin":
+        out = _margin(est, X)
+    elif source == "decision_function":
+        out = est.decision_function(X)
+    else:
+        raise ValueError(f"unknown score source {source!r}; expected one of {SCORE_SOURCES}")
+    return np.asarray(out, dtype=np.float64)
 
 
 def _is_booster_classifier(est: Any) -> bool:
@@ -160,18 +167,12 @@ def read_scores(est: Any, X, source: str) -> np.ndarray:
     NotBinaryError
         The output has more than one score per row beyond the binary ``predict_proba`` layout.
     """
+    scores = _raw_output(est, X, source)
     if source == "predict_proba":
-        proba = np.asarray(est.predict_proba(X))
-        if proba.ndim != 2 or proba.shape[1] != 2:
-            raise NotBinaryError(f"the base model's predict_proba returned shape {proba.shape}; "
+        if scores.ndim != 2 or scores.shape[1] != 2:
+            raise NotBinaryError(f"the base model's predict_proba returned shape {scores.shape}; "
                                  "mlcal calibrates binary classifiers (two columns)")
-        return proba[:, 1].astype(np.float64)
-    if source == "margin":
-        scores = np.asarray(_margin(est, X), dtype=np.float64)
-    elif source == "decision_function":
-        scores = np.asarray(est.decision_function(X), dtype=np.float64)
-    else:
-        raise ValueError(f"unknown score source {source!r}; expected one of {SCORE_SOURCES}")
+        return scores[:, 1].copy()
     if scores.ndim == 2 and scores.shape[1] == 1:
         scores = scores[:, 0]
     if scores.ndim != 1:

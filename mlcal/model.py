@@ -12,10 +12,11 @@ from mlcal.base_scores import (RAW_SOURCES, SCORE_SOURCES, check_not_labels,  # 
                                classes_of, is_fitted, model_classes, read_score_matrix,
                                read_scores, resolve_source)
 from mlcal.calibrators.base import BaseCalibrator
+from mlcal.calibrators.catalog import get_calibrator
 from mlcal.calibrators.multiclass import (MissingClassError, MulticlassCalibrator, OneVsRest,
                                           TooFewClassesError, multiclass_calibrator)
 from mlcal.labels import class_indices, positive_indicator
-from mlcal.calibrators.catalog import get_calibrator
+
 
 class CalibratedModel(ClassifierMixin, BaseEstimator):
     """A fitted scikit-learn classifier plus a calibrator fitted on held-out data.

@@ -7,7 +7,6 @@ A method implements only ``_fit(scores, y, w) -> map`` on validated (and, where 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Any, ClassVar
 
@@ -16,7 +15,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
 from mlcal._atomic import write_json
-from mlcal._safe_json import MAX_DOCUMENT_BYTES, loads_strict
+from mlcal._safe_json import MAX_DOCUMENT_BYTES, dumps_safe, loads_strict
 from mlcal._validation import check_fit_inputs
 from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterError, IsNone,
                                        Options, short_repr, validate_params)
@@ -163,8 +162,9 @@ class BaseCalibrator(BaseEstimator):
                 "params": self.get_params(deep=False), "map": self.map_.to_dict()}
 
     def to_json(self, indent: int | None = None) -> str:
-        """Serialise with :meth:`to_dict`; floats round-trip bit-exactly."""
-        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+        """Serialise with :meth:`to_dict`; floats round-trip bit-exactly. Encoded by mlcal's one
+        JSON writer (a non-finite number is an error naming where it is)."""
+        return dumps_safe(self.to_dict(), indent=indent, nonfinite="error")
 
     @classmethod
     def from_json(cls, text: str | bytes, *,

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 from scipy.special import logsumexp, softmax
+from sklearn.exceptions import NotFittedError
 
 import mlcal
 from mlcal import (MatrixScaling, MissingClassError, NotProbabilitiesError, OneVsRest,
@@ -154,3 +155,59 @@ def test_matrix_scaling_rejects_a_negative_penalty():
     z, y, _ = _data(n=300, K=3)
     with pytest.raises(ValueError, match="off_diagonal_penalty"):
         MatrixScaling(off_diagonal_penalty=-1.0).fit(z, y)
+
+
+_SERIALISED = [lambda: OneVsRest("isotonic"), lambda: OneVsRest(mlcal.get_calibrator("platt")),
+               lambda: OneVsRest("histogram", input_kind="logits"), TemperatureScaling,
+               VectorScaling, lambda: MatrixScaling(off_diagonal_penalty=0.5)]
+
+
+@pytest.mark.parametrize("make", _SERIALISED)
+def test_multiclass_calibrator_json_round_trip_is_bit_exact(make, tmp_path):
+    z, y, w = _data(n=1500, K=3, seed=4)
+    cal = make().fit(z, y, sample_weight=w)
+    text = cal.to_json()
+    path = tmp_path / "cal.json"
+    mlcal.save_calibrator(cal, path)
+    for loaded in (mlcal.load_calibrator(text), mlcal.load_calibrator(path),
+                   type(cal).from_json(text)):
+        assert type(loaded) is type(cal)
+        assert loaded.get_params(deep=False).keys() == cal.get_params(deep=False).keys()
+        assert loaded.to_json() == text
+        probe = np.vstack([z, np.random.default_rng(1).normal(size=(200, 3)) * 5])
+        assert np.array_equal(loaded.predict_proba(probe), cal.predict_proba(probe))
+    if isinstance(cal, OneVsRest):   # per-class calibrators restored too
+        assert [c.map_.to_dict() for c in loaded.calibrators_] == \
+               [c.map_.to_dict() for c in cal.calibrators_]
+    with pytest.raises(FileExistsError):
+        mlcal.save_calibrator(cal, path)
+
+
+def test_multiclass_documents_are_validated_on_load():
+    z, y, _ = _data(n=800, K=3, seed=5)
+    doc = json.loads(TemperatureScaling().fit(z, y).to_json())
+    ovr = json.loads(OneVsRest("platt").fit(z, y).to_json())
+    binary = json.loads(mlcal.get_calibrator("platt").fit(z[:, 0], y == 0).to_json())
+    bad = [
+        ({**doc, "method": "multiclass-nope"}, "unknown calibrator"),
+        ({**doc, "map": ovr["map"]}, "needs a 'softmax-affine' map"),
+        ({**doc, "params": {"input_kind": "sometimes"}}, "input_kind"),
+        ({**doc, "params": {"temperature": 2}}, "no parameter"),
+        ({**ovr, "params": {"calibrator": "nope", "input_kind": "auto"}}, "nope"),
+        ({**ovr, "params": {"calibrator": {"method": "platt"}, "input_kind": "auto"}},
+         "method name or"),
+        ({**ovr, "params": {"calibrator": {"method": "platt", "params": {"c": 1}},
+                            "input_kind": "auto"}}, "no parameter"),
+    ]
+    for document, message in bad:
+        with pytest.raises(mlcal.CalibratorFormatError, match=message):
+            mlcal.load_calibrator(document)
+    with pytest.raises(mlcal.CalibratorFormatError, match="multiclass method"):
+        TemperatureScaling.from_dict(binary)
+    with pytest.raises(mlcal.CalibratorFormatError, match="not TemperatureScaling"):
+        TemperatureScaling.from_dict(ovr)
+    with pytest.raises(mlcal.CalibratorFormatError):
+        mlcal.get_calibrator("platt").from_dict(doc)   # a binary class refuses it
+    with pytest.raises(NotFittedError):
+        VectorScaling().to_json()
+

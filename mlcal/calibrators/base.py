@@ -155,11 +155,7 @@ class BaseCalibrator(BaseEstimator):
     def to_dict(self) -> dict[str, Any]:
         """The fitted calibrator as JSON-ready data: method, parameters and canonical map."""
         self._check_fitted()
-        from mlcal import __version__
-
-        return {"format": CALIBRATOR_FORMAT, "format_version": CALIBRATOR_FORMAT_VERSION,
-                "mlcal_version": __version__, "method": self.method_name,
-                "params": self.get_params(deep=False), "map": self.map_.to_dict()}
+        return calibrator_document(self.method_name, self.get_params(deep=False), self.map_)
 
     def to_json(self, indent: int | None = None) -> str:
         """Serialise with :meth:`to_dict`; floats round-trip bit-exactly. Encoded by mlcal's one
@@ -175,29 +171,14 @@ class BaseCalibrator(BaseEstimator):
         (not strict JSON, over ``max_bytes``, non-finite or overflowing numbers, deep nesting,
         bad fields or parameters) raises :class:`CalibratorFormatError`.
         """
-        try:
-            doc = loads_strict(text, max_bytes=max_bytes)
-        except ValueError as exc:
-            raise CalibratorFormatError(f"calibrator document: {exc}") from None
-        return cls.from_dict(doc)
+        return cls.from_dict(parse_document(text, max_bytes))
 
     @classmethod
     def from_dict(cls, doc: Any) -> "BaseCalibrator":
         """Rebuild a fitted calibrator from :meth:`to_dict` output, validating every field."""
         from mlcal.calibrators.catalog import calibrator_class
 
-        if not isinstance(doc, dict) or doc.get("format") != CALIBRATOR_FORMAT:
-            raise CalibratorFormatError("not an mlcal calibrator document "
-                                        f"(expected \"format\": \"{CALIBRATOR_FORMAT}\")")
-        version = doc.get("format_version")
-        if type(version) is not int or version != CALIBRATOR_FORMAT_VERSION:  # True == 1
-            raise CalibratorFormatError(
-                f"unsupported calibrator format_version {short_repr(version)} "
-                f"(this mlcal reads version {CALIBRATOR_FORMAT_VERSION})")
-        method = doc.get("method")
-        if not isinstance(method, str):
-            raise CalibratorFormatError(f"calibrator document: 'method' must be a string, got "
-                                        f"{short_repr(method)}")
+        method, params = read_document_header(doc)
         try:
             target = calibrator_class(method)
         except ValueError as exc:
@@ -205,23 +186,71 @@ class BaseCalibrator(BaseEstimator):
         if cls is not BaseCalibrator and target is not cls:
             raise CalibratorFormatError(f"document holds a {target.__name__} calibrator, "
                                         f"not {cls.__name__}")
-        params = doc.get("params")
-        if not isinstance(params, dict):
-            raise CalibratorFormatError("calibrator document: 'params' must be an object")
-        unknown = sorted(set(params) - set(target._get_param_names()))
-        if unknown:
-            raise CalibratorFormatError(f"calibrator document: {target.__name__} has no "
-                                        f"parameter(s) {short_repr(unknown)}")
-        obj = target(**params)
-        try:
-            obj._validate_params()
-        except InvalidParameterError as exc:
-            raise CalibratorFormatError(f"calibrator document: {exc}") from None
-        try:
-            obj.map_ = map_from_dict(doc.get("map"))
-        except MapFormatError as exc:
-            raise CalibratorFormatError(f"calibrator document: {exc}") from None
+        obj = build_from_params(target, params)
+        obj.map_ = read_document_map(doc)
         return obj
+
+
+def read_document_header(doc: Any) -> tuple[str, dict]:
+    """Check the envelope every calibrator document shares (format, version, method,
+    params) and return ``(method, params)``; :class:`CalibratorFormatError` otherwise."""
+    if not isinstance(doc, dict) or doc.get("format") != CALIBRATOR_FORMAT:
+        raise CalibratorFormatError("not an mlcal calibrator document "
+                                    f"(expected \"format\": \"{CALIBRATOR_FORMAT}\")")
+    version = doc.get("format_version")
+    if type(version) is not int or version != CALIBRATOR_FORMAT_VERSION:  # True == 1
+        raise CalibratorFormatError(
+            f"unsupported calibrator format_version {short_repr(version)} "
+            f"(this mlcal reads version {CALIBRATOR_FORMAT_VERSION})")
+    method = doc.get("method")
+    if not isinstance(method, str):
+        raise CalibratorFormatError(f"calibrator document: 'method' must be a string, got "
+                                    f"{short_repr(method)}")
+    params = doc.get("params")
+    if not isinstance(params, dict):
+        raise CalibratorFormatError("calibrator document: 'params' must be an object")
+    return method, params
+
+
+def build_from_params(target: type, params: dict) -> Any:
+    """An unfitted ``target`` estimator with the document's parameters, validated."""
+    unknown = sorted(set(params) - set(target._get_param_names()))
+    if unknown:
+        raise CalibratorFormatError(f"calibrator document: {target.__name__} has no "
+                                    f"parameter(s) {short_repr(unknown)}")
+    obj = target(**params)
+    try:
+        obj._validate_params()
+    except (InvalidParameterError, ValueError) as exc:
+        raise CalibratorFormatError(f"calibrator document: {exc}") from None
+    return obj
+
+
+def read_document_map(doc: dict) -> CalibrationMap:
+    """The validated map of a calibrator document."""
+    try:
+        return map_from_dict(doc.get("map"))
+    except MapFormatError as exc:
+        raise CalibratorFormatError(f"calibrator document: {exc}") from None
+
+
+def calibrator_document(method: str, params: dict, fitted_map: CalibrationMap) -> dict[str, Any]:
+    """The JSON-ready document of a fitted calibrator (binary or multiclass)."""
+    from mlcal import __version__
+
+    return {"format": CALIBRATOR_FORMAT, "format_version": CALIBRATOR_FORMAT_VERSION,
+            "mlcal_version": __version__, "method": method, "params": params,
+            "map": fitted_map.to_dict()}
+
+
+def calibrator_from_document(doc: Any) -> Any:
+    """A binary or multiclass calibrator from a parsed document (dispatch on ``method``)."""
+    from mlcal.calibrators.multiclass import MulticlassCalibrator, multiclass_document_class
+
+    method, _ = read_document_header(doc)
+    if multiclass_document_class(method) is not None:
+        return MulticlassCalibrator.from_dict(doc)
+    return BaseCalibrator.from_dict(doc)
 
 
 def _read_calibrator_file(path: str | os.PathLike, max_bytes: int) -> bytes:
@@ -238,8 +267,10 @@ def _read_calibrator_file(path: str | os.PathLike, max_bytes: int) -> bytes:
 
 
 def load_calibrator(source: str | bytes | os.PathLike | dict, *,
-                    max_bytes: int = MAX_DOCUMENT_BYTES) -> BaseCalibrator:
-    """Load any mlcal calibrator from JSON text, a dict, or a path to a JSON file.
+                    max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
+    """Load any mlcal calibrator, binary (:class:`BaseCalibrator`) or multiclass
+    (:class:`~mlcal.calibrators.multiclass.MulticlassCalibrator`), from JSON text, a dict,
+    or a path to a JSON file.
 
     Parameters
     ----------
@@ -256,25 +287,36 @@ def load_calibrator(source: str | bytes | os.PathLike | dict, *,
         For every malformed, oversized or unreadable input.
     """
     if isinstance(source, dict):
-        return BaseCalibrator.from_dict(source)
+        return calibrator_from_document(source)
     if isinstance(source, (bytes, bytearray)):
-        return BaseCalibrator.from_json(source, max_bytes=max_bytes)
+        return _load_text(source, max_bytes)
     if isinstance(source, os.PathLike):
-        return BaseCalibrator.from_json(_read_calibrator_file(source, max_bytes),
-                                        max_bytes=max_bytes)
+        return _load_text(_read_calibrator_file(source, max_bytes), max_bytes)
     if not isinstance(source, str):
         raise CalibratorFormatError(f"load_calibrator expects JSON text, a path or a dict, got "
                                     f"{type(source).__name__}")
     if source.lstrip().startswith(("{", "[", "\ufeff")):
-        return BaseCalibrator.from_json(source, max_bytes=max_bytes)
+        return _load_text(source, max_bytes)
     if len(source) > _MAX_PATH_CHARS or "\n" in source or "\x00" in source:
         raise CalibratorFormatError("calibrator source is neither a JSON object nor a file path")
-    return BaseCalibrator.from_json(_read_calibrator_file(source, max_bytes), max_bytes=max_bytes)
+    return _load_text(_read_calibrator_file(source, max_bytes), max_bytes)
 
 
-def save_calibrator(calibrator: BaseCalibrator, path: str | os.PathLike, *,
+def parse_document(text: str | bytes, max_bytes: int) -> Any:
+    """Strictly parsed JSON of a calibrator document (:class:`CalibratorFormatError`)."""
+    try:
+        return loads_strict(text, max_bytes=max_bytes)
+    except ValueError as exc:
+        raise CalibratorFormatError(f"calibrator document: {exc}") from None
+
+
+def _load_text(text: str | bytes, max_bytes: int) -> Any:
+    return calibrator_from_document(parse_document(text, max_bytes))
+
+
+def save_calibrator(calibrator: Any, path: str | os.PathLike, *,
                     overwrite: bool = False) -> str:
-    """Write ``calibrator.to_json()`` to ``path`` atomically (a temporary file renamed over
+    """Write ``calibrator.to_json()`` (a binary or multiclass calibrator) to ``path`` atomically (a temporary file renamed over
     it, so a crash leaves the old file intact); refuses to replace an existing file unless
     ``overwrite=True``. Returns the path."""
     write_json(path, calibrator.to_dict(), overwrite=overwrite, indent=1, nonfinite="error")

@@ -15,7 +15,7 @@ else as logits.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
@@ -25,8 +25,11 @@ from mlcal._solvers.softmax_affine import canonical_order, lbfgs, nll_and_gradie
 from mlcal._validation import as_weights
 from mlcal.calibrators._params import (Constraint, Options, Real, short_repr,
                                        validate_params)
-from mlcal.calibrators.base import BaseCalibrator
-from mlcal.calibrators.catalog import get_calibrator
+from mlcal._safe_json import MAX_DOCUMENT_BYTES, dumps_safe
+from mlcal.calibrators.base import (BaseCalibrator, CalibratorFormatError, build_from_params,
+                                    calibrator_document, parse_document, read_document_header,
+                                    read_document_map)
+from mlcal.calibrators.catalog import calibrator_class, get_calibrator
 from mlcal.multiclass_maps import MulticlassMap, SoftmaxAffineMap, as_score_matrix
 
 INPUT_KINDS = ("auto", "probabilities", "logits")
@@ -93,6 +96,10 @@ class MulticlassCalibrator(BaseEstimator):
     ``map_``. Subclasses implement ``_fit(s, y, w, probabilities) -> map``."""
 
     _parameter_constraints: ClassVar[dict[str, list[Constraint]]] = {}
+    #: the ``method`` of this class's JSON documents (distinct from every binary method name)
+    document_method: ClassVar[str] = ""
+    #: the map type this class fits (checked on load)
+    map_type: ClassVar[type] = SoftmaxAffineMap
 
     def _validate_params(self) -> None:
         constraints = {"input_kind": [Options(INPUT_KINDS)], **self._parameter_constraints}
@@ -154,6 +161,56 @@ class MulticlassCalibrator(BaseEstimator):
         """Same as :meth:`predict_proba` (a calibrator's output is probabilities)."""
         return self.predict_proba(scores)
 
+    # -- serialisation (the envelope of binary calibrators; ``method`` names the class) -------
+    def _document_params(self) -> dict[str, Any]:
+        return self.get_params(deep=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fitted calibrator as JSON-ready data: method, parameters and multiclass map."""
+        if not hasattr(self, "map_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call "
+                                 "fit(scores, y) first")
+        return calibrator_document(self.document_method, self._document_params(), self.map_)
+
+    def to_json(self, indent: int | None = None) -> str:
+        """Serialise with :meth:`to_dict`; floats round-trip bit-exactly."""
+        return dumps_safe(self.to_dict(), indent=indent, nonfinite="error")
+
+    @classmethod
+    def from_json(cls, text: str | bytes, *,
+                  max_bytes: int = MAX_DOCUMENT_BYTES) -> "MulticlassCalibrator":
+        """Rebuild a fitted multiclass calibrator from :meth:`to_json` output (validated; any
+        malformed input raises :class:`~mlcal.calibrators.base.CalibratorFormatError`)."""
+        return cls.from_dict(parse_document(text, max_bytes))
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> "MulticlassCalibrator":
+        """Rebuild a fitted multiclass calibrator from :meth:`to_dict` output. The fitted map
+        is restored; diagnostics of the fit (``objective_``, ``n_iter_``) are not stored."""
+        method, params = read_document_header(doc)
+        target = multiclass_document_class(method)
+        if target is None:
+            raise CalibratorFormatError(f"calibrator document: {short_repr(method)} is not a "
+                                        f"multiclass method ({', '.join(_DOCUMENT_CLASSES)})")
+        if cls is not MulticlassCalibrator and target is not cls:
+            raise CalibratorFormatError(f"document holds a {target.__name__} calibrator, "
+                                        f"not {cls.__name__}")
+        obj = build_from_params(target, target._params_from_document(params))
+        fitted = read_document_map(doc)
+        if not isinstance(fitted, target.map_type):
+            raise CalibratorFormatError(f"calibrator document: a {target.__name__} needs a "
+                                        f"{target.map_type.kind!r} map, got {fitted.kind!r}")
+        obj._restore(fitted)
+        return obj
+
+    @classmethod
+    def _params_from_document(cls, params: dict) -> dict:
+        return params
+
+    def _restore(self, fitted) -> None:
+        self.map_ = fitted
+        self.n_classes_ = fitted.n_classes
+
 
 class OneVsRest(MulticlassCalibrator):
     """One-vs-rest calibration with any binary method, renormalised.
@@ -178,15 +235,51 @@ class OneVsRest(MulticlassCalibrator):
         The fitted per-class calibrators.
     """
 
+    document_method = "multiclass-one-vs-rest"
+    map_type = MulticlassMap
+
     def __init__(self, calibrator="isotonic", input_kind: str = "auto"):
         self.calibrator = calibrator
         self.input_kind = input_kind
+
+    def _document_params(self) -> dict[str, Any]:
+        # an estimator parameter is stored as its method name and parameters
+        cal = self.calibrator
+        spec = cal if isinstance(cal, str) else {"method": cal.method_name,
+                                                 "params": cal.get_params(deep=False)}
+        return {"calibrator": spec, "input_kind": self.input_kind}
+
+    @classmethod
+    def _params_from_document(cls, params: dict) -> dict:
+        spec = params.get("calibrator")
+        if not isinstance(spec, dict):
+            return params
+        method, inner = spec.get("method"), spec.get("params")
+        if not isinstance(method, str) or not isinstance(inner, dict) or len(spec) != 2:
+            raise CalibratorFormatError("calibrator document: a one-vs-rest 'calibrator' must "
+                                        "be a method name or {\"method\": ..., \"params\": {...}}")
+        try:
+            target = calibrator_class(method)
+        except ValueError as exc:
+            raise CalibratorFormatError(f"calibrator document: {exc}") from None
+        return {**params, "calibrator": build_from_params(target, inner)}
+
+    def _restore(self, fitted) -> None:
+        super()._restore(fitted)
+        self.calibrators_ = []
+        for class_map in fitted.maps:
+            cal = (get_calibrator(self.calibrator) if isinstance(self.calibrator, str)
+                   else clone(self.calibrator))
+            cal.map_ = class_map
+            self.calibrators_.append(cal)
 
     def _validate_params(self) -> None:
         super()._validate_params()
         if not isinstance(self.calibrator, (str, BaseCalibrator)):
             raise ValueError(f"OneVsRest: calibrator must be a binary method name or an "
                              f"mlcal calibrator, got {short_repr(self.calibrator)}")
+        if isinstance(self.calibrator, str):
+            calibrator_class(self.calibrator)   # ValueError naming the known methods
 
     def _fit(self, s, y, w, probabilities):
         fitted = []
@@ -244,6 +337,8 @@ class TemperatureScaling(_SoftmaxScaling):
         Weighted mean negative log-likelihood at the optimum.
     """
 
+    document_method = "multiclass-temperature"
+
     def __init__(self, input_kind: str = "auto"):
         self.input_kind = input_kind
 
@@ -279,6 +374,8 @@ class VectorScaling(_SoftmaxScaling):
         ``weights`` is the diagonal ``d``.
     objective_ : float
     """
+
+    document_method = "multiclass-vector"
 
     def __init__(self, input_kind: str = "auto"):
         self.input_kind = input_kind
@@ -319,6 +416,7 @@ class MatrixScaling(_SoftmaxScaling):
     """
 
     _parameter_constraints = {"off_diagonal_penalty": [Real(0.0)], "bias_penalty": [Real(0.0)]}
+    document_method = "multiclass-matrix"
 
     def __init__(self, off_diagonal_penalty: float = 1e-2, bias_penalty: float = 1e-2,
                  input_kind: str = "auto"):
@@ -361,3 +459,12 @@ def multiclass_calibrator(name: str) -> MulticlassCalibrator:
     except ValueError as exc:
         raise ValueError(f"{exc}; multiclass methods: {', '.join(MULTICLASS_METHODS)}") from None
     return OneVsRest(key)
+
+
+_DOCUMENT_CLASSES = {c.document_method: c for c in (OneVsRest, TemperatureScaling,
+                                                    VectorScaling, MatrixScaling)}
+
+
+def multiclass_document_class(method: str) -> type[MulticlassCalibrator] | None:
+    """The multiclass calibrator class whose documents carry ``method``, or None."""
+    return _DOCUMENT_CLASSES.get(method)

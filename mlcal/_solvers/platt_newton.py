@@ -65,6 +65,16 @@ def _gradient_hessian(f, t, w, a, b):
     return g0, g1, h11, h21, h22
 
 
+def platt_targets(ybar: np.ndarray, wsum: np.ndarray) -> np.ndarray:
+    """Platt's (1999) regularised targets for collapsed points (weighted mean label ``ybar``,
+    total weight ``wsum``): ``(N+ + 1)/(N+ + 2)`` for positives, ``1/(N- + 2)`` for negatives
+    (weighted counts). The cross-entropy is linear in the target, so a tied point's target is
+    the same mixture of the two."""
+    n_pos = float(np.sum(wsum * ybar))   # not np.dot: BLAS sums in a CPU-specific order
+    n_neg = float(np.sum(wsum)) - n_pos
+    return ybar * ((n_pos + 1.0) / (n_pos + 2.0)) + (1.0 - ybar) * (1.0 / (n_neg + 2.0))
+
+
 def standardise(f: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float, float]:
     """Standardised scores ``g = (f - m) / sd`` with ``m``, ``sd`` the weighted mean and standard
     deviation of ``f`` (``sd = 1`` when all scores are equal); returns ``(g, m / sd, sd)``.

@@ -31,6 +31,8 @@ from mlcal._solvers.platt_newton import EPS, POLISH_STEPS, standardise
 #: |z| beyond which a fitted probability is 0 or 1 to within exp(-700): an MLE that needs it is
 #: at infinity (the labels are separable by the features)
 DIVERGED_Z = 700.0
+#: a Newton run stopped by an underflowed gradient on separable labels has every |z| beyond ~27
+SATURATED_Z = 20.0
 
 
 @njit(cache=True, nogil=True)
@@ -145,7 +147,8 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
     loss : float
         The objective at the returned point.
     converged : bool
-        False when the optimum is at infinity (some ``|z| > DIVERGED_Z``) or ``max_iter`` ran out.
+        False when the optimum is at infinity (doubling the coefficients does not raise the
+        loss, or some ``|z| > DIVERGED_Z``) or ``max_iter`` ran out.
     """
     x = np.ascontiguousarray(x, dtype=np.float64).reshape(len(t), -1)
     t = np.ascontiguousarray(t, dtype=np.float64)
@@ -189,11 +192,18 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
             break
     _, _, zmax = _gradient_hessian(g_x, t, w, theta)
     fval = _loss(g_x, t, w, theta)
+    # at a finite optimum the loss rises along the ray through it (convexity, zero slope at
+    # t = 1); if doubling every coefficient does not raise it, the fit stopped on the way to an
+    # optimum at infinity (separable or quasi-separable labels) where the gradient underflowed.
+    # Only asked once some |z| > SATURATED_Z (p within 2e-9 of 0 or 1): near theta = 0 the
+    # rise can be below the loss's rounding
+    at_infinity = zmax > SATURATED_Z and _loss(g_x, t, w, 2.0 * theta) <= fval
     coef = np.array([theta[j] / scales[j] for j in range(k)])
     b0 = float(theta[-1]) if intercept else 0.0
     for j in range(k):
         b0 -= float(theta[j]) * (shifts[j] / scales[j])
-    ok = converged and zmax <= DIVERGED_Z and bool(np.isfinite(coef).all()) and np.isfinite(b0)
+    ok = (converged and not at_infinity and zmax <= DIVERGED_Z
+          and bool(np.isfinite(coef).all()) and bool(np.isfinite(b0)))
     return coef, b0, float(fval), ok
 
 

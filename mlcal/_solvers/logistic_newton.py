@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit
 
 from mlcal._solvers.detmath import det_exp, det_log1p
-from mlcal._solvers.platt_newton import EPS, POLISH_STEPS, standardise
+from mlcal._solvers.platt_newton import EPS, POLISH_STEPS, backtrack, standardise
 
 #: |z| beyond which a fitted probability is 0 or 1 to within exp(-700): an MLE that needs it is
 #: at infinity (the labels are separable by the features)
@@ -179,17 +179,12 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
                 converged = True
                 break
             continue
-        step = 1.0
-        while step >= min_step:
-            cand = theta + step * d
-            nf = _loss(g_x, t, w, cand)
-            if nf <= fval + 1e-4 * step * slope:
-                theta, fval = cand, nf
-                break
-            step /= 2.0
-        else:
+        found = backtrack(lambda st: _loss(g_x, t, w, theta + st * d), fval, slope, min_step)
+        if found is None:
             converged = True   # no further decrease at machine precision
             break
+        step, fval = found
+        theta = theta + step * d
     _, _, zmax = _gradient_hessian(g_x, t, w, theta)
     fval = _loss(g_x, t, w, theta)
     # at a finite optimum the loss rises along the ray through it (convexity, zero slope at

@@ -318,3 +318,35 @@ def test_uninformative_scores_give_a_flat_map_not_a_separability_error():
     for name in ("beta", "platt-logit", "temperature"):
         p = mlcal.get_calibrator(name, smooth_targets=False).fit(s, y).predict(s)
         assert np.all(np.abs(p - 0.5) < 0.1)
+
+
+# -- the MLflow flavour, unchanged ----------------------------------------------------------------
+@pytest.mark.parametrize("method", ["beta", "temperature"])
+def test_mlflow_flavour_round_trip(method, tmp_path):
+    pytest.importorskip("mlflow")
+    import mlflow.pyfunc
+    import pandas as pd
+    from sklearn.naive_bayes import GaussianNB
+
+    from mlcal.mlflow import load_model, save_model
+    from mlcal.model import CalibratedModel
+
+    rng = np.random.default_rng(13)
+    X = rng.normal(0, 1, (1500, 4))
+    y = (X[:, 0] + 0.5 * X[:, 1] ** 2 + rng.normal(0, 1, 1500) > 0.5).astype(int)
+    df = pd.DataFrame(X, columns=[f"f{i}" for i in range(4)])
+    model = CalibratedModel(GaussianNB().fit(df[:500], y[:500]), method).fit(df[500:1000],
+                                                                           y[500:1000])
+    assert isinstance(model.calibrator_.map_, BetaMap)
+    path = str(tmp_path / "model")
+    save_model(model, path, pip_requirements=["scikit-learn", "numpy", "pandas"])
+    loaded = load_model(path)
+    assert loaded.calibrator_.map_ == model.calibrator_.map_
+    np.testing.assert_array_equal(loaded.predict_proba(df[1000:]), model.predict_proba(df[1000:]))
+    out = mlflow.pyfunc.load_model(path).predict(df[1000:])
+    # independent oracle: the method fitted directly on the base model's probabilities
+    base = model.base_estimator
+    expected = mlcal.get_calibrator(method).fit(base.predict_proba(df[500:1000])[:, 1],
+                                                y[500:1000]).predict(
+        base.predict_proba(df[1000:])[:, 1])
+    np.testing.assert_array_equal(out["p_calibrated"].to_numpy(), expected)

@@ -1,7 +1,7 @@
 """mlcal: probability calibration for binary classifiers, from fitting to serving.
 
-Every calibrator reduces to one canonical map (:class:`StepMap`, :class:`LinearMap` or
-:class:`SigmoidMap`) stored as JSON; :class:`CalibratedModel` wraps a fitted classifier with one.
+Every calibrator reduces to one canonical map (:class:`StepMap`, :class:`LinearMap`,
+:class:`SigmoidMap` or :class:`BetaMap`) stored as JSON; :class:`CalibratedModel` wraps a fitted classifier with one.
 """
 
 __version__ = "0.1.0"
@@ -9,9 +9,10 @@ __version__ = "0.1.0"
 from mlcal.calibrators import *  # noqa: E402,F401,F403
 from mlcal.calibrators import __all__ as _calibrator_names  # noqa: E402
 from mlcal.calibrators.catalog import register  # noqa: E402,F401  (deprecated alias)
+from mlcal.maps import BetaMap  # noqa: E402
 from mlcal.maps import (LinearMap, MapFormatError, MulticlassMap, SigmoidMap,  # noqa: E402
                         SoftmaxAffineMap, StepMap, map_from_dict)
 from mlcal.model import CalibratedModel  # noqa: E402
 
-__all__ = [*_calibrator_names, "CalibratedModel", "LinearMap", "MapFormatError", "MulticlassMap",
+__all__ = [*_calibrator_names, "BetaMap", "CalibratedModel", "LinearMap", "MapFormatError", "MulticlassMap",
            "SigmoidMap", "SoftmaxAffineMap", "StepMap", "map_from_dict", "__version__"]

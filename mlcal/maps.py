@@ -1,4 +1,4 @@
-"""The three canonical calibration maps.
+"""The canonical calibration maps.
 
 Every fitted calibrator reduces to exactly one of these, so prediction, JSON artifacts, ONNX
 graphs and plots are written once:
@@ -6,6 +6,8 @@ graphs and plots are written once:
 * :class:`StepMap` -- ``values[searchsorted(thresholds, s, side="right")]``
 * :class:`LinearMap` -- ``interp(s, knots, values)``, flat outside the first/last knot
 * :class:`SigmoidMap` -- ``1 / (1 + exp(a * s + b))``
+* :class:`BetaMap` -- ``expit(a * ln(s) - b * ln(1 - s) + c)`` on probability scores clamped to
+  ``[BETA_EPS, 1 - BETA_EPS]`` (beta calibration, Platt on log-odds, temperature scaling)
 
 A map also records its *input transform* (``"identity"`` or ``"sigmoid"``, the logistic function
 applied to raw scores such as SVM margins before the map) and the score *domain* it was fitted
@@ -32,12 +34,17 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mlcal._dispatch import registered_types
-from mlcal._solvers.detmath import det_expit_array
+from mlcal._solvers.detmath import det_expit_array, det_log1p_array, det_log_array
 from mlcal._solvers.map_reduction import reduce_linear, reduce_step
 from mlcal._validation import as_scores
 
 MAP_FORMAT_VERSION = 1
 INPUT_TRANSFORMS = ("identity", "sigmoid")
+#: BetaMap clamps its (transformed) scores to [BETA_EPS, 1 - BETA_EPS] before the logs: a power
+#: of two, so both ends are exact in float64 and 1 - BETA_EPS is computed exactly; ~1e-12, so
+#: |ln s| and |ln(1 - s)| stay below 40 ln 2 = 27.7 and a score of exactly 0 or 1 cannot get an
+#: unbounded lever in the fit
+BETA_EPS = 2.0 ** -40
 #: default cap on a fitted map's size (bins of a StepMap, knots of a LinearMap); see reduce_map
 DEFAULT_MAX_MAP_SIZE = 10_000
 
@@ -323,7 +330,62 @@ class SigmoidMap(_BaseMap):
         return cls(_float_scalar(doc, "a", where), _float_scalar(doc, "b", where), **common)
 
 
-#: Any calibration map (the built-in ones are StepMap, LinearMap and SigmoidMap).
+@dataclass(frozen=True, eq=False)
+class BetaMap(_BaseMap):
+    """Beta calibration map (Kull, Silva Filho & Flach 2017):
+    ``p = expit(a * ln(s) - b * ln(1 - s) + c)`` for probability scores ``s``.
+
+    The score is first clamped to ``[BETA_EPS, 1 - BETA_EPS]`` (``BETA_EPS = 2**-40``), so the
+    map is defined for every finite score: 0 and anything below it are read as ``BETA_EPS``,
+    1 and anything above as ``1 - BETA_EPS`` (the flat extension of the other maps). The logs
+    and the logistic function are mlcal's deterministic ones (``ln(1 - s)`` as ``log1p(-s)``),
+    evaluated as ``((a * ln s) - (b * ln(1 - s))) + c``, so the output has the same bits on
+    every CPU. With the ``"sigmoid"`` input transform the map takes raw margins.
+
+    ``a = b`` is Platt scaling on the log-odds ``ln(s / (1 - s))``; ``a = b = 1 / T``, ``c = 0``
+    is temperature scaling. ``a, b >= 0`` makes the map non-decreasing (what mlcal's fits
+    produce), but any finite values are a valid map.
+
+    Parameters
+    ----------
+    a, b, c : float
+        Finite coefficients of ``ln s``, ``-ln(1 - s)`` and the intercept.
+    """
+
+    kind: ClassVar[str] = "beta"
+    a: float = 0.0
+    b: float = 0.0
+    c: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        values = tuple(float(v) for v in (self.a, self.b, self.c))
+        if not all(np.isfinite(v) for v in values):
+            raise MapFormatError("beta map: a, b and c must be finite")
+        for name, v in zip("abc", values):
+            object.__setattr__(self, name, v)
+
+    @property
+    def size(self) -> int:
+        """Number of parameters (a, b, c)."""
+        return 3
+
+    def _evaluate(self, s: np.ndarray) -> np.ndarray:
+        sc = np.clip(np.ascontiguousarray(s, dtype=np.float64), BETA_EPS, 1.0 - BETA_EPS)
+        z = (self.a * det_log_array(sc) - self.b * det_log1p_array(-sc)) + self.c
+        return det_expit_array(z)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self._common_dict()
+        d.update(a=self.a, b=self.b, c=self.c)
+        return d
+
+    @classmethod
+    def _from_dict(cls, doc: dict, where: str, common: dict[str, Any]) -> BetaMap:
+        return cls(*(_float_scalar(doc, k, where) for k in "abc"), **common)
+
+
+#: Any calibration map (the built-in ones are StepMap, LinearMap, SigmoidMap and BetaMap).
 CalibrationMap = _BaseMap
 
 
@@ -393,7 +455,8 @@ def reduce_map(m: CalibrationMap, max_size: int | None) -> tuple[CalibrationMap,
       segments inside a tolerance tube, bisection on the tube width); the kept knots keep their
       values, so a monotone map stays monotone and the outer knots, hence the flat extensions,
       are unchanged.
-    * :class:`SigmoidMap` (two parameters) and maps within the cap are returned unchanged.
+    * :class:`SigmoidMap` (two parameters), :class:`BetaMap` (three) and maps within the cap are
+      returned unchanged.
 
     Both reduced maps cut where the original does, so ``|original - reduced|`` peaks at an
     original bin or knot; ``max_error`` is the maximum over all of them, i.e. the exact
@@ -402,7 +465,7 @@ def reduce_map(m: CalibrationMap, max_size: int | None) -> tuple[CalibrationMap,
 
     Parameters
     ----------
-    m : StepMap, LinearMap or SigmoidMap
+    m : StepMap, LinearMap, SigmoidMap or BetaMap
     max_size : int or None
         Largest size kept (>= 2); ``None`` disables the cap.
 
@@ -436,6 +499,12 @@ def _(m: StepMap, max_size: int) -> tuple[CalibrationMap, float]:
 def _(m: LinearMap, max_size: int) -> tuple[CalibrationMap, float]:
     x, v, err = reduce_linear(m.knots, m.values, max_size)
     return LinearMap(x, v, input_transform=m.input_transform, domain=m.domain), err
+
+
+
+@shrink_map.register
+def _(m: BetaMap, max_size: int) -> tuple[CalibrationMap, float]:
+    return m, 0.0   # three parameters, none of them a bin or knot: a cap never applies
 
 
 # the multiclass map types live in their own module; importing it enters them in MAP_TYPES

@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from mlcal._dispatch import registered_types
-from mlcal.maps import LinearMap, SigmoidMap, StepMap
+from mlcal.maps import BetaMap, LinearMap, SigmoidMap, StepMap
 from mlcal.metrics import ece, proportion_interval, reliability_curve
 
 SCALES = ("linear", "logit")
@@ -45,6 +45,11 @@ def _(m: LinearMap) -> np.ndarray:
 @map_breaks.register
 def _(m: SigmoidMap) -> np.ndarray:
     return np.empty(0)   # smooth everywhere
+
+
+@map_breaks.register
+def _(m: BetaMap) -> np.ndarray:
+    return np.empty(0)   # smooth inside (0, 1); its clamp only bends it within 2**-40 of 0 and 1
 
 
 def _save(fig, path: str | None):

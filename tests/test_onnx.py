@@ -30,7 +30,7 @@ from scipy.special import logit
 
 import mlcal
 from mlcal.calibrators.catalog import available_calibrators, get_calibrator
-from mlcal.maps import MAP_FORMAT_VERSION, LinearMap, SigmoidMap, StepMap
+from mlcal.maps import BETA_EPS, MAP_FORMAT_VERSION, BetaMap, LinearMap, SigmoidMap, StepMap
 from mlcal.model import CalibratedModel
 from mlcal.onnx import DEFAULT_OPSET, MIN_OPSET, error_bound, save, to_onnx
 from mlcal.onnx._maps import pull_back_sigmoid
@@ -166,6 +166,12 @@ def handmade_maps() -> list[tuple[str, object]]:
                                      input_transform="sigmoid")),
         ("sigmoid", SigmoidMap(-2.5, 0.7)),
         ("sigmoid-sigmoid", SigmoidMap(-4.0, 2.0, input_transform="sigmoid")),
+        ("beta", BetaMap(0.3, 2.5, -1.2)),
+        ("beta-steep", BetaMap(40.0, 40.0, 3.0)),
+        ("beta-decreasing", BetaMap(-1.5, 0.8, 0.2)),
+        ("beta-constant", BetaMap(0.0, 0.0, 0.7)),
+        ("beta-sigmoid", BetaMap(5.0, 0.5, 3.0, input_transform="sigmoid")),
+        ("beta-sigmoid-steep", BetaMap(0.7, 12.0, -20.0, input_transform="sigmoid")),
     ]
 
 
@@ -187,6 +193,9 @@ def probe_points(m, dtype: str, rng) -> np.ndarray:
         br = m.thresholds
     elif isinstance(m, LinearMap):
         br = m.knots
+    elif isinstance(m, BetaMap):   # the clamp's ends, 0, 1 and every octave towards 0 and 1
+        k = 2.0 ** -np.arange(1, 60)
+        br = np.concatenate(([0.0, 1.0, BETA_EPS, 1.0 - BETA_EPS], k, 1.0 - k))
     else:
         br = np.array([-m.b / m.a]) if m.a else np.array([0.0])
     br = br[np.isfinite(br)]

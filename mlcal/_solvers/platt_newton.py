@@ -65,6 +65,29 @@ def _gradient_hessian(f, t, w, a, b):
     return g0, g1, h11, h21, h22
 
 
+def backtrack(loss_at, fval: float, slope: float, min_step: float):
+    """Armijo backtracking from the full Newton step, halving it: ``(step, loss)`` of the first
+    step with a sufficient decrease (``loss_at(step) <= fval + 1e-4 step slope``), or ``None``
+    once the step falls below ``min_step``."""
+    step = 1.0
+    while step >= min_step:
+        nf = loss_at(step)
+        if nf <= fval + 1e-4 * step * slope:
+            return step, nf
+        step /= 2.0
+    return None
+
+
+def platt_targets(ybar: np.ndarray, wsum: np.ndarray) -> np.ndarray:
+    """Platt's (1999) regularised targets for collapsed points (weighted mean label ``ybar``,
+    total weight ``wsum``): ``(N+ + 1)/(N+ + 2)`` for positives, ``1/(N- + 2)`` for negatives
+    (weighted counts). The cross-entropy is linear in the target, so a tied point's target is
+    the same mixture of the two."""
+    n_pos = float(np.sum(wsum * ybar))   # not np.dot: BLAS sums in a CPU-specific order
+    n_neg = float(np.sum(wsum)) - n_pos
+    return ybar * ((n_pos + 1.0) / (n_pos + 2.0)) + (1.0 - ybar) * (1.0 / (n_neg + 2.0))
+
+
 def standardise(f: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float, float]:
     """Standardised scores ``g = (f - m) / sd`` with ``m``, ``sd`` the weighted mean and standard
     deviation of ``f`` (``sd = 1`` when all scores are equal); returns ``(g, m / sd, sd)``.
@@ -137,14 +160,10 @@ def fit_sigmoid(f: np.ndarray, t: np.ndarray, w: np.ndarray, *, max_iter: int = 
             if polish >= POLISH_STEPS:
                 break
             continue
-        step = 1.0
-        while step >= min_step:
-            na, nb = a + step * da, b + step * db
-            nf = _objective(g, t, w, na, nb)
-            if nf <= fval + 1e-4 * step * slope:
-                a, b, fval = na, nb, nf
-                break
-            step /= 2.0
-        else:
+        found = backtrack(lambda st: _objective(g, t, w, a + st * da, b + st * db), fval, slope,
+                          min_step)
+        if found is None:
             break  # no further decrease possible at machine precision
+        step, fval = found
+        a, b = a + step * da, b + step * db
     return a / sd, b - a * m_over_sd, n_iter

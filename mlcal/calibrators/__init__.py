@@ -4,11 +4,13 @@ from mlcal.calibrators.base import (BaseCalibrator, CalibratorFormatError, load_
                                     save_calibrator)
 from mlcal.calibrators.bayesian_binning import ABB, SBB, PreAggregationWarning
 from mlcal.calibrators.bbq import BBQ
+from mlcal.calibrators.beta import Beta
 from mlcal.calibrators.elite import ELiTE
 from mlcal.calibrators.enir import ENIR
 from mlcal.calibrators.histogram import HistogramBinning
 from mlcal.calibrators.isotonic import Isotonic
 from mlcal.calibrators.kde import KDECalibrator
+from mlcal.calibrators.logit_scaling import PlattLogit, Temperature
 from mlcal.calibrators.platt import Platt
 from mlcal.calibrators.catalog import (available_calibrators, get_calibrator, register,
                                       register_calibrator)
@@ -17,6 +19,7 @@ __all__ = ["ABB", "BBQ", "BaseCalibrator", "CalibratorFormatError", "ELiTE", "EN
            "Isotonic", "KDECalibrator", "Platt", "PreAggregationWarning", "SBB",
            "available_calibrators", "get_calibrator", "load_calibrator",
            "register_calibrator", "save_calibrator"]  # `register`: deprecated, not exported
+__all__ += ["Beta", "PlattLogit", "Temperature"]
 
 from mlcal.calibrators.multiclass import (MatrixScaling, MissingClassError,  # noqa: E402
                                           MulticlassCalibrator, NotProbabilitiesError,

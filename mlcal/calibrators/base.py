@@ -30,6 +30,21 @@ _MAX_PATH_CHARS = 4096
 MAX_MAP_SIZE_CONSTRAINTS = [IsNone(), Integer(2)]
 
 
+def resolve_input_transform(calibrator: Any, choice: str, s: np.ndarray) -> str:
+    """``"identity"`` or ``"sigmoid"`` for an ``input_transform`` choice and the training
+    scores (see :class:`BaseCalibrator`); ``ValueError`` for ``"identity"`` with scores outside
+    [0, 1]."""
+    outside = bool(s.min() < 0.0 or s.max() > 1.0)
+    if choice == "identity" and outside:
+        raise ValueError(
+            f"{type(calibrator).__name__} requires scores in [0, 1] but got values in "
+            f"[{s.min():.6g}, {s.max():.6g}]; pass probabilities, or set "
+            "input_transform='sigmoid' (or 'auto') to squash raw scores first")
+    if choice == "sigmoid" or (choice == "auto" and outside):
+        return "sigmoid"
+    return "identity"
+
+
 class CalibratorFormatError(ValueError):
     """A serialised calibrator is not valid mlcal JSON (corrupt, unknown method or version)."""
 
@@ -120,16 +135,8 @@ class BaseCalibrator(BaseEstimator):
     def _resolve_input_transform(self, s: np.ndarray) -> str:
         if not self.requires_unit_interval:
             return "identity"
-        choice = getattr(self, "input_transform", "auto")   # validated by _validate_params
-        outside = bool(s.min() < 0.0 or s.max() > 1.0)
-        if choice == "identity" and outside:
-            raise ValueError(
-                f"{type(self).__name__} requires scores in [0, 1] but got values in "
-                f"[{s.min():.6g}, {s.max():.6g}]; pass probabilities, or set "
-                "input_transform='sigmoid' (or 'auto') to squash raw scores first")
-        if choice == "sigmoid" or (choice == "auto" and outside):
-            return "sigmoid"
-        return "identity"
+        # validated by _validate_params
+        return resolve_input_transform(self, getattr(self, "input_transform", "auto"), s)
 
     # -- prediction ----------------------------------------------------------------------------
     def _check_fitted(self) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlcal._solvers.platt_newton import fit_sigmoid
+from mlcal._solvers.platt_newton import fit_sigmoid, platt_targets
 from mlcal._solvers.ties import sort_and_collapse
 from mlcal.calibrators._params import Boolean
 from mlcal.calibrators.base import BaseCalibrator
@@ -47,11 +47,7 @@ class Platt(BaseCalibrator):
         # the cross-entropy is linear in the target, so tied rows merge exactly into one point
         # with the weighted mean target; sorted sums make the fit independent of row order
         x, ybar, wsum = sort_and_collapse(scores, y, w)
-        t = ybar
-        if self.smooth_targets:
-            n_pos = float(np.sum(wsum * ybar))   # not np.dot: BLAS sums in a CPU-specific order
-            n_neg = float(np.sum(wsum)) - n_pos
-            t = ybar * ((n_pos + 1.0) / (n_pos + 2.0)) + (1.0 - ybar) * (1.0 / (n_neg + 2.0))
+        t = platt_targets(ybar, wsum) if self.smooth_targets else ybar
         a, b, self.n_iter_ = fit_sigmoid(x, t, wsum)
         if not (np.isfinite(a) and np.isfinite(b)):
             raise ValueError("Platt: the fitted slope is not representable (the scores' spread, "

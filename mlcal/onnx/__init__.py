@@ -25,9 +25,11 @@ Graph contract
   linear map) is within a few ulp, because no two ``exp`` implementations agree bit for bit. In
   float32, step maps equal ``predict(x).astype(float32)`` exactly and linear maps stay within a
   derived bound (~1e-7 for fitted isotonic maps, where a naive float32 graph is off by ~1e-5).
+  BetaMap evaluates ``Log`` as well (computed in float64 even in a float32 graph): ~3e-14 of
+  ``predict`` in float64 on probability scores (docs/beta.md, 'ONNX').
 * Operators: ai.onnx only (opset 13 or later; ``Where``, ``IsNaN``, ``Floor``, ``Clip``,
-  ``Cast``, ``GatherElements``, ``LessOrEqual``, arithmetic, ``Exp``); the composed model also
-  holds whatever skl2onnx emits for the base model (often ai.onnx.ml).
+  ``Cast``, ``GatherElements``, ``LessOrEqual``, arithmetic, ``Exp``, ``Log``); the composed
+  model also holds whatever skl2onnx emits for the base model (often ai.onnx.ml).
 * Opset: ``opset`` is checked against the installed onnx (13 to its newest); onnxruntime 1.31
   loads up to 26.
 * Metadata (``model.metadata_props``): ``mlcal_version``, ``mlcal_method``, ``mlcal_map_type``,
@@ -103,7 +105,7 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
 
     Parameters
     ----------
-    obj : BaseCalibrator, StepMap, LinearMap, SigmoidMap or CalibratedModel
+    obj : BaseCalibrator, a map (StepMap, LinearMap, SigmoidMap, BetaMap) or CalibratedModel
         A calibrator gives a graph from scores to calibrated probabilities; a CalibratedModel
         gives the whole classifier (its base model must be convertible by skl2onnx in
         ``dtype``; XGBoost and LightGBM classifiers, alone or ending a pipeline, go through

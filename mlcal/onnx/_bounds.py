@@ -26,6 +26,18 @@ contributes a relative error <= u):
   at most ``p (E (1-p) + 4u)``; a linear map then adds ``max|slope| * |dp|``; a SigmoidMap in
   float32 adds the rounding of ``z = a s + b``: ``|dz| <= u (3|z| + 3|b|)(1+2u)`` and
   ``sup_z sigma'(z) |z| = 0.2240``, so ``|dp| <= 3u (0.2241 + 0.25 |b|)``.
+* BetaMap: the graph computes in float64 whatever its dtype (a float32 graph adds the
+  rounding of ``p`` to float32, <= 2**-24). ``Log`` is allowed ``LOG_ULPS`` ulps from
+  ``predict``'s log, and ``Log(1 - s)`` against ``log1p(-s)`` adds the rounding of ``1 - s``
+  (<= u absolute in the log). With the sigmoid transform the graph's ``s`` is within
+  ``s (E (1-s) + 4u)`` of ``predict``'s, i.e. a relative ``E + 4u`` in ``s`` and
+  ``E + 4u / (1 - s)`` in ``1 - s`` (``1 - s >= BETA_EPS`` after the clip). With
+  ``Lmax = 40 ln 2`` bounding both logs, ``z = (a L1 - b L2) + c`` differs by
+  ``|a| dL1 + |b| dL2 + 2 * 1.01 u (3 |a| Lmax + 3 |b| Lmax + |c|)`` and ``p`` by
+  ``sup sigma'(z) |dz|`` plus the expit discrepancy. The sup is taken per octave of
+  ``1 - s`` (``[2^-j-1, 2^-j]``, where ``dL2`` is largest) over the range of ``z`` there (``ln s``
+  and ``ln(1 - s)`` are monotone, so the range comes from the octave's ends); near ``s = 1``
+  a fitted map is flat (``sigma'`` tiny), which keeps the bound close to the measured error.
 """
 
 from __future__ import annotations
@@ -35,13 +47,14 @@ import functools
 import numpy as np
 
 from mlcal._dispatch import registered_types
-from mlcal.maps import LinearMap, SigmoidMap, StepMap
+from mlcal.maps import BETA_EPS, BetaMap, LinearMap, SigmoidMap, StepMap
 from mlcal.onnx._maps import linear_slopes, linear_tables
 from mlcal.onnx._search import round_up
 
 U64 = 2.0 ** -53
 ETA32 = 2.0 ** -149          # absolute error floor of a float32 operation (subnormal spacing)
 EXP_ULPS = 4                 # allowed discrepancy between two exp implementations, in ulps
+LOG_ULPS = 4                 # ... and between two log implementations
 
 
 def _unit_roundoff(dtype) -> float:
@@ -151,4 +164,45 @@ def _(m: SigmoidMap, dtype: np.dtype) -> float:
         err = z_round + exp_part
     if dtype != np.float64:   # float64 scipy's own rounding of z and p
         err += 3 * U64 * (0.2241 + 0.25 * b) + (EXP_ULPS * 2 + 4) * U64
+    return min(1.0, err * (1 + 4 * u))
+
+
+# -- BetaMap (kept apart from the other registrations) ------------------------------------------
+def _sigmoid_slope_sup(lo: float, hi: float) -> float:
+    """``sup sigma'(z)`` over ``z`` in ``[lo, hi]`` (largest at the point nearest 0)."""
+    z = 0.0 if lo <= 0.0 <= hi else min(abs(lo), abs(hi))
+    e = float(np.exp(-z))
+    return e / (1.0 + e) ** 2
+
+
+@map_error_bound.register
+def _(m: BetaMap, dtype: np.dtype) -> float:
+    u = U64
+    a, b, c = abs(m.a), abs(m.b), abs(m.c)
+    lmax = 40.0 * float(np.log(2.0)) * (1 + u)   # |ln s|, |ln(1 - s)| after the clip
+    sig = m.input_transform == "sigmoid"
+    e_rel = EXP_ULPS * 2 * u + 4 * u               # relative error of the graph's expit
+    rounding = 2 * 1.01 * u * (3 * a * lmax + 3 * b * lmax + c)
+    d_log = LOG_ULPS * 2 * u * lmax                # Log vs predict's log, both logs
+    n_oct = int(round(-np.log2(BETA_EPS)))
+    worst = 0.0
+    for j in range(n_oct + 1):
+        if j == 0:   # s in [0, 1/2]: 1 - s >= 1/2
+            s_lo, s_hi, inv_1ms = BETA_EPS, 0.5, 2.0
+        else:        # 1 - s in [2^-(j+1), 2^-j]
+            s_lo, s_hi, inv_1ms = 1.0 - 2.0 ** -j, 1.0 - 2.0 ** -(j + 1), 2.0 ** (j + 1)
+        dl1 = d_log + (1.01 * e_rel if sig else 0.0)
+        dl2 = d_log + 1.01 * u + (1.01 * (EXP_ULPS * 2 * u + 4 * u * inv_1ms) if sig else 0.0)
+        dz = a * dl1 + b * dl2 + rounding
+        ends = [m.a * np.log(v) - m.b * np.log1p(-v) + m.c for v in (s_lo, s_hi)]
+        # each term is monotone in s, so z over the octave lies between the sums of the
+        # terms' smaller and larger ends (widened by dz and a safety margin for this float math)
+        t1 = sorted(m.a * np.log(v) for v in (s_lo, s_hi))
+        t2 = sorted(-m.b * np.log1p(-v) for v in (s_lo, s_hi))
+        lo = t1[0] + t2[0] + m.c - dz - 1e-9 * (1 + max(abs(x) for x in ends))
+        hi = t1[1] + t2[1] + m.c + dz + 1e-9 * (1 + max(abs(x) for x in ends))
+        worst = max(worst, _sigmoid_slope_sup(lo, hi) * dz * 1.01)
+    err = worst + _expit_error(np.float64)
+    if dtype != np.float64:
+        err += 2.0 ** -24   # the final Cast of p to float32
     return min(1.0, err * (1 + 4 * u))

@@ -19,6 +19,13 @@ Each map class has one builder, registered with :func:`map_subgraph` (dispatch o
   used: onnxruntime's float64 kernel is accurate only in absolute terms, ~2e-16, and flushes
   ``expit(-40)`` and below to 0.)
 
+* ``BetaMap``: ``expit(a * Log(s) - b * Log(1 - s) + c)`` with ``s`` clipped to
+  ``[BETA_EPS, 1 - BETA_EPS]``, always computed in float64 (a float32 graph casts its input
+  up and the probability down: float32 cannot hold ``1 - BETA_EPS``, so clipping there would
+  move scores of exactly 1 far from where ``predict`` puts them). ONNX has no ``log1p``, so
+  ``ln(1 - s)`` is ``Log(1 - s)``: exact subtraction for ``s >= 1/2`` (Sterbenz), an absolute
+  error below 2**-53 otherwise, against ``predict``'s ``log1p(-s)``; see ``_bounds``.
+
 Non-finite scores (NaN, +-inf) give NaN, as ``predict`` rejects them: the index search keeps
 every index valid for NaN (see ``_search``) and the result gets ``score - score`` added (+0, or
 NaN), two cheap ops instead of a ``Where``.
@@ -31,7 +38,10 @@ import functools
 import numpy as np
 
 from mlcal._dispatch import registered_types
-from mlcal.maps import LinearMap, SigmoidMap, StepMap, apply_input_transform
+from onnx import TensorProto
+
+from mlcal.maps import (BETA_EPS, BetaMap, LinearMap, SigmoidMap, StepMap,
+                        apply_input_transform)
 from mlcal.onnx._graph import GraphBuilder
 from mlcal.onnx._search import count_leq, gather, resolve_method, round_down, round_up
 
@@ -229,6 +239,36 @@ def _(m: LinearMap, g: GraphBuilder, x: str, dtype: np.dtype, method) -> tuple[s
 def _(m: SigmoidMap, g: GraphBuilder, x: str, dtype: np.dtype, method) -> tuple[str, str]:
     resolve_method(method, 0)   # still validate the argument
     return sigmoid_map_nodes(g, x, m, dtype), "none"
+
+
+# -- BetaMap (kept apart from the other registrations) ------------------------------------------
+def beta_map_nodes(g: GraphBuilder, x: str, m: BetaMap, dtype: np.dtype) -> str:
+    """``((a * ln s) - (b * ln(1 - s))) + c`` in ``predict``'s order, then scipy's expit."""
+    raw = x
+    f64 = np.dtype(np.float64)
+    if dtype != f64:
+        x = g.op("Cast", [x], "beta_in64", to=TensorProto.DOUBLE)
+    if m.input_transform == "sigmoid":
+        x = sigmoid_nodes(g, x, f64)
+    s = g.op("Clip", [x, g.const(np.float64(BETA_EPS), "beta_lo"),
+                      g.const(np.float64(1.0 - BETA_EPS), "beta_hi")], "beta_s")
+    log_s = g.op("Log", [s], "log_s")
+    log_1ms = g.op("Log", [g.op("Sub", [g.const(np.float64(1.0), "one"), s], "one_minus_s")],
+                   "log_1ms")
+    z = g.op("Sub", [g.op("Mul", [g.const(np.float64(m.a), "beta_a"), log_s], "a_log_s"),
+                     g.op("Mul", [g.const(np.float64(m.b), "beta_b"), log_1ms], "b_log_1ms")],
+             "beta_ab")
+    p = sigmoid_nodes(g, g.op("Add", [z, g.const(np.float64(m.c), "beta_c")], "beta_z"), f64)
+    if dtype != f64:
+        p = g.op("Cast", [p], "beta_out", to=TensorProto.FLOAT)
+    # Clip's result for NaN is unspecified by ONNX: put NaN back explicitly
+    return _non_finite_to_nan(g, raw, p)
+
+
+@map_subgraph.register
+def _(m: BetaMap, g: GraphBuilder, x: str, dtype: np.dtype, method) -> tuple[str, str]:
+    resolve_method(method, 0)   # still validate the argument
+    return beta_map_nodes(g, x, m, dtype), "none"
 
 
 def map_nodes(g: GraphBuilder, x: str, m, dtype: np.dtype, method="auto") -> tuple[str, str]:

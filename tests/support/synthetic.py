@@ -41,3 +41,18 @@ def calibration_set(n: int, seed: int = 0, *, beta: tuple[float, float] | None =
     else:
         raise ValueError(f"unknown weights {weights!r}")
     return s, y, w
+
+
+def beta_link_set(n: int, seed: int = 0, *, a: float, b: float, c: float,
+                  beta: tuple[float, float] = (1.0, 1.0), weights: bool = False):
+    """Scores ``Beta(*beta)`` and labels with ``P(y = 1 | s) = expit(a ln s - b ln(1 - s) + c)``
+    (the beta-calibration link; ``a`` or ``b`` < 0 makes a non-monotone truth), plus integer
+    weights 1..3 if ``weights``."""
+    rng = np.random.default_rng(seed)
+    s = rng.beta(*beta, n)
+    with np.errstate(divide="ignore"):
+        z = a * np.log(s) - b * np.log1p(-s) + c
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-z))).astype(float)
+    if not weights:
+        return s, y
+    return s, y, rng.integers(1, 4, n).astype(float)

@@ -1,0 +1,91 @@
+"""Maximum-likelihood fits behind the beta-family calibrators (beta calibration, Platt on
+log-odds, binary temperature scaling): features of the collapsed scores and the constrained
+logistic fits of :mod:`mlcal._solvers.logistic_newton`.
+
+Beta calibration (Kull, Silva Filho & Flach 2017) is logistic regression of the label on
+``ln s`` and ``-ln(1 - s)``: ``p = expit(a ln s - b ln(1 - s) + c)``. Its reduced variants fix
+``a = b`` ("am": one feature, the log-odds ``ln(s / (1 - s))``, plus the intercept) or the
+midpoint ``m = 1/2`` ("ab": features ``ln(2 s)`` and ``-ln(2 (1 - s))`` without intercept, i.e.
+``c = (a - b) ln 2``). Every coefficient of a score feature is constrained to be >= 0 so the
+map is non-decreasing (see :func:`~mlcal._solvers.logistic_newton.fit_nonnegative`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mlcal._solvers.detmath import det_log, det_log1p_array, det_log_array
+from mlcal._solvers.logistic_newton import fit_nonnegative
+from mlcal._solvers.platt_newton import platt_targets
+from mlcal._solvers.ties import sort_and_collapse
+from mlcal.maps import BETA_EPS
+
+BETA_PARAMETERS = ("abm", "ab", "am")
+LN2 = 0.6931471805599453   # ln 2 correctly rounded to float64
+
+
+def collapsed_targets(scores: np.ndarray, y: np.ndarray, w: np.ndarray, smooth: bool):
+    """Sorted unique scores, their (optionally Platt-smoothed) targets and total weights, and
+    the starting intercept (log-odds of the weighted base rate, +1 smoothed as Platt's)."""
+    x, ybar, wsum = sort_and_collapse(scores, y, w)
+    t = platt_targets(ybar, wsum) if smooth else ybar
+    n_pos = float(np.sum(wsum * ybar))   # not np.dot: BLAS sums in a CPU-specific order
+    n_neg = float(np.sum(wsum)) - n_pos
+    return x, t, wsum, float(det_log((n_pos + 1.0) / (n_neg + 1.0)))
+
+
+def log_features(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``ln s`` and ``-ln(1 - s)`` of the scores clamped as :class:`~mlcal.maps.BetaMap` does."""
+    sc = np.clip(np.ascontiguousarray(s, dtype=np.float64), BETA_EPS, 1.0 - BETA_EPS)
+    return det_log_array(sc), -det_log1p_array(-sc)
+
+
+def separable_error(method: str) -> ValueError:
+    """The error for a maximum-likelihood fit whose optimum is at infinity."""
+    return ValueError(f"{method}: the labels are separable by the score, so the "
+                      "maximum-likelihood parameters are infinite; use smooth_targets=True "
+                      "(Platt's regularised targets) or more calibration data")
+
+
+def fit_beta(s: np.ndarray, y: np.ndarray, w: np.ndarray, parameters: str, smooth: bool
+             ) -> tuple[float, float, float]:
+    """``(a, b, c)`` of the beta map fitted by weighted maximum likelihood, ``a, b >= 0``.
+
+    Raises ``ValueError`` when the optimum is at infinity (only possible with ``smooth=False``).
+    """
+    x, t, wsum, start = collapsed_targets(s, y, w, smooth)
+    l1, l2 = log_features(x)
+    if parameters == "abm":
+        coef, c, _, ok = fit_nonnegative(np.column_stack((l1, l2)), t, wsum, intercept=True,
+                                         start_intercept=start)
+        a, b = coef
+    elif parameters == "am":
+        coef, c, _, ok = fit_nonnegative((l1 + l2)[:, None], t, wsum, intercept=True,
+                                         start_intercept=start)
+        a = b = coef[0]
+    elif parameters == "ab":
+        coef, _, _, ok = fit_nonnegative(np.column_stack((l1 + LN2, l2 - LN2)), t, wsum,
+                                         intercept=False)
+        a, b = coef
+        c = a * LN2 - b * LN2
+    else:
+        raise ValueError(f"parameters must be one of {BETA_PARAMETERS}, got {parameters!r}")
+    if not ok:
+        raise separable_error("beta calibration")
+    return float(a), float(b), float(c)
+
+
+def fit_logit_scaling(feature: np.ndarray, y: np.ndarray, w: np.ndarray, *, intercept: bool,
+                      smooth: bool, method: str, on_logit: bool) -> tuple[float, float]:
+    """``(slope, intercept)`` of ``expit(slope * f + intercept)`` with ``slope >= 0``, where
+    ``f`` is the score's log-odds (``on_logit``: probability scores, clamped as BetaMap) or the
+    score itself (a margin). Without ``intercept`` the intercept is 0 (temperature scaling)."""
+    x, t, wsum, start = collapsed_targets(feature, y, w, smooth)
+    if on_logit:
+        l1, l2 = log_features(x)
+        x = l1 + l2
+    coef, c, _, ok = fit_nonnegative(x[:, None], t, wsum, intercept=intercept,
+                                     start_intercept=start)
+    if not ok:
+        raise separable_error(method)
+    return float(coef[0]), float(c)

@@ -1,0 +1,240 @@
+"""Weighted logistic regression on a few features (k <= 3) by Newton's method with backtracking,
+deterministic, plus the non-negativity rule of beta calibration.
+
+Minimises ``L(theta) = sum_i w_i (log(1 + exp(z_i)) - t_i z_i)``, ``z_i = sum_j theta_j x_ij``
+(+ an intercept), the cross-entropy of ``p = expit(z)`` against targets ``t`` in [0, 1]. ``L`` is
+convex; its gradient is ``sum w (p - t) x`` and its Hessian ``sum w p (1 - p) x x^T``.
+
+Every sum is a sequential loop over the (caller-sorted) rows, exp/log come from
+:mod:`mlcal._solvers.detmath`, and the k x k Newton system is solved by Gaussian elimination
+with partial pivoting in plain IEEE arithmetic, so the result has the same bits on every CPU.
+
+Conditioning: each feature is standardised first (weighted mean and standard deviation with
+an intercept, weighted root mean square without one, via :func:`platt_newton.standardise`'s
+power-of-two prescaling) and the coefficients are mapped back; the ridge and stopping tolerance
+then mean the same thing whatever the scale of the scores. Stopping follows
+:mod:`mlcal._solvers.platt_newton`: gradient below ``tol`` times the total weight, or full
+Newton steps once the predicted decrease is below the objective's rounding error.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from numba import njit
+
+from mlcal._solvers.detmath import det_exp, det_log1p
+from mlcal._solvers.platt_newton import EPS, POLISH_STEPS, backtrack, standardise
+
+#: |z| beyond which a fitted probability is 0 or 1 to within exp(-700): an MLE that needs it is
+#: at infinity (the labels are separable by the features)
+DIVERGED_Z = 700.0
+#: a Newton run stopped by an underflowed gradient on separable labels has every |z| beyond ~27
+SATURATED_Z = 20.0
+
+
+@njit(cache=True, nogil=True)
+def _loss(x, t, w, theta):
+    total = 0.0
+    for i in range(x.shape[0]):
+        z = 0.0
+        for j in range(x.shape[1]):
+            z += theta[j] * x[i, j]
+        if z >= 0.0:   # split on the sign so that exp never overflows
+            total += w[i] * ((1.0 - t[i]) * z + det_log1p(det_exp(-z)))
+        else:
+            total += w[i] * (det_log1p(det_exp(z)) - t[i] * z)
+    return total
+
+
+@njit(cache=True, nogil=True)
+def _gradient_hessian(x, t, w, theta):
+    k = x.shape[1]
+    g = np.zeros(k)
+    h = np.zeros((k, k))
+    zmax = 0.0
+    for i in range(x.shape[0]):
+        z = 0.0
+        for j in range(k):
+            z += theta[j] * x[i, j]
+        zmax = max(zmax, abs(z))
+        if z >= 0.0:
+            p = 1.0 / (1.0 + det_exp(-z))
+        else:
+            e = det_exp(z)
+            p = e / (1.0 + e)
+        d1 = w[i] * (p - t[i])
+        d2 = w[i] * p * (1.0 - p)
+        for j in range(k):
+            g[j] += d1 * x[i, j]
+            for m in range(j + 1):
+                h[j, m] += d2 * x[i, j] * x[i, m]
+    for j in range(k):
+        for m in range(j):
+            h[m, j] = h[j, m]
+    return g, h, zmax
+
+
+def _solve(h: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """``h^-1 g`` by Gaussian elimination with partial pivoting (k <= 3, no BLAS/LAPACK)."""
+    k = g.size
+    a = np.column_stack((h, g)).astype(np.float64)
+    for col in range(k):
+        piv = col + int(np.argmax(np.abs(a[col:, col])))
+        if piv != col:
+            a[[col, piv]] = a[[piv, col]]
+        for r in range(col + 1, k):
+            f = a[r, col] / a[col, col]
+            a[r, col:] = a[r, col:] - f * a[col, col:]
+    out = np.zeros(k)
+    for r in range(k - 1, -1, -1):
+        acc = a[r, k]
+        for c in range(r + 1, k):
+            acc -= a[r, c] * out[c]
+        out[r] = acc / a[r, r]
+    return out
+
+
+def _scale_columns(x: np.ndarray, w: np.ndarray, intercept: bool):
+    """Standardised columns (+ a column of ones with an intercept), and per column (shift,
+    scale) so that ``x_j = shift_j + scale_j * g_j``."""
+    cols, shifts, scales = [], [], []
+    wt = float(np.sum(w))
+    for j in range(x.shape[1]):
+        f = x[:, j]
+        if intercept:
+            g, m_over_sd, sd = standardise(f, w)
+            cols.append(g)
+            shifts.append(m_over_sd * sd)
+            scales.append(sd)
+            continue
+        top = float(np.max(np.abs(f)))
+        e = math.frexp(top)[1] if 0.0 < top < math.inf else 0
+        fs = np.ldexp(f, -e)
+        rms = math.sqrt(float(np.sum(w * fs * fs)) / wt)   # IEEE sqrt: same bits everywhere
+        rms = rms if rms > 0.0 else 1.0
+        cols.append(fs / rms)
+        shifts.append(0.0)
+        scales.append(math.ldexp(rms, e))
+    if intercept:
+        cols.append(np.ones(x.shape[0]))
+    g = np.ascontiguousarray(np.column_stack(cols) if cols else np.empty((x.shape[0], 0)))
+    return g, shifts, scales
+
+
+def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool,
+                 start_intercept: float = 0.0, max_iter: int = 100, min_step: float = 1e-10,
+                 ridge: float = 1e-12, tol: float = 1e-12):
+    """Minimise the weighted cross-entropy of ``expit(x @ coef + intercept)`` against ``t``.
+
+    Parameters
+    ----------
+    x : array of shape (n, k), k <= 3
+        Features, rows in a canonical (sorted) order.
+    t, w : arrays of shape (n,)
+        Targets in [0, 1] and positive weights.
+    intercept : bool
+        Fit an intercept too (else it is 0).
+    start_intercept : float
+        Starting intercept (e.g. the log-odds of the base rate).
+
+    Returns
+    -------
+    coef : ndarray of shape (k,)
+    intercept : float
+    loss : float
+        The objective at the returned point.
+    converged : bool
+        False when the optimum is at infinity (doubling the coefficients does not raise the
+        loss, or some ``|z| > DIVERGED_Z``) or ``max_iter`` ran out.
+    """
+    x = np.ascontiguousarray(x, dtype=np.float64).reshape(len(t), -1)
+    t = np.ascontiguousarray(t, dtype=np.float64)
+    w = np.ascontiguousarray(w, dtype=np.float64)
+    k = x.shape[1]
+    g_x, shifts, scales = _scale_columns(x, w, intercept)
+    theta = np.zeros(g_x.shape[1])
+    if intercept:
+        theta[-1] = start_intercept
+    scale = float(np.sum(w))
+    fval = _loss(g_x, t, w, theta)
+    rounding = 64.0 * t.size * EPS * (abs(fval) + scale)
+    polish, converged, zmax = 0, False, 0.0
+    for _ in range(max_iter):
+        grad, hess, zmax = _gradient_hessian(g_x, t, w, theta)
+        if theta.size == 0 or float(np.max(np.abs(grad))) < tol * scale:
+            converged = True
+            break
+        hess[np.diag_indices_from(hess)] += ridge
+        d = -_solve(hess, grad)
+        slope = float(np.sum(grad * d))
+        if -slope <= rounding or polish:
+            # below the objective's rounding the line search cannot judge a step; this close
+            # to the optimum full Newton steps converge quadratically
+            theta = theta + d
+            polish += 1
+            if polish >= POLISH_STEPS:
+                converged = True
+                break
+            continue
+        found = backtrack(lambda st: _loss(g_x, t, w, theta + st * d), fval, slope, min_step)
+        if found is None:
+            converged = True   # no further decrease at machine precision
+            break
+        step, fval = found
+        theta = theta + step * d
+    _, _, zmax = _gradient_hessian(g_x, t, w, theta)
+    fval = _loss(g_x, t, w, theta)
+    # at a finite optimum the loss rises along the ray through it (convexity, zero slope at
+    # t = 1); if doubling every coefficient does not raise it, the fit stopped on the way to an
+    # optimum at infinity (separable or quasi-separable labels) where the gradient underflowed.
+    # Only asked once some |z| > SATURATED_Z (p within 2e-9 of 0 or 1): near theta = 0 the
+    # rise can be below the loss's rounding
+    at_infinity = zmax > SATURATED_Z and _loss(g_x, t, w, 2.0 * theta) <= fval
+    coef = np.array([theta[j] / scales[j] for j in range(k)])
+    b0 = float(theta[-1]) if intercept else 0.0
+    for j in range(k):
+        b0 -= float(theta[j]) * (shifts[j] / scales[j])
+    ok = (converged and not at_infinity and zmax <= DIVERGED_Z
+          and bool(np.isfinite(coef).all()) and bool(np.isfinite(b0)))
+    return coef, b0, float(fval), ok
+
+
+def fit_nonnegative(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool,
+                    start_intercept: float = 0.0):
+    """:func:`fit_logistic` with every coefficient constrained to be ``>= 0``.
+
+    The exact constrained optimum of the convex objective: it lies in the relative interior of
+    one face of the orthant (some coefficients 0, the others positive), where it is the
+    unconstrained optimum over the remaining features. So every subset of features is fitted
+    (k <= 3: at most 8 fits, fewer when the full fit is already feasible) and the feasible fit
+    with the lowest objective wins (ties: fewer features dropped, then earlier columns kept).
+    This generalises beta calibration's rule of refitting without a feature whose coefficient
+    came out negative (Kull et al. 2017), which can miss the optimum when a refit turns the
+    other coefficient negative.
+
+    Returns
+    -------
+    coef, intercept, loss, converged
+        As :func:`fit_logistic`; ``converged`` is False when any fit tried diverged.
+    """
+    k = x.shape[1]
+    best = None
+    for n_drop in range(k + 1):
+        for dropped in itertools.combinations(range(k), n_drop):
+            keep = [j for j in range(k) if j not in dropped]
+            coef, b0, loss, ok = fit_logistic(x[:, keep], t, w, intercept=intercept,
+                                              start_intercept=start_intercept)
+            if not ok:
+                return np.zeros(k), b0, loss, False
+            if (coef < 0).any():
+                continue
+            full = np.zeros(k)
+            full[keep] = coef
+            if best is None or loss < best[2]:
+                best = (full, b0, loss)
+        if n_drop == 0 and best is not None:
+            break   # the unconstrained optimum is feasible
+    return best[0], best[1], best[2], True

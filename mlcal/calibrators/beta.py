@@ -1,0 +1,56 @@
+"""Beta calibration (Kull, Silva Filho & Flach 2017): logistic regression on ``ln s`` and
+``-ln(1 - s)``, stored as one :class:`~mlcal.maps.BetaMap`."""
+
+from __future__ import annotations
+
+from mlcal._solvers.beta_fit import BETA_PARAMETERS, fit_beta
+from mlcal.calibrators._params import Boolean, Options
+from mlcal.calibrators.base import BaseCalibrator
+from mlcal.calibrators.catalog import register_calibrator
+from mlcal.maps import BetaMap
+
+
+@register_calibrator("beta")
+class Beta(BaseCalibrator):
+    """Beta calibration, ``p = expit(a ln(s) - b ln(1 - s) + c)`` for probability scores ``s``.
+
+    Fitted by weighted maximum likelihood (Newton's method with backtracking on the convex
+    logistic log-likelihood, deterministic; see ``docs/beta.md``) with ``a, b >= 0``, the exact
+    optimum under that constraint, so the map is non-decreasing. Scores are clamped to
+    ``[2**-40, 1 - 2**-40]`` before the logs, at fit and predict time alike. Tied scores are
+    merged into weighted points first, so the map does not depend on the order of the rows.
+
+    Parameters
+    ----------
+    parameters : {"abm", "ab", "am"}, default="abm"
+        The paper's variants: ``"abm"`` fits ``a``, ``b`` and ``c``; ``"am"`` fixes ``a = b``
+        (Platt scaling on the log-odds ``ln(s / (1 - s))``, with intercept, as
+        ``platt-logit``); ``"ab"`` fixes the midpoint (the score mapped to 1/2) at ``s = 1/2``,
+        i.e. ``c = (a - b) ln 2``.
+    smooth_targets : bool, default=True
+        Fit Platt's (1999) regularised targets ``(N+ + 1)/(N+ + 2)`` and ``1/(N- + 2)``
+        (weighted counts) instead of the 0/1 labels, as mlcal's ``platt`` does, which keeps the
+        parameters finite when the score separates the classes. ``False`` is the plain
+        maximum-likelihood fit of the paper; on separable data it raises ``ValueError``.
+    input_transform : {"auto", "identity", "sigmoid"}, default="auto"
+        ``"auto"`` squashes raw scores with the logistic sigmoid when any training score lies
+        outside [0, 1]; ``"identity"`` requires probabilities; ``"sigmoid"`` always squashes.
+
+    Attributes
+    ----------
+    map_ : BetaMap
+    """
+
+    requires_unit_interval = True
+    _parameter_constraints = {"parameters": [Options(BETA_PARAMETERS)],
+                              "smooth_targets": [Boolean()]}
+
+    def __init__(self, parameters: str = "abm", smooth_targets: bool = True,
+                 input_transform: str = "auto"):
+        self.parameters = parameters
+        self.smooth_targets = smooth_targets
+        self.input_transform = input_transform
+
+    def _fit(self, scores, y, w):
+        a, b, c = fit_beta(scores, y, w, self.parameters, self.smooth_targets)
+        return BetaMap(a, b, c)

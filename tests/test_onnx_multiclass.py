@@ -286,3 +286,38 @@ def test_fused_string_labels_and_node_parity(fused_models, tmp_path):
     for (model, feeds), node_out in zip(cases, run_node_batch(cases, tmp_path)):
         for a, b in zip(run_ort(model, feeds), node_out):
             np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("library", ["xgboost", "lightgbm"])
+@pytest.mark.parametrize("score", ["auto", "margin"])
+@pytest.mark.parametrize("method", ["temperature", "isotonic"])
+def test_fused_multiclass_booster(library, score, method):
+    """XGBoost/LightGBM multiclass through onnxmltools: the converted trees give the library's
+    scores within float32 rounding, the fused graph is the calibrator applied to those scores
+    (within its bound), and end to end it is within the calibrator's change over that gap."""
+    pytest.importorskip(library)
+    pytest.importorskip("onnxmltools")
+    from mlcal.onnx._compose import convert_base
+
+    X, y = _classification(seed=2)
+    if library == "xgboost":
+        import xgboost
+        base = xgboost.XGBClassifier(n_estimators=30, max_depth=3, n_jobs=1)
+    else:
+        import lightgbm
+        base = lightgbm.LGBMClassifier(n_estimators=30, num_leaves=15, verbose=-1, n_jobs=1)
+    base.fit(X[:1000], y[:1000])
+    cm = CalibratedModel(base, method, score=score).fit(X[1000:2000], y[1000:2000])
+    Xt = X[2000:]
+    label, proba = run_ort(to_onnx(cm), {"X": Xt})
+    raw = run_ort(convert_base(base, cm.score_source_, np.dtype("float64"), DEFAULT_OPSET),
+                  {"X": Xt})[1].astype(np.float64)
+    raw_py = cm.predict_uncalibrated(Xt)
+    eps32 = float(np.finfo(np.float32).eps)
+    assert np.all(np.abs(raw - raw_py) <= 64 * eps32 * np.maximum(1.0, np.abs(raw_py)))
+    stage = np.abs(proba - cm.calibrator_.predict_proba(raw)).max()
+    assert stage <= error_bound(cm.calibrator_.map_, "float64")
+    carried = np.abs(cm.calibrator_.predict_proba(raw) - cm.predict_proba(Xt)).max()
+    assert np.abs(proba - cm.predict_proba(Xt)).max() <= stage + carried + 1e-15
+    assert carried <= 1e-4
+    assert (label == cm.predict(Xt)).mean() > 0.99

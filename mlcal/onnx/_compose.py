@@ -90,17 +90,18 @@ def frame_input_types(frame, float_type) -> list:
 
 
 def _set_tree_post_transform_none(base) -> None:
-    """Make the tree ensemble output raw margins instead of LOGISTIC probabilities."""
+    """Make the tree ensemble output raw margins instead of LOGISTIC (binary) or SOFTMAX
+    (multiclass) probabilities."""
     found = False
     for node in base.graph.node:
         if node.op_type == "TreeEnsembleClassifier":
             for attr in node.attribute:
-                if attr.name == "post_transform" and attr.s == b"LOGISTIC":
+                if attr.name == "post_transform" and attr.s in (b"LOGISTIC", b"SOFTMAX"):
                     attr.s = b"NONE"
                     found = True
     if not found:
-        raise ValueError("the converted booster has no LOGISTIC tree ensemble; cannot export "
-                         "its margin")
+        raise ValueError("the converted booster has no LOGISTIC or SOFTMAX tree ensemble; "
+                         "cannot export its margin")
 
 
 def _trees_read_float32(base) -> None:

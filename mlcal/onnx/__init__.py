@@ -18,6 +18,10 @@ Graph contract
   ``[1 - p, p]``, like skl2onnx classifiers with ``zipmap=False``. The base model is converted by
   skl2onnx; its probability column (or its decision function, followed by the sigmoid when the
   map's input transform says so) feeds the map.
+* Multiclass calibrator (``OneVsRest``, temperature/vector/matrix scaling) or map: input
+  ``scores`` [N, K], output ``p_calibrated`` [N, K]; a multiclass CalibratedModel outputs
+  ``label`` [N] (``classes_[argmax]``) and ``probabilities`` [N, K]. A row holding a NaN or
+  infinite score gives a NaN row. Builders and bounds: ``mlcal/onnx/_multiclass.py``.
 * NaN scores give NaN probabilities (label ``classes_[0]``), never a silent end value, and so
   do infinite scores; Python's ``predict`` keeps rejecting both with ``ValueError``.
 * Exactness (see :func:`error_bound`): in float64, step maps and linear maps are bit-identical
@@ -119,8 +123,9 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
 
     Parameters
     ----------
-    obj : BaseCalibrator, StepMap, LinearMap, SigmoidMap or CalibratedModel
-        A calibrator gives a graph from scores to calibrated probabilities; a CalibratedModel
+    obj : BaseCalibrator, MulticlassCalibrator, a calibration map or CalibratedModel
+        A calibrator gives a graph from scores to calibrated probabilities (multiclass:
+        [N, K] to [N, K]; float32 is refused for a softmax-affine map on logits); a CalibratedModel
         gives the whole classifier (its base model must be convertible by skl2onnx in
         ``dtype``; XGBoost and LightGBM classifiers, alone or ending a pipeline, go through
         onnxmltools' converters, registered here with the ai.onnx.ml opset they need).

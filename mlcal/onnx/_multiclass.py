@@ -196,7 +196,8 @@ def _(m: MulticlassMap, dtype: np.dtype) -> float:
     so with class probabilities ``q'_k`` within relative error ``R`` of ``q_k`` (0 where the
     class map is exact in float64), ``|p'_k - p_k| <= (2 R + 2 gamma_(K-1)) / (1 - R -
     gamma_(K-1)) + 2u`` (0 when every class map is bit-identical in float64; zeros stay zeros,
-    so the all-zero rule picks the same rows). When some class map has only an absolute bound
+    so the all-zero rule picks the same rows, except where a sigmoid class map's ``exp``
+    overflows in one runtime only, i.e. class probabilities near 1e-308). When some class map has only an absolute bound
     ``b_k`` (float32 linear maps, linear maps on a sigmoid transform), the row sum ``S`` is at
     least ``L = sum of the maps' lowest values`` and ``|dp_k| <= 2 sum b / (L - sum b)``; with
     ``L <= sum b`` (maps that can all return ~0) no useful bound exists and 1.0 is returned:

@@ -181,9 +181,10 @@ def calibration_report(y, p_before, p_after, n_bins: int = 10,
 
 def format_report(report: dict[str, Any]) -> str:
     """A fixed-width text table of a :func:`calibration_report`."""
-    lines = [f"{'metric':<10}{'before':>10}{'after':>10}{'improvement':>13}"]
-    for m in METRIC_NAMES:
-        lines.append(f"{m:<10}{report['before'][m]:>10.4f}{report['after'][m]:>10.4f}"
+    width = max(10, *(len(m) + 1 for m in report["before"]))
+    lines = [f"{'metric':<{width}}{'before':>10}{'after':>10}{'improvement':>13}"]
+    for m in report["before"]:   # the report's own metrics (binary or multiclass), in order
+        lines.append(f"{m:<{width}}{report['before'][m]:>10.4f}{report['after'][m]:>10.4f}"
                      f"{report['improvement'][m]:>+13.4f}")
     lines.append(f"(n={report['n']}, {report['n_bins']} {report['strategy']} bins for ECE/MCE; "
                  "improvement > 0 means better)")

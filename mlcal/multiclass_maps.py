@@ -44,6 +44,15 @@ def as_score_matrix(scores, n_classes: int, *, name: str = "scores") -> np.ndarr
     return np.ascontiguousarray(arr)
 
 
+def row_sum(q: np.ndarray) -> np.ndarray:
+    """Row sums added column by column, left to right: a fixed order (``np.sum`` switches to
+    pairwise summation from 8 columns on) that an exported ONNX graph repeats bit for bit."""
+    total = q[:, 0].copy()
+    for k in range(1, q.shape[1]):
+        total += q[:, k]
+    return total
+
+
 def _check_no_common_fields(m: _BaseMap) -> None:
     # the per-class maps (or the input field) carry the transform; the outer fields stay unset
     if m.input_transform != "identity" or m.domain is not None:
@@ -98,7 +107,7 @@ class MulticlassMap(_BaseMap):
         """Calibrated probabilities, shape (n, K); rows sum to 1."""
         s = as_score_matrix(scores, self.n_classes)
         q = np.column_stack([m(s[:, k]) for k, m in enumerate(self.maps)])
-        total = np.sum(q, axis=1)
+        total = row_sum(q)
         out = np.full_like(q, 1.0 / q.shape[1])
         nz = total > 0.0
         out[nz] = q[nz] / total[nz, None]

@@ -85,3 +85,41 @@ def multiclass_log_loss(y, p, eps: float = 1e-15) -> float:
     yi, prob = _check(y, p)
     q = np.clip(prob[np.arange(prob.shape[0]), yi], eps, 1.0)
     return float(-np.mean(np.log(q)))
+
+
+#: the metrics of :func:`multiclass_report`, in table order
+MULTICLASS_METRIC_NAMES = ("top_label_ece", "classwise_ece", "brier", "log_loss", "accuracy")
+
+
+def compute_all_multiclass(y, p, n_bins: int = 15, strategy: str = "uniform") -> dict[str, float]:
+    """Every metric of :data:`MULTICLASS_METRIC_NAMES` for one probability matrix
+    (``accuracy`` is that of the top label, ties to the first class)."""
+    yi, prob = _check(y, p)
+    return {"top_label_ece": top_label_ece(yi, prob, n_bins, strategy),
+            "classwise_ece": classwise_ece(yi, prob, n_bins, strategy),
+            "brier": multiclass_brier(yi, prob), "log_loss": multiclass_log_loss(yi, prob),
+            "accuracy": float(np.mean(np.argmax(prob, axis=1) == yi))}
+
+
+def multiclass_report(y, p_before, p_after, n_bins: int = 15,
+                      strategy: str = "uniform") -> dict:
+    """The multiclass metrics before and after calibration, in the layout of
+    :func:`mlcal.metrics.calibration_report` (``improvement > 0`` means better), so
+    :func:`mlcal.metrics.format_report` prints it.
+
+    Parameters
+    ----------
+    y : array-like of shape (n,)
+        Class indices in ``0 .. K-1``.
+    p_before, p_after : array-like of shape (n, K)
+        Probability rows before and after calibration.
+    n_bins, strategy
+        Binning of the two ECEs.
+    """
+    before = compute_all_multiclass(y, p_before, n_bins, strategy)
+    after = compute_all_multiclass(y, p_after, n_bins, strategy)
+    improvement = {m: (after[m] - before[m]) if m == "accuracy" else (before[m] - after[m])
+                   for m in MULTICLASS_METRIC_NAMES}
+    return {"before": before, "after": after, "improvement": improvement,
+            "n": int(np.shape(p_before)[0]), "n_classes": int(np.shape(p_before)[1]),
+            "n_bins": n_bins, "strategy": strategy}

@@ -128,16 +128,30 @@ def reliability_diagram(y, p_before, p_after=None, *, n_bins: int = 10,
     series = [(np.asarray(p_before, dtype=float), labels[0], "tab:red")]
     if p_after is not None:
         series.append((np.asarray(p_after, dtype=float), labels[1], "tab:blue"))
-    curves = [reliability_curve(y, p, n_bins, strategy) for p, _, _ in series]
-    extent = [c[k] for c in curves for k in ("mean_predicted", "fraction_positive")]
-    lo, hi = _limits(extent, scale, zoom)
-
     fig = Figure(figsize=(5.8, 6.8))
     ax, hist = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    _draw_reliability(ax, hist, y, series, n_bins=n_bins, strategy=strategy, interval=interval,
+                      confidence=confidence, scale=scale, zoom=zoom, show_counts=show_counts)
+    ax.set_title(title or f"Reliability diagram ({n_bins} {strategy} bins; numbers = items "
+                          "per bin)", fontsize=10)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def _draw_reliability(ax, hist, y, series, *, n_bins: int, strategy: str, interval,
+                      confidence: float, scale: str, zoom: bool, show_counts: bool,
+                      fontsize: float = 7) -> None:
+    """One reliability panel: ``series`` = [(p, name, colour)] drawn on ``ax`` (curves with
+    intervals and counts) and ``hist`` (prediction histogram), against binary labels ``y``
+    (or a list of label vectors, one per series)."""
+    ys = list(y) if isinstance(y, list) else [y] * len(series)
+    curves = [reliability_curve(yy, p, n_bins, strategy) for yy, (p, _, _) in zip(ys, series)]
+    extent = [c[k] for c in curves for k in ("mean_predicted", "fraction_positive")]
+    lo, hi = _limits(extent, scale, zoom)
     diag = np.linspace(lo, hi, 200)
     ax.plot(diag, diag, ls="--", color="grey", lw=1, label="perfectly calibrated")
-    for (p, name, color), c, shift in zip(series, curves, (-1, 1)):
-        err = ece(y, p, n_bins, strategy)
+    for (p, name, color), yy, c, shift in zip(series, ys, curves, (-1, 1)):
+        err = ece(yy, p, n_bins, strategy)
         x, f, n = c["mean_predicted"], c["fraction_positive"], c["count"]
         label = f"{name} (ECE {err:.4f}, n={p.size})"
         if interval is not None:
@@ -152,7 +166,7 @@ def reliability_diagram(y, p_before, p_after=None, *, n_bins: int = 10,
         if show_counts:
             for xi, fi, ni in zip(x, f, n):
                 ax.annotate(f"{int(ni)}", (xi, fi), textcoords="offset points",
-                            xytext=(4, 6 * shift), fontsize=6.5, color=color)
+                            xytext=(4, 6 * shift), fontsize=fontsize - 0.5, color=color)
         # predictions outside a zoomed range are piled into the edge bins of the histogram
         if scale == "logit":
             edges = 1 / (1 + np.exp(-np.linspace(np.log(lo / (1 - lo)), np.log(hi / (1 - hi)),
@@ -168,15 +182,11 @@ def reliability_diagram(y, p_before, p_after=None, *, n_bins: int = 10,
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     ax.set_ylabel("fraction of positives" + (" (log-odds axis)" if scale == "logit" else ""))
-    ax.legend(loc="upper left", fontsize=7)
-    ax.set_title(title or f"Reliability diagram ({n_bins} {strategy} bins; numbers = items "
-                          "per bin)", fontsize=10)
+    ax.legend(loc="upper left", fontsize=fontsize)
     hist.set_xlabel("predicted probability" + (" (log-odds axis)" if scale == "logit" else ""))
     hist.set_ylabel("count")
     if max(p.size for p, _, _ in series) >= 1000:
         hist.set_yscale("log")  # large samples: keep sparse tails visible next to the bulk
-    fig.tight_layout()
-    return _save(fig, path)
 
 
 def plot_map(calibrator_or_map, *, scores=None, y=None, title: str | None = None,
@@ -234,5 +244,80 @@ def plot_map(calibrator_or_map, *, scores=None, y=None, title: str | None = None
     ax.set_ylim(-0.05, 1.05)
     ax.legend(loc="upper left", fontsize=8)
     ax.set_title(title or "Calibration map")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_multiclass_reliability(y, proba, proba_after=None, *,
+                                class_names: Sequence[str] | None = None, n_bins: int = 10,
+                                strategy: str = "uniform",
+                                labels: Sequence[str] = ("uncalibrated", "calibrated"),
+                                interval: str | None = "wilson", title: str | None = None,
+                                path: str | None = None):
+    """Multiclass reliability diagrams: one one-vs-rest panel per class (column ``k`` against
+    ``y == k``, as in class-wise ECE) and a top-label confidence panel (``max_k p`` against
+    "the top label is right", as in top-label ECE), each drawn like
+    :func:`reliability_diagram` (intervals, counts, histogram).
+
+    Parameters
+    ----------
+    y : array-like of shape (n,)
+        Class indices in ``0 .. K-1``.
+    proba : array-like of shape (n, K)
+        Class probabilities (rows sum to 1), e.g. before calibration.
+    proba_after : array-like of shape (n, K), optional
+        Probabilities after calibration, drawn on the same panels.
+    class_names : sequence of K str, optional
+        Panel titles (default ``class 0`` ...).
+    n_bins, strategy
+        Binning, as in :func:`mlcal.metrics.ece`.
+    labels : two strings
+        Legend names of the two series.
+    interval : {"wilson", "clopper-pearson"} or None, default="wilson"
+    title : str, optional
+    path : str, optional
+        Write the figure as PNG here.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from matplotlib.figure import Figure
+
+    from mlcal.multiclass_metrics import _check
+
+    yi, p = _check(y, proba)
+    sets = [(p, labels[0], "tab:red")]
+    if proba_after is not None:
+        pa = _check(yi, proba_after)[1]
+        if pa.shape != p.shape:
+            raise ValueError(f"proba_after has shape {pa.shape}, proba {p.shape}")
+        sets.append((pa, labels[1], "tab:blue"))
+    k = p.shape[1]
+    names = [f"class {j}" for j in range(k)] if class_names is None else list(class_names)
+    if len(names) != k:
+        raise ValueError(f"class_names has {len(names)} names for {k} classes")
+    rows = np.arange(yi.size)
+    # (binary labels, [(probabilities, name, colour)], panel title) per panel
+    panels = [((yi == j).astype(float), [(q[:, j], n, c) for q, n, c in sets],
+               f"{names[j]} vs rest") for j in range(k)]
+    # each series' own top label: its confidence against whether that label is right
+    tops = [np.argmax(q, axis=1) for q, _, _ in sets]
+    panels.append(([(t == yi).astype(float) for t in tops],
+                   [(q[rows, t], n, c) for t, (q, n, c) in zip(tops, sets)],
+                   "top label (confidence vs accuracy)"))
+    ncols = min(3, k + 1)
+    nrows = -(-(k + 1) // ncols)
+    fig = Figure(figsize=(4.6 * ncols, 5.2 * nrows))
+    grid = fig.add_gridspec(nrows, ncols)
+    for i, (y01, series, panel_title) in enumerate(panels):
+        ax, hist = grid[i // ncols, i % ncols].subgridspec(
+            2, 1, height_ratios=[3, 1], hspace=0.05).subplots(sharex=True)
+        _draw_reliability(ax, hist, y01, series, n_bins=n_bins, strategy=strategy,
+                          interval=interval, confidence=0.95, scale="linear", zoom=False,
+                          show_counts=True, fontsize=6)
+        ax.set_title(panel_title, fontsize=9)
+    fig.suptitle(title or f"Multiclass reliability ({k} classes one-vs-rest + top label; "
+                          f"{n_bins} {strategy} bins; numbers = items per bin)", fontsize=10)
     fig.tight_layout()
     return _save(fig, path)

@@ -20,8 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="mlcal",
-        description="Calibrate binary classifiers: fit calibration maps, evaluate them, "
-                    "export and serve them.")
+        description="Calibrate binary and multiclass classifiers: fit calibration maps, "
+                    "evaluate them, export and serve them.")
     parser.add_argument("--version", action="version", version=f"mlcal {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:

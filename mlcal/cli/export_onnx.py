@@ -17,9 +17,16 @@ def run(args) -> int:
     m = cal.map_
     bound = error_bound(m, args.dtype)
     exact = "bit-identical to predict" if bound == 0 else f"within {bound:.2g} of predict"
-    print(f"exported {type(cal).__name__} ({m.kind} map of size {m.size}, input transform "
-          f"{m.input_transform}) as {args.dtype}, opset {args.opset}: input 'scores' [N], "
-          f"output 'p_calibrated' [N], {exact}")
+    k = getattr(m, "n_classes", None)   # multiclass maps: [N, K] in and out
+    if k is None:
+        shapes = f"input transform {m.input_transform}) as {args.dtype}, opset {args.opset}: " \
+                 "input 'scores' [N], output 'p_calibrated' [N]"
+    else:
+        shapes = f"{k} classes) as {args.dtype}, opset {args.opset}: input 'scores' [N, {k}], " \
+                 f"output 'p_calibrated' [N, {k}]"
+        if bound >= 1.0:
+            exact = "no useful error bound over all inputs (see mlcal.onnx.error_bound)"
+    print(f"exported {type(cal).__name__} ({m.kind} map of size {m.size}, {shapes}, {exact}")
     print(f"saved {args.out}")
     return 0
 
@@ -30,7 +37,9 @@ def register(sub) -> None:
     p = sub.add_parser("export-onnx", help="export a fitted calibrator (JSON) to ONNX",
                        description="Write an ONNX graph (standard operators only) mapping scores "
                                    "[N] to calibrated probabilities [N]. NaN or infinite scores "
-                                   "give NaN.")
+                                   "give NaN. A multiclass calibrator maps scores [N, K] (K "
+                                   "read from its map) to probabilities [N, K]; a row with a "
+                                   "NaN or infinite score gives a NaN row.")
     p.add_argument("--calibrator", required=True, help="calibrator JSON written by `mlcal fit`")
     p.add_argument("--out", required=True, help="where to write the .onnx file")
     p.add_argument("--opset", type=int, default=DEFAULT_OPSET,

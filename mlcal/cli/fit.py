@@ -7,6 +7,7 @@ import json
 from mlcal.calibrators.base import save_calibrator
 from mlcal.calibrators.catalog import available_calibrators, get_calibrator
 from mlcal.cli._io import add_data_arguments, read_columns
+from mlcal.cli._multiclass import add_multiclass_arguments, read_multiclass
 
 
 def _parse_params(items: list[str]) -> dict:
@@ -22,7 +23,39 @@ def _parse_params(items: list[str]) -> dict:
     return params
 
 
+def run_multiclass(args) -> int:
+    """Fit a multiclass calibrator on --score-columns."""
+    from mlcal._atomic import check_new_path
+    from mlcal.calibrators.multiclass import MULTICLASS_METHODS, OneVsRest
+
+    check_new_path(args.out, overwrite=args.force)   # fail before doing any work
+    scores, y, data = read_multiclass(args, [args.weight_column] if args.weight_column else [])
+    params = _parse_params(args.param)
+    key = args.method.lower()
+    if key in MULTICLASS_METHODS:
+        cal = MULTICLASS_METHODS[key](**params)
+    else:   # a binary method, applied one-vs-rest (its parameters go to each class's copy)
+        try:
+            binary = get_calibrator(key, **params)
+        except ValueError as exc:
+            raise ValueError(f"{exc}; multiclass methods: {', '.join(MULTICLASS_METHODS)}") \
+                from None
+        cal = OneVsRest(binary if params else key)   # a plain name stays a name in the JSON
+    weights = data[args.weight_column] if args.weight_column else None
+    cal.fit(scores, y, sample_weight=weights)
+    save_calibrator(cal, args.out, overwrite=args.force)
+    m = cal.map_
+    print(f"fitted {type(cal).__name__} on {scores.shape[0]} rows and {scores.shape[1]} classes: "
+          f"{m.kind} map of size {m.size}")
+    print(f"saved {args.out}")
+    return 0
+
+
 def run(args) -> int:
+    if args.score_columns is not None:
+        return run_multiclass(args)
+    if args.classes is not None:
+        raise ValueError("--classes applies to multiclass data; pass --score-columns too")
     cols = [args.score_column, args.label_column] + ([args.weight_column] if args.weight_column else [])
     data = read_columns(args.data, cols)
     cal = get_calibrator(args.method, **_parse_params(args.param))
@@ -37,11 +70,17 @@ def run(args) -> int:
 
 
 def register(sub) -> None:
+    from mlcal.calibrators.multiclass import MULTICLASS_METHODS
+
     p = sub.add_parser("fit", help="fit a calibrator on scores and labels from a CSV file",
-                       description="Fit a calibrator and write it as JSON.")
+                       description="Fit a calibrator and write it as JSON. Multiclass: give "
+                                   "one score column per class with --score-columns.")
     p.add_argument("--method", required=True,
-                   help=f"calibration method: {', '.join(available_calibrators())}")
+                   help=f"calibration method: {', '.join(available_calibrators())}; with "
+                        f"--score-columns also {', '.join(MULTICLASS_METHODS)} (a binary "
+                        "method is then fitted one-vs-rest, one map per class)")
     add_data_arguments(p)
+    add_multiclass_arguments(p)
     p.add_argument("--weight-column", default=None, help="optional column of sample weights")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="calibrator parameter (JSON value), repeatable, e.g. --param interpolate=false")

@@ -18,6 +18,10 @@ Graph contract
   ``[1 - p, p]``, like skl2onnx classifiers with ``zipmap=False``. The base model is converted by
   skl2onnx; its probability column (or its decision function, followed by the sigmoid when the
   map's input transform says so) feeds the map.
+* Multiclass calibrator (``OneVsRest``, temperature/vector/matrix scaling) or map: input
+  ``scores`` [N, K], output ``p_calibrated`` [N, K]; a multiclass CalibratedModel outputs
+  ``label`` [N] (``classes_[argmax]``) and ``probabilities`` [N, K]. A row holding a NaN or
+  infinite score gives a NaN row. Builders and bounds: ``mlcal/onnx/_multiclass.py``.
 * NaN scores give NaN probabilities (label ``classes_[0]``), never a silent end value, and so
   do infinite scores; Python's ``predict`` keeps rejecting both with ``ValueError``.
 * Exactness (see :func:`error_bound`): in float64, step maps and linear maps are bit-identical
@@ -49,9 +53,11 @@ import onnx  # noqa: E402
 from onnx import helper  # noqa: E402
 
 from mlcal.onnx._bounds import error_bound
-from mlcal.onnx._compose import MissingConverterError, compose, convert_base
+from mlcal.onnx._compose import (MissingConverterError, compose, compose_multiclass,
+                                 convert_base)
 from mlcal.onnx._graph import ONNX_FLOAT_TYPES, GraphBuilder
 from mlcal.onnx._maps import map_nodes
+from mlcal.onnx import _multiclass  # noqa: F401  (registers the multiclass builders and bounds)
 from mlcal.onnx._search import SEARCH_METHODS
 
 DEFAULT_OPSET = 17
@@ -78,19 +84,33 @@ def _check_args(dtype, opset, index_search) -> np.dtype:
 def _unpack(obj):
     """``(map, method name, CalibratedModel or None)`` for any exportable object."""
     from mlcal.calibrators.base import BaseCalibrator
+    from mlcal.calibrators.multiclass import MulticlassCalibrator
     from mlcal.maps import CalibrationMap
     from mlcal.model import CalibratedModel
 
     if isinstance(obj, CalibratedModel):
         obj._check_fitted()
-        return obj.calibrator_.map_, obj.calibrator_.method_name, obj
+        return obj.calibrator_.map_, _method_of(obj.calibrator_), obj
     if isinstance(obj, BaseCalibrator):
         obj._check_fitted()
         return obj.map_, obj.method_name, None
+    if isinstance(obj, MulticlassCalibrator):
+        if not hasattr(obj, "map_"):
+            raise ValueError(f"cannot export an unfitted {type(obj).__name__}; fit it first")
+        return obj.map_, obj.document_method, None
     if isinstance(obj, CalibrationMap):   # whether its type has an ONNX builder: map_subgraph
         return obj, "", None
     raise ValueError(f"cannot export {type(obj).__name__}: expected a fitted mlcal calibrator, a "
                      "CalibratedModel or a calibration map (StepMap, LinearMap, SigmoidMap, ...)")
+
+
+def _method_of(cal) -> str:
+    return getattr(cal, "method_name", None) or getattr(cal, "document_method", "")
+
+
+def n_classes_of(m) -> int | None:
+    """K for a multiclass map (graph tensors [N, K]), None for a binary map ([N])."""
+    return getattr(m, "n_classes", None)
 
 
 def _metadata(model, items: dict) -> None:
@@ -105,8 +125,10 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
 
     Parameters
     ----------
-    obj : BaseCalibrator, a map (StepMap, LinearMap, SigmoidMap, BetaMap) or CalibratedModel
-        A calibrator gives a graph from scores to calibrated probabilities; a CalibratedModel
+    obj : BaseCalibrator, MulticlassCalibrator, a map or CalibratedModel
+        (maps: StepMap, LinearMap, SigmoidMap, BetaMap, MulticlassMap, SoftmaxAffineMap)
+        A calibrator gives a graph from scores to calibrated probabilities (multiclass:
+        [N, K] to [N, K]; float32 is refused for a softmax-affine map on logits); a CalibratedModel
         gives the whole classifier (its base model must be convertible by skl2onnx in
         ``dtype``; XGBoost and LightGBM classifiers, alone or ending a pipeline, go through
         onnxmltools' converters, registered here with the ai.onnx.ml opset they need).
@@ -156,22 +178,33 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
             "mlcal_input_transform": m.input_transform, "mlcal_dtype": np_dtype.name}
     if X is not None and calibrated is None:
         raise ValueError("X only applies to a CalibratedModel export")
+    k = n_classes_of(m)
+    if k is not None:
+        meta["mlcal_n_classes"] = k
     if calibrated is None:
         g = GraphBuilder("mlcal_")
         p = build_map(g, "scores")
         g.rename(p, "p_calibrated")
+        shape = [None] if k is None else [None, k]
         graph = helper.make_graph(
             g.nodes, "mlcal_calibrator",
-            [helper.make_tensor_value_info("scores", elem, [None])],
-            [helper.make_tensor_value_info("p_calibrated", elem, [None])], g.initializers)
+            [helper.make_tensor_value_info("scores", elem, shape)],
+            [helper.make_tensor_value_info("p_calibrated", elem, shape)], g.initializers)
         imports = {"": int(opset)}
         ir_version = 0
         doc = ("mlcal calibration map: scores [N] -> p_calibrated [N] (probability of the "
-               "positive class). NaN scores give NaN.")
+               "positive class). NaN scores give NaN." if k is None else
+               f"mlcal multiclass calibration map: scores [N, {k}] (one column per class) -> "
+               f"p_calibrated [N, {k}], rows summing to 1. A row with a NaN or infinite score "
+               "gives a NaN row.")
     else:
         base = convert_base(calibrated.base_estimator, calibrated.score_source_, np_dtype,
                             int(opset), X=X)
-        graph = compose(base, build_map, calibrated.classes_, calibrated.threshold, np_dtype)
+        if k is None:
+            graph = compose(base, build_map, calibrated.classes_, calibrated.threshold,
+                            np_dtype)
+        else:
+            graph = compose_multiclass(base, build_map, calibrated.classes_, np_dtype)
         graph.name = "mlcal_calibrated_model"
         imports = {}
         for entry in base.opset_import:   # skl2onnx may list the default domain twice
@@ -182,12 +215,15 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
         imports[""] = int(opset)
         ir_version = base.ir_version
         meta.update(mlcal_score_source=calibrated.score_source_,
-                    mlcal_threshold=repr(float(calibrated.threshold)),
                     mlcal_base_model=type(calibrated.base_estimator).__name__)
+        if k is None:   # a multiclass label is the argmax; the threshold plays no part
+            meta["mlcal_threshold"] = repr(float(calibrated.threshold))
         inputs = ("X [N, n_features]" if X is None
                   else "one [N, 1] input per column (" + ", ".join(map(str, X.columns)) + ")")
         doc = (f"mlcal calibrated classifier: {inputs} -> label [N], probabilities "
-               "[N, 2] = [1 - p, p]. NaN scores give NaN probabilities.")
+               "[N, 2] = [1 - p, p]. NaN scores give NaN probabilities." if k is None else
+               f"mlcal calibrated multiclass classifier: {inputs} -> label [N] (class of "
+               f"highest calibrated probability), probabilities [N, {k}].")
     meta["mlcal_index_search"] = used["search"]
     opset_ids = [helper.make_opsetid(d, v) for d, v in sorted(imports.items())]
     model = helper.make_model(graph, opset_imports=opset_ids, producer_name="mlcal",

@@ -90,17 +90,18 @@ def frame_input_types(frame, float_type) -> list:
 
 
 def _set_tree_post_transform_none(base) -> None:
-    """Make the tree ensemble output raw margins instead of LOGISTIC probabilities."""
+    """Make the tree ensemble output raw margins instead of LOGISTIC (binary) or SOFTMAX
+    (multiclass) probabilities."""
     found = False
     for node in base.graph.node:
         if node.op_type == "TreeEnsembleClassifier":
             for attr in node.attribute:
-                if attr.name == "post_transform" and attr.s == b"LOGISTIC":
+                if attr.name == "post_transform" and attr.s in (b"LOGISTIC", b"SOFTMAX"):
                     attr.s = b"NONE"
                     found = True
     if not found:
-        raise ValueError("the converted booster has no LOGISTIC tree ensemble; cannot export "
-                         "its margin")
+        raise ValueError("the converted booster has no LOGISTIC or SOFTMAX tree ensemble; "
+                         "cannot export its margin")
 
 
 def _trees_read_float32(base) -> None:
@@ -234,14 +235,7 @@ def classifier_outputs(g: GraphBuilder, p: str, classes: np.ndarray, threshold: 
 
     ``p >= threshold`` uses the threshold rounded up to the graph dtype (exact for that dtype).
     """
-    classes = np.asarray(classes)
-    if classes.dtype.kind in "iub":
-        table, label_type = classes.astype(np.int64), TensorProto.INT64
-    elif classes.dtype.kind in "UO" and all(isinstance(c, str) for c in classes.tolist()):
-        table, label_type = np.array(classes.tolist(), dtype=object), TensorProto.STRING
-    else:
-        raise ValueError(f"classes_ of dtype {classes.dtype} cannot be ONNX labels; use integer "
-                         "or string classes")
+    table, label_type = label_table(classes)
     thr = round_up(np.array([threshold], dtype=np.float64), dtype)[0]
     positive = g.op("GreaterOrEqual", [p, g.const(thr, "threshold")], "is_positive")
     idx = g.op("Cast", [positive], "label_idx", to=TensorProto.INT64)
@@ -253,12 +247,8 @@ def classifier_outputs(g: GraphBuilder, p: str, classes: np.ndarray, threshold: 
     return label, proba, label_type
 
 
-def compose(base, build_map, classes, threshold: float, dtype: np.dtype):
-    """Append the calibration nodes to ``base``'s graph.
-
-    ``build_map(g, scores_name) -> p_name`` adds the map subgraph. Returns ``(graph, extra
-    opset imports of base)``.
-    """
+def _detach_outputs(base):
+    """Rename the base graph's outputs out of the way; returns ``(graph, score output info)``."""
     graph = base.graph
     score_vi = graph.output[1]
     for vi in list(graph.output):
@@ -268,16 +258,60 @@ def compose(base, build_map, classes, threshold: float, dtype: np.dtype):
              if n.startswith("mlcal_") and not n.startswith(_BASE_PREFIX)]
     if clash:
         raise ValueError(f"the base model graph already uses mlcal_ names: {clash[:3]}")
-    g = GraphBuilder("mlcal_")
-    scores = score_column(g, score_vi, dtype)
-    p = build_map(g, scores)
-    label, proba, label_type = classifier_outputs(g, p, classes, threshold, dtype)
+    return graph, score_vi
+
+
+def _attach(graph, g: GraphBuilder, label: str, proba: str, label_type: int,
+            dtype: np.dtype, n_cols: int) -> None:
+    """Make ``label`` and ``proba`` the graph's outputs and add the builder's nodes."""
     g.rename(label, "label")
     g.rename(proba, "probabilities")
     del graph.output[:]
     graph.output.extend([helper.make_tensor_value_info("label", label_type, [None]),
                          helper.make_tensor_value_info("probabilities",
-                                                       ONNX_FLOAT_TYPES[dtype.name], [None, 2])])
+                                                       ONNX_FLOAT_TYPES[dtype.name],
+                                                       [None, n_cols])])
     graph.node.extend(g.nodes)
     graph.initializer.extend(g.initializers)
+
+
+def label_table(classes) -> tuple[np.ndarray, int]:
+    """The classes as an ONNX label table: ``(int64 or string array, element type)``."""
+    classes = np.asarray(classes)
+    if classes.dtype.kind in "iub":
+        return classes.astype(np.int64), TensorProto.INT64
+    if classes.dtype.kind in "UO" and all(isinstance(c, str) for c in classes.tolist()):
+        return np.array(classes.tolist(), dtype=object), TensorProto.STRING
+    raise ValueError(f"classes_ of dtype {classes.dtype} cannot be ONNX labels; use integer "
+                     "or string classes")
+
+
+def compose(base, build_map, classes, threshold: float, dtype: np.dtype):
+    """Append the calibration nodes to ``base``'s graph.
+
+    ``build_map(g, scores_name) -> p_name`` adds the map subgraph. Returns the graph.
+    """
+    graph, score_vi = _detach_outputs(base)
+    g = GraphBuilder("mlcal_")
+    scores = score_column(g, score_vi, dtype)
+    p = build_map(g, scores)
+    label, proba, label_type = classifier_outputs(g, p, classes, threshold, dtype)
+    _attach(graph, g, label, proba, label_type, dtype, 2)
+    return graph
+
+
+def compose_multiclass(base, build_map, classes, dtype: np.dtype):
+    """Append a multiclass map to ``base``'s graph: its whole [N, K] score output feeds the
+    map; outputs ``label`` (``classes_[argmax]``, first maximum as ``np.argmax``) and
+    ``probabilities`` [N, K]."""
+    graph, score_vi = _detach_outputs(base)
+    g = GraphBuilder("mlcal_")
+    scores = score_vi.name
+    if score_vi.type.tensor_type.elem_type != ONNX_FLOAT_TYPES[dtype.name]:
+        scores = g.op("Cast", [scores], "scores_cast", to=ONNX_FLOAT_TYPES[dtype.name])
+    proba = build_map(g, scores)
+    table, label_type = label_table(classes)
+    idx = g.op("ArgMax", [proba], "label_idx", axis=1, keepdims=0)
+    label = g.op("Gather", [g.const(table, "classes"), idx], "label", axis=0)
+    _attach(graph, g, label, proba, label_type, dtype, len(table))
     return graph

@@ -56,3 +56,18 @@ def beta_link_set(n: int, seed: int = 0, *, a: float, b: float, c: float,
     if not weights:
         return s, y
     return s, y, rng.integers(1, 4, n).astype(float)
+
+
+def multiclass_set(n: int, n_classes: int = 4, seed: int = 0, *, scale: float = 2.0,
+                   true_t: float = 0.5):
+    """Logits ``z`` (n, K), their softmax probabilities and class indices drawn from
+    ``softmax(true_t * z)`` (miscalibrated unless ``true_t == 1``)."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(n, n_classes)) * scale + rng.normal(size=n_classes)
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    proba = e / e.sum(axis=1, keepdims=True)
+    t = np.exp(true_t * (z - z.max(axis=1, keepdims=True)))
+    t /= t.sum(axis=1, keepdims=True)
+    u = rng.uniform(size=(n, 1))
+    y = np.minimum((u > np.cumsum(t, axis=1)).sum(axis=1), n_classes - 1)
+    return z, proba, y

@@ -159,7 +159,17 @@ class BaseCalibrator(BaseEstimator):
 
         return {"format": CALIBRATOR_FORMAT, "format_version": CALIBRATOR_FORMAT_VERSION,
                 "mlcal_version": __version__, "method": self.method_name,
-                "params": self.get_params(deep=False), "map": self.map_.to_dict()}
+                "params": self.get_params(deep=False), "map": self.map_.to_dict(),
+                **self._extra_to_dict()}
+
+    def _extra_to_dict(self) -> dict[str, Any]:
+        """Optional extra top-level fields of a method's document (e.g. Venn--Abers' interval
+        maps); the canonical ``"map"`` stays the one every consumer uses."""
+        return {}
+
+    def _extra_from_dict(self, doc: dict) -> None:
+        """Read back what :meth:`_extra_to_dict` wrote; raise ``MapFormatError`` naming a
+        malformed field."""
 
     def to_json(self, indent: int | None = None) -> str:
         """Serialise with :meth:`to_dict`; floats round-trip bit-exactly. Encoded by mlcal's one
@@ -219,6 +229,7 @@ class BaseCalibrator(BaseEstimator):
             raise CalibratorFormatError(f"calibrator document: {exc}") from None
         try:
             obj.map_ = map_from_dict(doc.get("map"))
+            obj._extra_from_dict(doc)
         except MapFormatError as exc:
             raise CalibratorFormatError(f"calibrator document: {exc}") from None
         return obj

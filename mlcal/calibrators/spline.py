@@ -65,6 +65,9 @@ class MonotoneSpline(BaseCalibrator):
         The chosen penalty.
     cv_log_loss_ : ndarray
         Cross-validated log loss (per unit weight) for each penalty of the grid.
+    coef_ : ndarray
+        The optimal knot values before clipping to [0, 1] (a small penalty lets the spline
+        extrapolate a trend slightly past 0 or 1 at the end knots).
 
     Examples
     --------
@@ -96,6 +99,7 @@ class MonotoneSpline(BaseCalibrator):
         grid = self._grid()
         if x.size == 1:   # one distinct score: the weighted mean label
             self.penalty_, self.cv_log_loss_ = float(grid[0]), np.full(grid.size, np.nan)
+            self.coef_ = ybar.copy()
             return LinearMap(x, np.clip(ybar, 0.0, 1.0))
         knots = spline_knots(x, self.n_knots, self.cv)
         wn = wsum / wsum.max()   # counts only relatively; keeps the loss sums in range
@@ -115,4 +119,5 @@ class MonotoneSpline(BaseCalibrator):
         self.penalty_ = float(grid[best])
         self.cv_log_loss_ = losses
         theta = fit_theta(x, ybar, wn, knots, np.ones(x.size, dtype=np.bool_), self.penalty_)
+        self.coef_ = theta
         return LinearMap(knots, np.clip(theta, 0.0, 1.0))

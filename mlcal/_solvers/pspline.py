@@ -207,5 +207,9 @@ def held_out_log_loss(x, ybar, w, use, knots, theta, eps):
         j, t = _locate(x[i], knots)
         p = (1.0 - t) * theta[j] + t * theta[j + 1]
         p = min(max(p, eps), 1.0 - eps)
-        loss -= w[i] * (ybar[i] * det_log(p) + (1.0 - ybar[i]) * det_log(1.0 - p))
+        yi = ybar[i]
+        if yi > 0.0:     # most collapsed points have one label: skip the vanishing term's log
+            loss -= w[i] * yi * det_log(p)
+        if yi < 1.0:
+            loss -= w[i] * (1.0 - yi) * det_log(1.0 - p)
     return loss

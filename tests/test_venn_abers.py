@@ -182,3 +182,12 @@ def test_raw_margins_need_no_transform():
     grid = grid[np.diff(np.concatenate(([-np.inf], expit(grid)))) > 0]   # expit still injective
     inside = (grid > m.min()) & (grid < m.max())
     np.testing.assert_array_equal(cal.predict(grid[inside]), other.predict(expit(grid[inside])))
+
+
+def test_cross_json_is_the_same_under_row_permutation():
+    s, y, w = calibration_set(2000, 9, beta=(2, 5), decimals=2, weights="fractional")
+    texts = set()
+    for k in range(3):
+        p = np.random.default_rng(k).permutation(s.size) if k else np.arange(s.size)
+        texts.add(VennAbers(n_folds=4).fit(s[p], y[p], sample_weight=w[p]).to_json())
+    assert len(texts) == 1

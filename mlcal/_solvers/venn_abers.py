@@ -8,12 +8,12 @@ plus the scores equal to a ``c_k``.
 
 The fit with the test point in gap ``k`` is the pool-adjacent-violators fit of three pieces: the
 PAVA blocks of the prefix ``c_0..c_{k-1}``, the test point, and the PAVA blocks of the suffix
-``c_k..c_{m-1}`` (PAVA may merge violators in any order). Prefix stacks for every ``k`` come from
-one left-to-right PAVA whose blocks are never modified after creation (a merged block is a new
-record pointing to the block below it), so the stack of every prefix stays readable; suffix
-stacks likewise from the right. Each gap then costs one merge walk outwards from the test point,
-which stops at the first blocks that are in order: O(m log m + m B) overall, B the number of
-blocks walked (a few dozen on calibration data).
+``c_k..c_{m-1}`` (PAVA may merge violators in any order). Prefix stacks for every ``k`` come
+from one left-to-right PAVA whose blocks are never modified after creation (a merged block is a
+new record pointing to the block below it), so the stack of every prefix stays readable; suffix
+stacks likewise, from the reversed sequence. Each gap then costs one merge walk outwards from
+the test point, which stops at the first blocks that are in order: O(m log m + m B) overall,
+B the number of blocks walked.
 
 At a score equal to ``c_k`` the test point is tied with ``c_k``. Then ``p0(c_k)`` equals the gap
 value just above (gap ``k + 1``) and ``p1(c_k)`` the gap value just below (gap ``k``): with label
@@ -55,31 +55,6 @@ def _prefix_stacks(wy, w):
 
 
 @njit(cache=True, nogil=True)
-def _suffix_stacks(wy, w):
-    """Mirror of :func:`_prefix_stacks`: ``front[k]`` is the first block of the PAVA stack of
-    ``c_k..c_{m-1}`` and ``above[b]`` the next block to the right."""
-    m = w.shape[0]
-    bs = np.empty(m)
-    bw = np.empty(m)
-    above = np.empty(m, dtype=np.int64)
-    front = np.empty(m + 1, dtype=np.int64)
-    front[m] = -1
-    for i in range(m - 1, -1, -1):
-        s = wy[i]
-        ww = w[i]
-        b = front[i + 1]
-        while b >= 0 and s / ww >= bs[b] / bw[b]:
-            s += bs[b]
-            ww += bw[b]
-            b = above[b]
-        bs[i] = s
-        bw[i] = ww
-        above[i] = b
-        front[i] = i
-    return bs, bw, above, front
-
-
-@njit(cache=True, nogil=True)
 def gap_values(ybar, w, label, test_weight):
     """Fitted isotonic value of a test point ``(label, test_weight)`` placed in each of the
     ``m + 1`` gaps of the sorted unique calibration scores (weights ``w``, mean labels
@@ -87,13 +62,16 @@ def gap_values(ybar, w, label, test_weight):
     m = w.shape[0]
     wy = ybar * w
     ls, lw, below, top = _prefix_stacks(wy, w)
-    rs, rw, above, front = _suffix_stacks(wy, w)
+    # suffix stacks: prefixes of the reversed, negated sequence (a non-decreasing fit from the
+    # right is a non-decreasing fit of -y from the left); negation is exact
+    rs, rw, above, front = _prefix_stacks(-wy[::-1], w[::-1].copy())
+    rs = -rs
     out = np.empty(m + 1)
     for k in range(m + 1):
         s = label * test_weight
         ww = test_weight
         a = top[k]
-        b = front[k]
+        b = front[m - k]
         while True:
             if a >= 0 and ls[a] / lw[a] >= s / ww:
                 s += ls[a]

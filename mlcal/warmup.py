@@ -24,6 +24,7 @@ _VARIANTS: dict[str, list[dict]] = {
     "sbb": [{}, {"max_unique": 50}],
     "abb": [{}, {"max_unique": 50}],
     "bbq": [{"bin_estimate": "authors"}, {"bin_estimate": "beta_mean"}],
+    "venn-abers": [{}, {"n_folds": 3}],
 }
 
 

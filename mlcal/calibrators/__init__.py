@@ -12,6 +12,8 @@ from mlcal.calibrators.isotonic import Isotonic
 from mlcal.calibrators.kde import KDECalibrator
 from mlcal.calibrators.logit_scaling import PlattLogit, Temperature
 from mlcal.calibrators.platt import Platt
+from mlcal.calibrators.spline import MonotoneSpline
+from mlcal.calibrators.venn_abers import VennAbers
 from mlcal.calibrators.catalog import (available_calibrators, get_calibrator, register,
                                       register_calibrator)
 
@@ -19,7 +21,7 @@ __all__ = ["ABB", "BBQ", "BaseCalibrator", "CalibratorFormatError", "ELiTE", "EN
            "Isotonic", "KDECalibrator", "Platt", "PreAggregationWarning", "SBB",
            "available_calibrators", "get_calibrator", "load_calibrator",
            "register_calibrator", "save_calibrator"]  # `register`: deprecated, not exported
-__all__ += ["Beta", "PlattLogit", "Temperature"]
+__all__ += ["Beta", "MonotoneSpline", "PlattLogit", "Temperature", "VennAbers"]
 
 from mlcal.calibrators.multiclass import (MatrixScaling, MissingClassError,  # noqa: E402
                                           MulticlassCalibrator, NotProbabilitiesError,

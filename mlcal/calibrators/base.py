@@ -162,7 +162,17 @@ class BaseCalibrator(BaseEstimator):
     def to_dict(self) -> dict[str, Any]:
         """The fitted calibrator as JSON-ready data: method, parameters and canonical map."""
         self._check_fitted()
-        return calibrator_document(self.method_name, self.get_params(deep=False), self.map_)
+        return {**calibrator_document(self.method_name, self.get_params(deep=False), self.map_),
+                **self._extra_to_dict()}
+
+    def _extra_to_dict(self) -> dict[str, Any]:
+        """Optional extra top-level fields of a method's document (e.g. Venn--Abers' interval
+        maps); the canonical ``"map"`` stays the one every consumer uses."""
+        return {}
+
+    def _extra_from_dict(self, doc: dict) -> None:
+        """Read back what :meth:`_extra_to_dict` wrote; raise ``MapFormatError`` naming a
+        malformed field."""
 
     def to_json(self, indent: int | None = None) -> str:
         """Serialise with :meth:`to_dict`; floats round-trip bit-exactly. Encoded by mlcal's one
@@ -195,6 +205,10 @@ class BaseCalibrator(BaseEstimator):
                                         f"not {cls.__name__}")
         obj = build_from_params(target, params)
         obj.map_ = read_document_map(doc)
+        try:
+            obj._extra_from_dict(doc)
+        except MapFormatError as exc:
+            raise CalibratorFormatError(f"calibrator document: {exc}") from None
         return obj
 
 

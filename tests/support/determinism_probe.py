@@ -18,7 +18,9 @@ VARIANTS = {"kde-gaussian": ("kde", {"kernel": "gaussian"}),
             # the size cap's reductions (step merging, knot dropping)
             "kde-capped": ("kde", {"max_map_size": 50}),
             "isotonic-capped": ("isotonic", {"max_map_size": 8}),
-            "enir-capped": ("enir", {"max_map_size": 16})}
+            "enir-capped": ("enir", {"max_map_size": 16}),
+            # cross Venn-Abers merges folds with geometric means (det_log / det_exp)
+            "venn-abers-cross": ("venn-abers", {"n_folds": 4})}
 
 
 def datasets():

@@ -32,6 +32,11 @@ import java.util.List;
  * predictions of the whole input (after one warm-up), for benchmarks. Exit status: 0 on
  * success, 1 for an invalid calibrator or invalid scores (the message names the problem),
  * 2 for bad usage.
+ *
+ * <p>{@code --batch JOBS} scores many files in one JVM: each line of JOBS is
+ * {@code CALIBRATOR<TAB>SCORES<TAB>OUT} with f64le scores and predictions; a job whose
+ * calibrator or scores are invalid writes {@code ExceptionName: message} to {@code OUT.err}
+ * instead (the parity tests use this).
  */
 public final class Main {
     private Main() {
@@ -39,7 +44,8 @@ public final class Main {
 
     private static final String USAGE = "usage: java -jar mlcal-calibrator.jar CALIBRATOR.json "
             + "SCORES [--input text|f64le] [--output text|hex|f64le] [--out FILE] "
-            + "[--time REPEATS]\n       java -jar mlcal-calibrator.jar --kinds";
+            + "[--time REPEATS]\n       java -jar mlcal-calibrator.jar --batch JOBS\n"
+            + "       java -jar mlcal-calibrator.jar --kinds";
 
     public static void main(String[] args) {
         System.exit(run(args, System.out, System.err));
@@ -59,6 +65,8 @@ public final class Main {
                     case "--output": output = choice(args, ++i, "text", "hex", "f64le"); break;
                     case "--out": out = value(args, ++i); break;
                     case "--time": repeats = Integer.parseInt(value(args, ++i)); break;
+                    case "--batch":
+                        return batch(Path.of(value(args, ++i)), stderr);
                     case "--kinds":
                         stdout.println(String.join("\n", Maps.kinds()));
                         return 0;
@@ -104,6 +112,34 @@ public final class Main {
             stderr.println("mlcal-calibrator: " + e.getClass().getSimpleName() + ": "
                     + e.getMessage());
             return 1;
+        } catch (IOException e) {
+            stderr.println("mlcal-calibrator: " + e);
+            return 1;
+        }
+    }
+
+    private static int batch(Path jobs, PrintStream stderr) {
+        try {
+            for (String line : Files.readAllLines(jobs, StandardCharsets.UTF_8)) {
+                if (line.isBlank()) {
+                    continue;
+                }
+                String[] f = line.split("\t");
+                if (f.length != 3) {
+                    stderr.println("mlcal-calibrator: a batch line needs 3 tab-separated paths");
+                    return 2;
+                }
+                try {
+                    Calibrator cal = Calibrator.load(Path.of(f[0]));
+                    int width = cal.isMulticlass() ? cal.nClasses() : 1;
+                    double[] p = predictFlat(cal, readBinary(f[1], width), width);
+                    write(p, width, "f64le", f[2], null);
+                } catch (MapFormatException | InvalidScoresException e) {
+                    Files.writeString(Path.of(f[2] + ".err"), e.getClass().getSimpleName()
+                            + ": " + e.getMessage());
+                }
+            }
+            return 0;
         } catch (IOException e) {
             stderr.println("mlcal-calibrator: " + e);
             return 1;

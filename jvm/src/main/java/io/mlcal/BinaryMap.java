@@ -40,7 +40,7 @@ public abstract class BinaryMap implements CalibrationMap {
         if (!Double.isFinite(score)) {
             Maps.checkFinite(new double[] {score}, "scores");
         }
-        return evaluate(sigmoidInput ? DetMath.expit(score) : score);
+        return transformAndEvaluate(score);
     }
 
     /**
@@ -58,8 +58,12 @@ public abstract class BinaryMap implements CalibrationMap {
     /** Transform and evaluate validated scores. */
     final void evaluateInto(double[] scores, double[] out) {
         for (int i = 0; i < scores.length; i++) {
-            double s = scores[i];
-            out[i] = evaluate(sigmoidInput ? DetMath.expit(s) : s);
+            out[i] = transformAndEvaluate(scores[i]);
         }
+    }
+
+    /** Transform and evaluate one validated score. */
+    final double transformAndEvaluate(double s) {
+        return evaluate(sigmoidInput ? DetMath.expit(s) : s);
     }
 }

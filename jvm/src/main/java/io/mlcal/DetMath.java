@@ -126,21 +126,22 @@ public final class DetMath {
         return (y * pow2(half)) * pow2(m - half);
     }
 
-    /** exp(x) = 2^m (t + lo) for finite x in about (-746, 710); returns {m, t, lo} via out. */
-    private static int expParts(double x, double[] out) {
-        double n = (x * INV_STEP + SHIFTER) - SHIFTER;
+    /** The multiple n of ln2/128 nearest x (ties to even), as a double. */
+    private static double steps(double x) {
+        return (x * INV_STEP + SHIFTER) - SHIFTER;
+    }
+
+    /**
+     * exp(r) - 1 for the reduced argument r = x - n ln2/128 (Cody &amp; Waite: n * RED_HI is
+     * exact), so exp(x) = 2^(n >> 7) (t + t p) with t = EXP_HI[n &amp; 127].
+     */
+    private static double reducedExpm1(double x, double n) {
         double r1 = x - n * RED_HI;
         double r2 = -n * RED_LO;
         double r = r1 + r2;
         double q = r * r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0
                 + r * (1.0 / 720.0)))));
-        double p = r1 + (r2 + q);
-        long k = (long) n;
-        int j = (int) (k & 127);
-        double t = EXP_HI[j];
-        out[0] = t;
-        out[1] = EXP_LO[j] + t * p;
-        return (int) (k >> 7);
+        return r1 + (r2 + q);
     }
 
     /**
@@ -159,12 +160,15 @@ public final class DetMath {
         if (x < EXP_UNDERFLOW) {
             return 0.0;
         }
-        double[] tl = new double[2];
-        int m = expParts(x, tl);
+        double n = steps(x);
+        long k = (long) n;
+        double t = EXP_HI[(int) (k & 127)];
+        double lo = EXP_LO[(int) (k & 127)] + t * reducedExpm1(x, n);
+        int m = (int) (k >> 7);
         if (m < -1022) {
-            return subnormalExp(m, tl[0], tl[1]);
+            return subnormalExp(m, t, lo);
         }
-        return scale(tl[0] + tl[1], m);
+        return scale(t + lo, m);
     }
 
     /** 2^m (t + lo) rounded once onto the subnormal grid (multiples of 2^-1074). */
@@ -201,11 +205,12 @@ public final class DetMath {
         if (x < -40.0) {
             return exp(x);
         }
-        double[] tl = new double[2];
-        int m = expParts(-Math.abs(x), tl);
-        double t = tl[0];
-        double lo = tl[1];
-        double sc = pow2(m);
+        double ax = -Math.abs(x); // exp(-|x|) = 2^m (t + lo), m >= -58
+        double n = steps(ax);
+        long k = (long) n;
+        double t = EXP_HI[(int) (k & 127)];
+        double lo = EXP_LO[(int) (k & 127)] + t * reducedExpm1(ax, n);
+        double sc = pow2((int) (k >> 7));
         double h = t + lo;
         double eHi = h * sc;
         double eLo = ((t - h) + lo) * sc;

@@ -76,13 +76,9 @@ public final class OneVsRestMap implements MultiMap {
         MultiMaps.checkMatrix(scores, nk);
         double[][] out = new double[scores.length][nk];
         double[] q = new double[nk];
-        double[] one = new double[1];
-        double[] res = new double[1];
         for (int i = 0; i < scores.length; i++) {
             for (int k = 0; k < nk; k++) {
-                one[0] = scores[i][k];
-                maps[k].evaluateInto(one, res);
-                q[k] = res[0];
+                q[k] = maps[k].transformAndEvaluate(scores[i][k]);
             }
             double total = MultiMaps.rowSum(q);
             double[] row = out[i];

@@ -111,18 +111,22 @@ public final class SoftmaxAffineMap implements MultiMap {
         int nk = bias.length;
         MultiMaps.checkMatrix(scores, nk);
         double[][] out = new double[scores.length][nk];
-        double[] x = new double[nk];
+        double[] logX = new double[nk];
         double[] z = new double[nk];
         double invT = 1.0 / temperature;
         for (int i = 0; i < scores.length; i++) {
-            for (int j = 0; j < nk; j++) {
-                double s = scores[i][j];
-                x[j] = logProbabilities ? DetMath.log(Math.max(s, PROBABILITY_FLOOR)) : s;
+            double[] x = scores[i];
+            if (logProbabilities) {
+                for (int j = 0; j < nk; j++) {
+                    logX[j] = DetMath.log(Math.max(x[j], PROBABILITY_FLOOR));
+                }
+                x = logX;
             }
             for (int k = 0; k < nk; k++) {
+                double[] w = weights[k];
                 double acc = 0.0;
                 for (int j = 0; j < nk; j++) {
-                    acc += weights[k][j] * x[j];
+                    acc += w[j] * x[j];
                 }
                 z[k] = acc * invT + bias[k];
             }

@@ -6,7 +6,7 @@ import java.math.MathContext;
 import java.math.RoundingMode;
 
 /**
- * The deterministic exp, log and expit of mlcal's {@code mlcal._solvers.detmath}, operation for
+ * The deterministic exp, log, log1p and expit of mlcal's {@code mlcal._solvers.detmath}, operation for
  * operation, so every result is bit-identical to the Python package.
  *
  * <p>Both use only IEEE-754 basic operations (each correctly rounded), exact scaling by powers
@@ -251,6 +251,40 @@ public final class DetMath {
         if (x == Double.POSITIVE_INFINITY) {
             return x;
         }
+        return logParts(x, 0.0);
+    }
+
+    /**
+     * Deterministic log(1 + x), accurate for small |x|, bit-identical to mlcal's
+     * {@code det_log1p}.
+     *
+     * @param x any double
+     * @return log1p(x) within 1 ulp; -inf at -1, NaN below -1 and for NaN, keeps the sign of 0
+     */
+    public static double log1p(double x) {
+        if (x != x) {
+            return x + x;
+        }
+        if (x <= -1.0) {
+            return x == -1.0 ? Double.NEGATIVE_INFINITY : Double.NaN;
+        }
+        if (x == Double.POSITIVE_INFINITY) {
+            return x;
+        }
+        if (Math.abs(x) < 0x1p-12) {
+            return x + x * x * (-0.5 + x * (1.0 / 3.0 + x * (-0.25 + x * 0.2)));
+        }
+        double y = 1.0 + x; // Knuth's TwoSum: 1 + x = y + c exactly
+        double bb = y - 1.0;
+        double c = (1.0 - (y - bb)) + (x - bb);
+        return logParts(y, c / y);
+    }
+
+    /**
+     * log(x) + corr for positive finite x and |corr| much below 1 (Tang's table-driven log:
+     * x = 2^m F (1 + u), F = 1 + j/128).
+     */
+    private static double logParts(double x, double corr) {
         long bits = Double.doubleToRawLongBits(x);
         long m = -1023;
         if (bits < MIN_NORMAL_BITS) {
@@ -273,7 +307,7 @@ public final class DetMath {
         double a = m * LN2_HI + LOG_HI[(int) j];
         double s = a + u;
         double err = (a - s) + u;
-        double tail = err + (((m * LN2_LO + LOG_LO[(int) j]) + 0.0) + (uLo + poly));
+        double tail = err + (((m * LN2_LO + LOG_LO[(int) j]) + corr) + (uLo + poly));
         return s + tail;
     }
 }

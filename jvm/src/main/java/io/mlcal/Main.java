@@ -70,6 +70,9 @@ public final class Main {
                     case "--kinds":
                         stdout.println(String.join("\n", Maps.kinds()));
                         return 0;
+                    case "--detmath":
+                        return detmath(value(args, ++i), value(args, ++i), value(args, ++i),
+                                stderr);
                     case "--print-tables":
                         printTables(stdout);
                         return 0;
@@ -134,6 +137,31 @@ public final class Main {
                             + ": " + e.getMessage());
                 }
             }
+            return 0;
+        } catch (IOException e) {
+            stderr.println("mlcal-calibrator: " + e);
+            return 1;
+        }
+    }
+
+    /** Diagnostic: one DetMath function over f64le values (the tests compare it with
+     * Python's detmath over whole ranges). */
+    private static int detmath(String name, String in, String out, PrintStream stderr)
+            throws UsageException {
+        java.util.function.DoubleUnaryOperator f;
+        switch (name) {
+            case "exp": f = DetMath::exp; break;
+            case "log": f = DetMath::log; break;
+            case "log1p": f = DetMath::log1p; break;
+            case "expit": f = DetMath::expit; break;
+            default: throw new UsageException("--detmath: unknown function " + name);
+        }
+        try {
+            double[] x = readBinary(in, 1);
+            for (int i = 0; i < x.length; i++) {
+                x[i] = f.applyAsDouble(x[i]);
+            }
+            write(x, 1, "f64le", out, null);
             return 0;
         } catch (IOException e) {
             stderr.println("mlcal-calibrator: " + e);

@@ -376,6 +376,17 @@ def test_calibrator_document_and_text_cli(jar, tmp_path):
     proc = subprocess.run(["java", "-jar", str(jar), str(path)], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 2 and "usage" in proc.stderr
+    # a multiclass map reads one row per line (comma or blank separated) from standard input
+    logits, _, yc = _multiclass_data(200, 3, seed=9)
+    m = VectorScaling().fit(logits, yc).map_
+    (tmp_path / "vector.json").write_text(json.dumps(m.to_dict()))
+    rows = "\n".join(f"{a!r}, {b!r} {c!r}" for a, b, c in logits[:20].tolist())
+    proc = subprocess.run(["java", "-jar", str(jar), str(tmp_path / "vector.json"), "-",
+                           "--output", "hex"], input=rows, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    got = [[int(h, 16) for h in line.split(",")] for line in proc.stdout.splitlines()]
+    assert got == m(logits[:20]).view(np.uint64).tolist()
 
 
 def test_registered_map_kinds_match_python(jar):

@@ -177,10 +177,26 @@ public final class Calibrator {
      * @throws IllegalStateException for a binary map
      */
     public double[][] predictProba(double[][] scores) {
+        return multi().predictProba(scores);
+    }
+
+    /**
+     * {@link #predictProba(double[][])} on a row-major matrix (K scores per row, rows one after
+     * another), returning the row-major probabilities: no per-row arrays, for large batches.
+     *
+     * @throws InvalidScoresException if the length is 0 or not a multiple of K, or for NaN or
+     *     infinite scores
+     * @throws IllegalStateException for a binary map
+     */
+    public double[] predictProbaRowMajor(double[] scores) {
+        return multi().predictProbaRowMajor(scores);
+    }
+
+    private MultiMap multi() {
         if (!(map instanceof MultiMap)) {
             throw new IllegalStateException("this is a binary " + map.kind() + " map: use "
                     + "predict(double[]) or predictProba(double[])");
         }
-        return ((MultiMap) map).predictProba(scores);
+        return (MultiMap) map;
     }
 }

@@ -99,7 +99,7 @@ public final class Main {
             int width = cal.isMulticlass() ? cal.nClasses() : 1;
             double[] flat = input.equals("f64le") ? readBinary(positional.get(1), width)
                     : readText(positional.get(1), width);
-            double[] result = predictFlat(cal, flat, width);
+            double[] result = predictFlat(cal, flat, width, false);
             if (repeats > 0) {
                 stderr.println("predict_seconds=" + timePredict(cal, flat, width, repeats)
                         + " values=" + flat.length);
@@ -130,7 +130,7 @@ public final class Main {
                 try {
                     Calibrator cal = Calibrator.load(Path.of(f[0]));
                     int width = cal.isMulticlass() ? cal.nClasses() : 1;
-                    double[] p = predictFlat(cal, readBinary(f[1], width), width);
+                    double[] p = predictFlat(cal, readBinary(f[1], width), width, true);
                     write(p, width, "f64le", f[2], null);
                 } catch (MapFormatException | InvalidScoresException e) {
                     Files.writeString(Path.of(f[2] + ".err"), e.getClass().getSimpleName()
@@ -194,15 +194,14 @@ public final class Main {
         throw new UsageException(args[i - 1] + " must be one of " + String.join(", ", allowed));
     }
 
-    /** Best time in seconds of {@code repeats} predictions through the library API (the
-     * input already in its shape; one untimed warm-up first). */
+    /** Best time in seconds of {@code repeats} predictions through the library API
+     * ({@code predict} or {@code predictProbaRowMajor}; one untimed warm-up first). */
     private static double timePredict(Calibrator cal, double[] flat, int width, int repeats) {
-        double[][] rows = cal.isMulticlass() ? toRows(flat, width) : null;
         long best = Long.MAX_VALUE;
         double check = 0.0;
         for (int r = 0; r <= repeats; r++) {
             long t0 = System.nanoTime();
-            check += rows != null ? cal.predictProba(rows)[0][0] : cal.predict(flat)[0];
+            check += predictFlat(cal, flat, width, false)[0];
             long dt = System.nanoTime() - t0;
             if (r > 0) {
                 best = Math.min(best, dt);
@@ -219,10 +218,14 @@ public final class Main {
         return rows;
     }
 
-    /** Predictions of row-major scores of the given width, row-major. */
-    static double[] predictFlat(Calibrator cal, double[] flat, int width) {
+    /** Predictions of row-major scores of the given width, row-major; {@code viaRows} goes
+     * through the {@code double[][]} API instead of the row-major one. */
+    static double[] predictFlat(Calibrator cal, double[] flat, int width, boolean viaRows) {
         if (!cal.isMulticlass()) {
             return cal.predict(flat);
+        }
+        if (!viaRows) {
+            return cal.predictProbaRowMajor(flat);
         }
         double[][] p = cal.predictProba(toRows(flat, width));
         double[] res = new double[flat.length];

@@ -8,7 +8,7 @@ import java.util.Map;
  * (any binary map, each with its own input transform), then every row is divided by its sum;
  * a row whose classes all map to 0 gets the uniform distribution 1/K.
  */
-public final class OneVsRestMap implements MultiMap {
+public final class OneVsRestMap extends MultiMap {
     private static final java.util.Set<String> MULTICLASS_KINDS =
             java.util.Set.of("multiclass-ovr", "softmax-affine");
     private final BinaryMap[] maps;
@@ -71,25 +71,14 @@ public final class OneVsRestMap implements MultiMap {
     }
 
     @Override
-    public double[][] predictProba(double[][] scores) {
+    void predictRow(double[] s, int off, double[] out, int outOff, double[] q) {
         int nk = maps.length;
-        MultiMaps.checkMatrix(scores, nk);
-        double[][] out = new double[scores.length][nk];
-        double[] q = new double[nk];
-        for (int i = 0; i < scores.length; i++) {
-            for (int k = 0; k < nk; k++) {
-                q[k] = maps[k].transformAndEvaluate(scores[i][k]);
-            }
-            double total = MultiMaps.rowSum(q);
-            double[] row = out[i];
-            if (total > 0.0) {
-                for (int k = 0; k < nk; k++) {
-                    row[k] = q[k] / total;
-                }
-            } else {
-                java.util.Arrays.fill(row, 1.0 / nk);
-            }
+        for (int k = 0; k < nk; k++) {
+            q[k] = maps[k].transformAndEvaluate(s[off + k]);
         }
-        return out;
+        double total = pairwiseSum(q, 0, nk);
+        for (int k = 0; k < nk; k++) {
+            out[outOff + k] = total > 0.0 ? q[k] / total : 1.0 / nk;
+        }
     }
 }

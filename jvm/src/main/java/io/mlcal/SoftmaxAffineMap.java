@@ -11,7 +11,7 @@ import java.util.Map;
  * x_j) * (1 / T) + b_k} left to right, {@code exp(z_k - max z)}, their sum left to right, then
  * one division per class.
  */
-public final class SoftmaxAffineMap implements MultiMap {
+public final class SoftmaxAffineMap extends MultiMap {
     /** the floor of mlcal's PROBABILITY_FLOOR before the log of a "log-probabilities" map */
     static final double PROBABILITY_FLOOR = 1e-300;
 
@@ -107,45 +107,41 @@ public final class SoftmaxAffineMap implements MultiMap {
     }
 
     @Override
-    public double[][] predictProba(double[][] scores) {
+    void predictRow(double[] s, int off, double[] out, int outOff, double[] scratch) {
         int nk = bias.length;
-        MultiMaps.checkMatrix(scores, nk);
-        double[][] out = new double[scores.length][nk];
-        double[] logX = new double[nk];
-        double[] z = new double[nk];
+        double[] x = s;
+        int xOff = off;
+        if (logProbabilities) {
+            for (int j = 0; j < nk; j++) {
+                scratch[nk + j] = DetMath.log(Math.max(s[off + j], PROBABILITY_FLOOR));
+            }
+            x = scratch;
+            xOff = nk;
+        }
         double invT = 1.0 / temperature;
-        for (int i = 0; i < scores.length; i++) {
-            double[] x = scores[i];
-            if (logProbabilities) {
-                for (int j = 0; j < nk; j++) {
-                    logX[j] = DetMath.log(Math.max(x[j], PROBABILITY_FLOOR));
-                }
-                x = logX;
+        double[] z = scratch;   // z overwrites nothing still needed: x lives at scratch[nk..]
+        for (int k = 0; k < nk; k++) {
+            double[] w = weights[k];
+            double acc = 0.0;
+            for (int j = 0; j < nk; j++) {
+                acc += w[j] * x[xOff + j];
             }
-            for (int k = 0; k < nk; k++) {
-                double[] w = weights[k];
-                double acc = 0.0;
-                for (int j = 0; j < nk; j++) {
-                    acc += w[j] * x[j];
-                }
-                z[k] = acc * invT + bias[k];
-            }
-            double m = z[0];
-            for (int k = 1; k < nk; k++) {
-                if (z[k] > m) {
-                    m = z[k];
-                }
-            }
-            double[] row = out[i];
-            double sum = 0.0;
-            for (int k = 0; k < nk; k++) {
-                row[k] = DetMath.exp(z[k] - m);
-                sum += row[k];
-            }
-            for (int k = 0; k < nk; k++) {
-                row[k] /= sum;
+            z[k] = acc * invT + bias[k];
+        }
+        double m = z[0];
+        for (int k = 1; k < nk; k++) {
+            if (z[k] > m) {
+                m = z[k];
             }
         }
-        return out;
+        double sum = 0.0;
+        for (int k = 0; k < nk; k++) {
+            double e = DetMath.exp(z[k] - m);
+            out[outOff + k] = e;
+            sum += e;
+        }
+        for (int k = 0; k < nk; k++) {
+            out[outOff + k] /= sum;
+        }
     }
 }

@@ -73,8 +73,8 @@ def main() -> None:
         t_py = best_time(lambda: m(x), args.repeats)
         start = time.perf_counter()
         proc = subprocess.run([*java, str(doc), str(scores), "--input", "f64le", "--output",
-                               "f64le", "--out", str(out), "--time", str(args.repeats)],
-                              capture_output=True, text=True, check=True)
+                               "f64le", "--out", str(out), "--overwrite", "--time",
+                               str(args.repeats)], capture_output=True, text=True, check=True)
         wall = time.perf_counter() - start
         t_java = float(re.search(r"predict_seconds=(\S+)", proc.stderr).group(1))
         got = np.fromfile(out, dtype="<f8")

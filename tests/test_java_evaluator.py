@@ -376,6 +376,15 @@ def test_calibrator_document_and_text_cli(jar, tmp_path):
     proc = subprocess.run(["java", "-jar", str(jar), str(path)], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 2 and "usage" in proc.stderr
+    # --out never replaces a file without --overwrite
+    (tmp_path / "kept.txt").write_text("mine")
+    cmd = ["java", "-jar", str(jar), str(path), str(tmp_path / "scores.txt"), "--out",
+           str(tmp_path / "kept.txt")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "--overwrite" in proc.stderr
+    assert (tmp_path / "kept.txt").read_text() == "mine"
+    subprocess.run([*cmd, "--overwrite"], check=True, timeout=120)
+    assert np.array_equal(np.loadtxt(tmp_path / "kept.txt"), cal.predict(x))
     # a multiclass map reads one row per line (comma or blank separated) from standard input
     logits, _, yc = _multiclass_data(200, 3, seed=9)
     m = VectorScaling().fit(logits, yc).map_

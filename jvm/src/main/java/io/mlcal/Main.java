@@ -9,8 +9,11 @@ import java.io.PrintStream;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
+import java.nio.file.OpenOption;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -19,13 +22,14 @@ import java.util.List;
  *
  * <pre>
  * java -jar mlcal-calibrator.jar CALIBRATOR.json SCORES [--input text|f64le]
- *      [--output text|hex|f64le] [--out FILE] [--time REPEATS]
+ *      [--output text|hex|f64le] [--out FILE [--overwrite]] [--time REPEATS]
  * </pre>
  *
  * SCORES ({@code -} for standard input) holds one score per line, or for a multiclass map one
  * row per line with K numbers separated by commas or blanks ({@code --input text}, the
  * default), or raw little-endian float64 values, rows one after another ({@code f64le}).
- * Predictions go to standard output (or {@code --out}): {@code text} one value (row) per line
+ * Predictions go to standard output (or {@code --out}, which never replaces an existing
+ * file unless {@code --overwrite} is given): {@code text} one value (row) per line
  * in shortest round-trip decimal, {@code hex} the 16-hex-digit IEEE bit pattern of each value,
  * {@code f64le} raw little-endian float64; binary maps give P(y=1), multiclass maps K
  * probabilities per row. {@code --time R} also reports on standard error the best of R timed
@@ -43,8 +47,8 @@ public final class Main {
     }
 
     private static final String USAGE = "usage: java -jar mlcal-calibrator.jar CALIBRATOR.json "
-            + "SCORES [--input text|f64le] [--output text|hex|f64le] [--out FILE] "
-            + "[--time REPEATS]\n       java -jar mlcal-calibrator.jar --batch JOBS\n"
+            + "SCORES [--input text|f64le] [--output text|hex|f64le] [--out FILE "
+            + "[--overwrite]] [--time REPEATS]\n       java -jar mlcal-calibrator.jar --batch JOBS\n"
             + "       java -jar mlcal-calibrator.jar --kinds";
 
     public static void main(String[] args) {
@@ -57,6 +61,7 @@ public final class Main {
         String output = "text";
         String out = null;
         int repeats = 0;
+        boolean overwrite = false;
         try {
             for (int i = 0; i < args.length; i++) {
                 String a = args[i];
@@ -64,6 +69,7 @@ public final class Main {
                     case "--input": input = choice(args, ++i, "text", "f64le"); break;
                     case "--output": output = choice(args, ++i, "text", "hex", "f64le"); break;
                     case "--out": out = value(args, ++i); break;
+                    case "--overwrite": overwrite = true; break;
                     case "--time": repeats = Integer.parseInt(value(args, ++i)); break;
                     case "--batch":
                         return batch(Path.of(value(args, ++i)), stderr);
@@ -104,7 +110,7 @@ public final class Main {
                 stderr.println("predict_seconds=" + timePredict(cal, flat, width, repeats)
                         + " values=" + flat.length);
             }
-            write(result, cal.isMulticlass() ? cal.nClasses() : 1, output, out, stdout);
+            write(result, width, output, out, overwrite, stdout);
             return 0;
         } catch (MapFormatException | InvalidScoresException e) {
             stderr.println("mlcal-calibrator: " + e.getClass().getSimpleName() + ": "
@@ -131,10 +137,11 @@ public final class Main {
                     Calibrator cal = Calibrator.load(Path.of(f[0]));
                     int width = cal.isMulticlass() ? cal.nClasses() : 1;
                     double[] p = predictFlat(cal, readBinary(f[1], width), width, true);
-                    write(p, width, "f64le", f[2], null);
+                    write(p, width, "f64le", f[2], false, null);
                 } catch (MapFormatException | InvalidScoresException e) {
                     Files.writeString(Path.of(f[2] + ".err"), e.getClass().getSimpleName()
-                            + ": " + e.getMessage());
+                            + ": " + e.getMessage(), StandardOpenOption.CREATE_NEW,
+                            StandardOpenOption.WRITE);
                 }
             }
             return 0;
@@ -161,7 +168,7 @@ public final class Main {
             for (int i = 0; i < x.length; i++) {
                 x[i] = f.applyAsDouble(x[i]);
             }
-            write(x, 1, "f64le", out, null);
+            write(x, 1, "f64le", out, false, null);
             return 0;
         } catch (IOException e) {
             stderr.println("mlcal-calibrator: " + e);
@@ -289,8 +296,10 @@ public final class Main {
         return flat;
     }
 
+    /** Write predictions to {@code out} (refusing to replace an existing file unless
+     * {@code overwrite}) or, when it is null, to standard output. */
     private static void write(double[] values, int width, String format, String out,
-                              PrintStream stdout) throws IOException {
+                              boolean overwrite, PrintStream stdout) throws IOException {
         byte[] bytes;
         if (format.equals("f64le")) {
             ByteBuffer buf = ByteBuffer.allocate(values.length * 8).order(ByteOrder.LITTLE_ENDIAN);
@@ -313,8 +322,13 @@ public final class Main {
             stdout.write(bytes);
             stdout.flush();
         } else {
-            try (OutputStream os = Files.newOutputStream(Path.of(out))) {
+            OpenOption[] mode = overwrite ? new OpenOption[] {StandardOpenOption.CREATE,
+                StandardOpenOption.TRUNCATE_EXISTING, StandardOpenOption.WRITE}
+                : new OpenOption[] {StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE};
+            try (OutputStream os = Files.newOutputStream(Path.of(out), mode)) {
                 os.write(bytes);
+            } catch (FileAlreadyExistsException e) {
+                throw new IOException(out + " already exists; pass --overwrite to replace it");
             }
         }
     }

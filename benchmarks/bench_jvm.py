@@ -51,8 +51,11 @@ def main() -> None:
     ap.add_argument("--n", type=float, default=1e7)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    n = int(args.n)
-    tmp = Path(tempfile.mkdtemp(prefix="bench_jvm_"))
+    with tempfile.TemporaryDirectory(prefix="bench_jvm_") as tmp:
+        run(int(args.n), args.repeats, Path(tmp))
+
+
+def run(n: int, repeats: int, tmp: Path) -> None:
     jar = subprocess.run(["bash", str(ROOT / "jvm" / "build.sh"), str(tmp)], check=True,
                          capture_output=True, text=True).stdout.strip()
     java = ["java", "-Xmx4g", "-jar", jar]
@@ -70,11 +73,11 @@ def main() -> None:
         doc, scores, out = tmp / "map.json", tmp / "scores.bin", tmp / "out.bin"
         doc.write_text(json.dumps(m.to_dict()))
         x.astype("<f8").tofile(scores)
-        t_py = best_time(lambda: m(x), args.repeats)
+        t_py = best_time(lambda: m(x), repeats)
         start = time.perf_counter()
         proc = subprocess.run([*java, str(doc), str(scores), "--input", "f64le", "--output",
                                "f64le", "--out", str(out), "--overwrite", "--time",
-                               str(args.repeats)], capture_output=True, text=True, check=True)
+                               str(repeats)], capture_output=True, text=True, check=True)
         wall = time.perf_counter() - start
         t_java = float(re.search(r"predict_seconds=(\S+)", proc.stderr).group(1))
         got = np.fromfile(out, dtype="<f8")

@@ -52,6 +52,12 @@ def jar(tmp_path_factory) -> Path:
     return out / "mlcal-calibrator.jar"
 
 
+def java(jar: Path, *args, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """Run the evaluator's command line; text output captured, not checked."""
+    return subprocess.run(["java", "-jar", str(jar), *map(str, args)], input=stdin,
+                          capture_output=True, text=True, timeout=600)
+
+
 def run_batch(jar: Path, tmp: Path, cases: list[tuple[dict | str, np.ndarray]]) -> list:
     """Score every (document, scores) case in one JVM; each result is the float64 output
     array (row-major for multiclass maps) or the error text the evaluator wrote."""
@@ -62,8 +68,7 @@ def run_batch(jar: Path, tmp: Path, cases: list[tuple[dict | str, np.ndarray]]) 
         np.ascontiguousarray(scores, dtype="<f8").tofile(tmp / f"s{i}.bin")
         lines.append(f"{tmp / f'c{i}.json'}\t{tmp / f's{i}.bin'}\t{tmp / f'o{i}.bin'}")
     (tmp / "jobs.txt").write_text("\n".join(lines) + "\n")
-    proc = subprocess.run(["java", "-jar", str(jar), "--batch", str(tmp / "jobs.txt")],
-                          capture_output=True, text=True, timeout=600)
+    proc = java(jar, "--batch", tmp / "jobs.txt")
     assert proc.returncode == 0, proc.stderr
     results = []
     for i in range(len(cases)):
@@ -119,8 +124,8 @@ DATA_SETS = {
 
 def test_detmath_tables_are_bit_identical(jar):
     """The Java port computes Tang's tables in decimal at class load as Python does."""
-    proc = subprocess.run(["java", "-jar", str(jar), "--print-tables"], capture_output=True,
-                          text=True, check=True, timeout=120)
+    proc = java(jar, "--print-tables")
+    assert proc.returncode == 0, proc.stderr
     got = {line.split()[0]: [int(h, 16) for h in line.split()[1:]]
            for line in proc.stdout.splitlines()}
     expected = {"exp_hi": detmath._EXP_HI, "exp_lo": detmath._EXP_LO,
@@ -153,8 +158,8 @@ def test_detmath_port_is_bit_identical_over_whole_ranges(jar, tmp_path, name):
     will need it."""
     x = _detmath_inputs(name)
     x.astype("<f8").tofile(tmp_path / "x.bin")
-    subprocess.run(["java", "-jar", str(jar), "--detmath", name, str(tmp_path / "x.bin"),
-                    str(tmp_path / "y.bin")], check=True, timeout=120)
+    proc = java(jar, "--detmath", name, tmp_path / "x.bin", tmp_path / "y.bin")
+    assert proc.returncode == 0, proc.stderr
     with np.errstate(all="ignore"):
         expected = getattr(detmath, f"det_{name}_array")(x)
     assert_bits_equal(np.fromfile(tmp_path / "y.bin", dtype="<f8"), expected, name)
@@ -361,38 +366,31 @@ def test_calibrator_document_and_text_cli(jar, tmp_path):
     path = Path(mlcal.save_calibrator(cal, tmp_path / "cal.json"))
     x = np.array([0.0, 0.25, 0.5, 1.0, 0.123456789, 1e-300])
     (tmp_path / "scores.txt").write_text("\n".join(repr(float(v)) for v in x) + "\n")
-    proc = subprocess.run(["java", "-jar", str(jar), str(path), str(tmp_path / "scores.txt"),
-                           "--output", "hex"], capture_output=True, text=True, timeout=120)
+    proc = java(jar, path, tmp_path / "scores.txt", "--output", "hex")
     assert proc.returncode == 0, proc.stderr
     got = [int(h, 16) for h in proc.stdout.split()]
     assert got == cal.predict(x).view(np.uint64).tolist()
-    proc = subprocess.run(["java", "-jar", str(jar), str(path), str(tmp_path / "scores.txt")],
-                          capture_output=True, text=True, timeout=120)   # decimal text out
+    proc = java(jar, path, tmp_path / "scores.txt")   # decimal text out
     assert np.array_equal(np.array(proc.stdout.split(), dtype=float), cal.predict(x))
     (tmp_path / "bad.txt").write_text("0.5\nNaN\n")
-    proc = subprocess.run(["java", "-jar", str(jar), str(path), str(tmp_path / "bad.txt")],
-                          capture_output=True, text=True, timeout=120)
+    proc = java(jar, path, tmp_path / "bad.txt")
     assert proc.returncode == 1 and "InvalidScoresException" in proc.stderr
-    proc = subprocess.run(["java", "-jar", str(jar), str(path)], capture_output=True,
-                          text=True, timeout=120)
+    proc = java(jar, path)
     assert proc.returncode == 2 and "usage" in proc.stderr
     # --out never replaces a file without --overwrite
     (tmp_path / "kept.txt").write_text("mine")
-    cmd = ["java", "-jar", str(jar), str(path), str(tmp_path / "scores.txt"), "--out",
-           str(tmp_path / "kept.txt")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    cmd = (path, tmp_path / "scores.txt", "--out", tmp_path / "kept.txt")
+    proc = java(jar, *cmd)
     assert proc.returncode == 1 and "--overwrite" in proc.stderr
     assert (tmp_path / "kept.txt").read_text() == "mine"
-    subprocess.run([*cmd, "--overwrite"], check=True, timeout=120)
+    assert java(jar, *cmd, "--overwrite").returncode == 0
     assert np.array_equal(np.loadtxt(tmp_path / "kept.txt"), cal.predict(x))
     # a multiclass map reads one row per line (comma or blank separated) from standard input
     logits, _, yc = _multiclass_data(200, 3, seed=9)
     m = VectorScaling().fit(logits, yc).map_
     (tmp_path / "vector.json").write_text(json.dumps(m.to_dict()))
     rows = "\n".join(f"{a!r}, {b!r} {c!r}" for a, b, c in logits[:20].tolist())
-    proc = subprocess.run(["java", "-jar", str(jar), str(tmp_path / "vector.json"), "-",
-                           "--output", "hex"], input=rows, capture_output=True, text=True,
-                          timeout=120)
+    proc = java(jar, tmp_path / "vector.json", "-", "--output", "hex", stdin=rows)
     assert proc.returncode == 0, proc.stderr
     got = [[int(h, 16) for h in line.split(",")] for line in proc.stdout.splitlines()]
     assert got == m(logits[:20]).view(np.uint64).tolist()
@@ -401,7 +399,7 @@ def test_calibrator_document_and_text_cli(jar, tmp_path):
 def test_registered_map_kinds_match_python(jar):
     """Every map kind mlcal can write is one the evaluator reads (a new kind needs a Java
     class and one registration line in Maps.java)."""
-    proc = subprocess.run(["java", "-jar", str(jar), "--kinds"], capture_output=True,
-                          text=True, check=True, timeout=120)
+    proc = java(jar, "--kinds")
+    assert proc.returncode == 0, proc.stderr
     from mlcal.maps import MAP_TYPES
     assert sorted(proc.stdout.split()) == sorted(MAP_TYPES)

@@ -224,6 +224,30 @@ def test_hand_built_edge_case_maps_are_bit_identical(jar, tmp_path):
         assert_bits_equal(java, py, name)
 
 
+def _random_map(rng):
+    size = int(rng.integers(1, 300))
+    common = {"input_transform": str(rng.choice(["identity", "sigmoid"]))}
+    if rng.random() < 0.5:
+        common["domain"] = tuple(sorted(rng.normal(0.0, 2.0, 2).tolist()))
+    cuts = np.unique(rng.normal(0.5, float(rng.choice([1e-6, 0.3, 10.0])), size))
+    values = np.clip(rng.random(cuts.size + 1), 0.0, 1.0)
+    kind = rng.choice(["step", "linear", "sigmoid"])
+    if kind == "step":
+        return StepMap(cuts, values, **common)
+    if kind == "linear":
+        return LinearMap(cuts, values[:-1], **common)
+    return SigmoidMap(float(rng.normal(0.0, 20.0)), float(rng.normal(0.0, 5.0)), **common)
+
+
+def test_random_maps_are_bit_identical(jar, tmp_path):
+    """Many random maps of every binary kind, sizes and scales, both input transforms."""
+    rng = np.random.default_rng(17)
+    maps = [_random_map(rng) for _ in range(60)]
+    cases = [(m.to_dict(), probe_scores(m, rng, n_random=300)) for m in maps]
+    for java_out, (doc, x), m in zip(run_batch(jar, tmp_path, cases), cases, maps):
+        assert_bits_equal(java_out, m(x), f"random {doc['type']} map of size {m.size}")
+
+
 def _multiclass_data(n: int, K: int, seed: int):
     rng = np.random.default_rng(seed)
     logits = rng.normal(0.0, 2.0, (n, K))
@@ -316,6 +340,26 @@ BAD_DOCUMENTS = {
     "softmax unknown input": (json.dumps({**SoftmaxAffineMap([1.0, 1.0], [0.0, 0.0]).to_dict(),
                                           "input": "odds"}), "unknown input"),
 }
+
+
+def _calibrator_doc(**changes) -> str:
+    s, y = calibration_set(200, seed=8)
+    doc = mlcal.get_calibrator("histogram").fit(s, y).to_dict()
+    doc.update(changes)
+    return json.dumps(doc)
+
+
+BAD_DOCUMENTS.update({
+    "calibrator wrong format": (_calibrator_doc(format="mlcal-model"),
+                                "not an mlcal calibrator document"),
+    "calibrator format_version 2": (_calibrator_doc(format_version=2),
+                                    "unsupported calibrator format_version"),
+    "calibrator params not an object": (_calibrator_doc(params=[1]),
+                                        "'params' must be an object"),
+    "calibrator method not a string": (_calibrator_doc(method=3), "'method' must be a string"),
+    "calibrator with a bad map": (_calibrator_doc(map=json.loads(_doc(values=[0.2, 1.5]))),
+                                  "calibrator document: step map: values must lie in [0, 1]"),
+})
 
 
 def _python_rejects(text: str) -> bool:

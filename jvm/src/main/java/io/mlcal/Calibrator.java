@@ -1,0 +1,202 @@
+package io.mlcal;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Map;
+
+/**
+ * A fitted mlcal calibrator loaded from its JSON: the document written by
+ * {@code calibrator.to_json()} / {@code mlcal.save_calibrator} ({@code "format":
+ * "mlcal-calibrator"}), or a bare map document ({@code map_.to_dict()}, which is what a
+ * multiclass calibrator stores).
+ *
+ * <p>Predictions are bit-identical to mlcal's Python {@code predict} / {@code predict_proba}.
+ * The map is validated as strictly as mlcal validates it; the calibrator's {@code params}
+ * (fit-time settings that do not enter prediction) are only checked to be an object.
+ *
+ * <pre>
+ * Calibrator cal = Calibrator.load(Path.of("calibrator.json"));
+ * double[] p = cal.predict(new double[] {0.1, 0.7});
+ * </pre>
+ */
+public final class Calibrator {
+    /** The {@code "format"} value of a calibrator document. */
+    public static final String CALIBRATOR_FORMAT = "mlcal-calibrator";
+    /** The calibrator document format version this evaluator reads. */
+    public static final int CALIBRATOR_FORMAT_VERSION = 1;
+
+    private final String method;
+    private final CalibrationMap map;
+
+    private Calibrator(String method, CalibrationMap map) {
+        this.method = method;
+        this.map = map;
+    }
+
+    /**
+     * Load a calibrator (or bare map) JSON file.
+     *
+     * @throws MapFormatException if the file cannot be read or is not a valid document
+     */
+    public static Calibrator load(Path path) {
+        byte[] data;
+        try {
+            if (Files.size(path) > Json.MAX_DOCUMENT_BYTES) {
+                throw new MapFormatException("calibrator file '" + path + "' is larger than the "
+                        + Json.MAX_DOCUMENT_BYTES + "-byte limit");
+            }
+            data = Files.readAllBytes(path);
+        } catch (IOException e) {
+            throw new MapFormatException("cannot read calibrator file '" + path + "': " + e);
+        }
+        return fromDocument(Json.parse(data));
+    }
+
+    /**
+     * Load from JSON text (when the first non-blank character is '{' or '[') or else from the
+     * file at that path, the rule of mlcal's {@code load_calibrator}.
+     *
+     * @throws MapFormatException if the document is invalid or the file cannot be read
+     */
+    public static Calibrator load(String source) {
+        String head = source.stripLeading();
+        if (head.startsWith("{") || head.startsWith("[") || head.startsWith("\uFEFF")) {
+            return fromDocument(Json.parse(source.getBytes(StandardCharsets.UTF_8)));
+        }
+        return load(Path.of(source));
+    }
+
+    /**
+     * Build from a parsed JSON document ({@link Json#parse}).
+     *
+     * @throws MapFormatException if it is neither a valid calibrator nor a valid map document
+     */
+    public static Calibrator fromDocument(Object node) {
+        if (!(node instanceof Map)) {
+            throw new MapFormatException("not an mlcal calibrator document (expected a JSON "
+                    + "object, got " + Maps.typeName(node) + ")");
+        }
+        @SuppressWarnings("unchecked")
+        Map<String, Object> doc = (Map<String, Object>) node;
+        if (!doc.containsKey("format") && doc.containsKey("type")) {
+            return new Calibrator(null, Maps.fromDoc(doc));
+        }
+        if (!CALIBRATOR_FORMAT.equals(doc.get("format"))) {
+            throw new MapFormatException("not an mlcal calibrator document (expected \"format\": "
+                    + "\"" + CALIBRATOR_FORMAT + "\", or a map document with a \"type\")");
+        }
+        Object version = doc.get("format_version");
+        if (!Maps.isInteger(version, CALIBRATOR_FORMAT_VERSION)) {
+            throw new MapFormatException("unsupported calibrator format_version "
+                    + Maps.shortRepr(version) + " (this evaluator reads version "
+                    + CALIBRATOR_FORMAT_VERSION + ")");
+        }
+        Object method = doc.get("method");
+        if (!(method instanceof String)) {
+            throw new MapFormatException("calibrator document: 'method' must be a string, got "
+                    + Maps.shortRepr(method));
+        }
+        if (!(doc.get("params") instanceof Map)) {
+            throw new MapFormatException("calibrator document: 'params' must be an object");
+        }
+        try {
+            return new Calibrator((String) method, Maps.fromDoc(doc.get("map")));
+        } catch (MapFormatException e) {
+            throw new MapFormatException("calibrator document: " + e.getMessage());
+        }
+    }
+
+    /** The fitting method ({@code "isotonic"}, ...), or null for a bare map document. */
+    public String method() {
+        return method;
+    }
+
+    /** The calibration map. */
+    public CalibrationMap map() {
+        return map;
+    }
+
+    /** Whether the map takes an (n, K) score matrix. */
+    public boolean isMulticlass() {
+        return map instanceof MultiMap;
+    }
+
+    /** Number of classes: K of a multiclass map, 2 of a binary one. */
+    public int nClasses() {
+        return isMulticlass() ? ((MultiMap) map).nClasses() : 2;
+    }
+
+    private BinaryMap binary() {
+        if (!(map instanceof BinaryMap)) {
+            throw new IllegalStateException("this is a " + map.kind() + " (multiclass) map: "
+                    + "use predictProba(double[][]) with one column per class");
+        }
+        return (BinaryMap) map;
+    }
+
+    /**
+     * Calibrated probability of the positive class for one score (binary maps).
+     *
+     * @throws InvalidScoresException if the score is NaN or infinite
+     * @throws IllegalStateException for a multiclass map
+     */
+    public double predict(double score) {
+        return binary().predict(score);
+    }
+
+    /**
+     * Calibrated probabilities of the positive class (binary maps), a new array.
+     *
+     * @throws InvalidScoresException if the scores are empty or hold NaN or infinite values
+     * @throws IllegalStateException for a multiclass map
+     */
+    public double[] predict(double[] scores) {
+        return binary().predict(scores);
+    }
+
+    /**
+     * Probabilities of both classes {@code [1 - p, p]} (binary maps), as Python's
+     * {@code predict_proba}.
+     */
+    public double[][] predictProba(double[] scores) {
+        double[] p = predict(scores);
+        double[][] out = new double[p.length][];
+        for (int i = 0; i < p.length; i++) {
+            out[i] = new double[] {1.0 - p[i], p[i]};
+        }
+        return out;
+    }
+
+    /**
+     * Calibrated class probabilities for an (n, K) score matrix (multiclass maps).
+     *
+     * @throws InvalidScoresException for an empty matrix, rows not of length K, or NaN or
+     *     infinite scores
+     * @throws IllegalStateException for a binary map
+     */
+    public double[][] predictProba(double[][] scores) {
+        return multi().predictProba(scores);
+    }
+
+    /**
+     * {@link #predictProba(double[][])} on a row-major matrix (K scores per row, rows one after
+     * another), returning the row-major probabilities: no per-row arrays, for large batches.
+     *
+     * @throws InvalidScoresException if the length is 0 or not a multiple of K, or for NaN or
+     *     infinite scores
+     * @throws IllegalStateException for a binary map
+     */
+    public double[] predictProbaRowMajor(double[] scores) {
+        return multi().predictProbaRowMajor(scores);
+    }
+
+    private MultiMap multi() {
+        if (!(map instanceof MultiMap)) {
+            throw new IllegalStateException("this is a binary " + map.kind() + " map: use "
+                    + "predict(double[]) or predictProba(double[])");
+        }
+        return (MultiMap) map;
+    }
+}

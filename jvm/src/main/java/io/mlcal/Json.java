@@ -1,0 +1,333 @@
+package io.mlcal;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * A strict JSON parser (RFC 8259) for calibrator documents, with the limits of mlcal's
+ * {@code loads_strict}: UTF-8 without byte-order mark, at most {@link #MAX_DOCUMENT_BYTES},
+ * nesting at most {@link #MAX_DEPTH} levels, no duplicate keys, no NaN/Infinity, every number
+ * within the double range, integers of at most {@link #MAX_INT_DIGITS} digits.
+ *
+ * <p>Values: {@code Map<String, Object>} (insertion ordered), {@code List<Object>},
+ * {@code String}, {@link Number}, {@code Boolean} and {@link #NULL}. A number keeps its literal
+ * and whether it was written as an integer; its double value is {@code Double.parseDouble} of
+ * the literal, correctly rounded like Python's {@code float()}.
+ */
+public final class Json {
+    public static final int MAX_DOCUMENT_BYTES = 64 * 1024 * 1024;
+    public static final int MAX_DEPTH = 32;
+    public static final int MAX_INT_DIGITS = 400;
+    /** JSON null (a Java null would be ambiguous with a missing key). */
+    public static final Object NULL = new Object() {
+        @Override
+        public String toString() {
+            return "null";
+        }
+    };
+
+    /** A JSON number: its double value and whether its literal is an integer. */
+    public static final class Number {
+        public final double value;
+        public final boolean integer;
+        public final String literal;
+
+        Number(String literal, boolean integer) {
+            this.literal = literal;
+            this.integer = integer;
+            this.value = Double.parseDouble(literal);
+        }
+
+        @Override
+        public String toString() {
+            return literal;
+        }
+    }
+
+    private final String text;
+    private int pos;
+
+    private Json(String text) {
+        this.text = text;
+    }
+
+    /** Parse UTF-8 bytes (strictly decoded) as one JSON document. */
+    public static Object parse(byte[] data) {
+        if (data.length > MAX_DOCUMENT_BYTES) {
+            throw new MapFormatException("document is " + data.length + " bytes, over the "
+                    + MAX_DOCUMENT_BYTES + "-byte limit");
+        }
+        String text;
+        try {
+            text = StandardCharsets.UTF_8.newDecoder()
+                    .onMalformedInput(CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(CodingErrorAction.REPORT)
+                    .decode(ByteBuffer.wrap(data)).toString();
+        } catch (CharacterCodingException e) {
+            throw new MapFormatException("document is not UTF-8 text");
+        }
+        return parse(text);
+    }
+
+    /** Parse a string as one JSON document. */
+    public static Object parse(String text) {
+        if (text.length() > MAX_DOCUMENT_BYTES) {
+            throw new MapFormatException("document is " + text.length() + " characters, over the "
+                    + MAX_DOCUMENT_BYTES + " limit");
+        }
+        if (text.startsWith("\uFEFF")) {
+            throw new MapFormatException("document starts with a byte-order mark (U+FEFF); JSON "
+                    + "files must not (save it as UTF-8 without BOM)");
+        }
+        Json p = new Json(text);
+        p.skipSpace();
+        Object value = p.value(1);
+        p.skipSpace();
+        if (p.pos != text.length()) {
+            throw p.error("extra data after the document");
+        }
+        return value;
+    }
+
+    private MapFormatException error(String what) {
+        return new MapFormatException("not valid JSON: " + what + " at character " + pos);
+    }
+
+    private void skipSpace() {
+        while (pos < text.length()) {
+            char c = text.charAt(pos);
+            if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+                return;
+            }
+            pos++;
+        }
+    }
+
+    private Object value(int depth) {
+        if (pos >= text.length()) {
+            throw error("unexpected end of the document");
+        }
+        char c = text.charAt(pos);
+        switch (c) {
+            case '{':
+                return object(depth);
+            case '[':
+                return array(depth);
+            case '"':
+                return string();
+            case 't':
+                return literal("true", Boolean.TRUE);
+            case 'f':
+                return literal("false", Boolean.FALSE);
+            case 'n':
+                return literal("null", NULL);
+            default:
+                if (c == '-' || (c >= '0' && c <= '9')) {
+                    return number();
+                }
+                if (text.startsWith("NaN", pos) || text.startsWith("Infinity", pos)) {
+                    throw error("non-finite numbers are not allowed");
+                }
+                throw error("unexpected character '" + c + "'");
+        }
+    }
+
+    private void checkDepth(int depth) {
+        if (depth > MAX_DEPTH) {
+            throw new MapFormatException("document is nested deeper than " + MAX_DEPTH
+                    + " levels");
+        }
+    }
+
+    private Object literal(String word, Object value) {
+        if (!text.startsWith(word, pos)) {
+            throw error("unexpected character '" + text.charAt(pos) + "'");
+        }
+        pos += word.length();
+        return value;
+    }
+
+    private Map<String, Object> object(int depth) {
+        checkDepth(depth);
+        pos++;
+        Map<String, Object> out = new LinkedHashMap<>();
+        skipSpace();
+        if (pos < text.length() && text.charAt(pos) == '}') {
+            pos++;
+            return out;
+        }
+        while (true) {
+            skipSpace();
+            if (pos >= text.length() || text.charAt(pos) != '"') {
+                throw error("expected a string key");
+            }
+            String key = string();
+            skipSpace();
+            expect(':');
+            skipSpace();
+            Object v = value(depth + 1);
+            if (out.containsKey(key)) {
+                throw new MapFormatException("duplicate key " + Maps.shortRepr(key)
+                        + " in an object");
+            }
+            out.put(key, v);
+            skipSpace();
+            if (pos < text.length() && text.charAt(pos) == ',') {
+                pos++;
+                continue;
+            }
+            expect('}');
+            return out;
+        }
+    }
+
+    private List<Object> array(int depth) {
+        checkDepth(depth);
+        pos++;
+        List<Object> out = new ArrayList<>();
+        skipSpace();
+        if (pos < text.length() && text.charAt(pos) == ']') {
+            pos++;
+            return out;
+        }
+        while (true) {
+            skipSpace();
+            out.add(value(depth + 1));
+            skipSpace();
+            if (pos < text.length() && text.charAt(pos) == ',') {
+                pos++;
+                continue;
+            }
+            expect(']');
+            return out;
+        }
+    }
+
+    private void expect(char c) {
+        if (pos >= text.length() || text.charAt(pos) != c) {
+            throw error("expected '" + c + "'");
+        }
+        pos++;
+    }
+
+    private String string() {
+        pos++; // opening quote
+        StringBuilder sb = new StringBuilder();
+        while (true) {
+            if (pos >= text.length()) {
+                throw error("unterminated string");
+            }
+            char c = text.charAt(pos++);
+            if (c == '"') {
+                return sb.toString();
+            }
+            if (c < 0x20) {
+                throw error("control character in a string");
+            }
+            if (c != '\\') {
+                sb.append(c);
+                continue;
+            }
+            if (pos >= text.length()) {
+                throw error("unterminated string");
+            }
+            char e = text.charAt(pos++);
+            switch (e) {
+                case '"': sb.append('"'); break;
+                case '\\': sb.append('\\'); break;
+                case '/': sb.append('/'); break;
+                case 'b': sb.append('\b'); break;
+                case 'f': sb.append('\f'); break;
+                case 'n': sb.append('\n'); break;
+                case 'r': sb.append('\r'); break;
+                case 't': sb.append('\t'); break;
+                case 'u':
+                    if (pos + 4 > text.length()) {
+                        throw error("invalid \\u escape");
+                    }
+                    try {
+                        String hex = text.substring(pos, pos + 4);
+                        if (!hex.matches("[0-9a-fA-F]{4}")) {
+                            throw error("invalid \\u escape");
+                        }
+                        sb.append((char) Integer.parseInt(hex, 16));
+                    } catch (NumberFormatException ex) {
+                        throw error("invalid \\u escape");
+                    }
+                    pos += 4;
+                    break;
+                default:
+                    throw error("invalid escape '\\" + e + "'");
+            }
+        }
+    }
+
+    private Number number() {
+        int start = pos;
+        if (text.charAt(pos) == '-') {
+            pos++;
+        }
+        int intStart = pos;
+        if (pos < text.length() && text.charAt(pos) == '0') {
+            pos++;
+        } else if (pos < text.length() && isDigit(text.charAt(pos))) {
+            while (pos < text.length() && isDigit(text.charAt(pos))) {
+                pos++;
+            }
+        } else {
+            if (text.startsWith("Infinity", pos)) {
+                throw error("non-finite numbers are not allowed");
+            }
+            throw error("invalid number");
+        }
+        int intDigits = pos - intStart;
+        boolean integer = true;
+        if (pos < text.length() && text.charAt(pos) == '.') {
+            integer = false;
+            pos++;
+            int d = pos;
+            while (pos < text.length() && isDigit(text.charAt(pos))) {
+                pos++;
+            }
+            if (pos == d) {
+                throw error("invalid number");
+            }
+        }
+        if (pos < text.length() && (text.charAt(pos) == 'e' || text.charAt(pos) == 'E')) {
+            integer = false;
+            pos++;
+            if (pos < text.length() && (text.charAt(pos) == '+' || text.charAt(pos) == '-')) {
+                pos++;
+            }
+            int d = pos;
+            while (pos < text.length() && isDigit(text.charAt(pos))) {
+                pos++;
+            }
+            if (pos == d) {
+                throw error("invalid number");
+            }
+        }
+        String lit = text.substring(start, pos);
+        if (integer && intDigits > MAX_INT_DIGITS) {
+            throw new MapFormatException("an integer has more than " + MAX_INT_DIGITS + " digits");
+        }
+        Number n = new Number(lit, integer);
+        // Python keeps a huge integer exact (the map loader then rejects it as non-finite);
+        // a huge float literal is rejected by the parser itself
+        if (!integer && Double.isInfinite(n.value)) {
+            throw new MapFormatException("number " + (lit.length() > 40 ? lit.substring(0, 40)
+                    : lit) + " is out of the range of a 64-bit float");
+        }
+        return n;
+    }
+
+    private static boolean isDigit(char c) {
+        return c >= '0' && c <= '9';
+    }
+}

@@ -1,0 +1,449 @@
+"""Parity of the Java evaluator (``jvm/``) with mlcal's Python ``predict``/``predict_proba``.
+
+The jar is built once per session with the system JDK (``jvm/build.sh``: javac + jar, nothing
+downloaded) and every case is scored by the real JVM; outputs must be bit-identical (float64
+bit patterns) to Python's. Without ``javac`` the module is skipped, unless
+``MLCAL_REQUIRE_JAVA=1`` (set by ``.ci/run``) makes a missing JDK a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mlcal
+from mlcal._solvers import detmath
+from mlcal.calibrators.multiclass import (MatrixScaling, OneVsRest, TemperatureScaling,
+                                          VectorScaling)
+from mlcal.maps import (LinearMap, MapFormatError, MulticlassMap, SigmoidMap, SoftmaxAffineMap,
+                        StepMap, map_from_dict)
+from tests.support.synthetic import calibration_set
+
+JVM_DIR = Path(__file__).resolve().parents[1] / "jvm"
+TINY = 5e-324
+
+
+def _missing_jdk() -> str | None:
+    for tool in ("java", "javac", "jar"):
+        if shutil.which(tool) is None:
+            return (f"{tool} is not installed: the Java evaluator tests need a JDK 11+ (e.g. "
+                    "apt-get install default-jdk-headless)")
+    return None
+
+
+@pytest.fixture(scope="session")
+def jar(tmp_path_factory) -> Path:
+    """The evaluator jar, built from jvm/src into a session temp dir."""
+    reason = _missing_jdk()
+    if reason:
+        if os.environ.get("MLCAL_REQUIRE_JAVA"):
+            pytest.fail(f"{reason} (MLCAL_REQUIRE_JAVA is set)")
+        pytest.skip(reason)
+    out = tmp_path_factory.mktemp("jvm")
+    proc = subprocess.run(["bash", str(JVM_DIR / "build.sh"), str(out)], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return out / "mlcal-calibrator.jar"
+
+
+def java(jar: Path, *args, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """Run the evaluator's command line; text output captured, not checked."""
+    return subprocess.run(["java", "-jar", str(jar), *map(str, args)], input=stdin,
+                          capture_output=True, text=True, timeout=600)
+
+
+def run_batch(jar: Path, tmp: Path, cases: list[tuple[dict | str, np.ndarray]]) -> list:
+    """Score every (document, scores) case in one JVM; each result is the float64 output
+    array (row-major for multiclass maps) or the error text the evaluator wrote."""
+    lines = []
+    for i, (doc, scores) in enumerate(cases):
+        text = doc if isinstance(doc, str) else json.dumps(doc)
+        (tmp / f"c{i}.json").write_text(text, encoding="utf-8")
+        np.ascontiguousarray(scores, dtype="<f8").tofile(tmp / f"s{i}.bin")
+        lines.append(f"{tmp / f'c{i}.json'}\t{tmp / f's{i}.bin'}\t{tmp / f'o{i}.bin'}")
+    (tmp / "jobs.txt").write_text("\n".join(lines) + "\n")
+    proc = java(jar, "--batch", tmp / "jobs.txt")
+    assert proc.returncode == 0, proc.stderr
+    results = []
+    for i in range(len(cases)):
+        err = tmp / f"o{i}.bin.err"
+        results.append(err.read_text() if err.exists()
+                       else np.fromfile(tmp / f"o{i}.bin", dtype="<f8"))
+    return results
+
+
+def assert_bits_equal(java, python, what: str) -> None:
+    assert not isinstance(java, str), f"{what}: the Java evaluator raised {java}"
+    py = np.ascontiguousarray(python, dtype=np.float64).reshape(-1)
+    assert java.shape == py.shape, what
+    diff = np.flatnonzero(java.view(np.uint64) != py.view(np.uint64))
+    assert diff.size == 0, (f"{what}: {diff.size} of {py.size} outputs differ in their bits, "
+                            f"first at {diff[0]}: java {java[diff[0]]!r} python {py[diff[0]]!r}")
+
+
+def probe_scores(m, rng, n_random: int = 3000) -> np.ndarray:
+    """Fixed edge inputs (the map's own cut points and their neighbours, the fitted domain
+    and beyond, signed zeros, subnormals, huge values) plus random ones."""
+    cuts = []
+    for name in ("thresholds", "knots"):
+        cuts.extend(getattr(m, name, []))
+    cuts = np.asarray(cuts, dtype=np.float64)
+    fixed = [0.0, -0.0, TINY, -TINY, 1e-310, -1e-310, 2.2250738585072014e-308, 1e-300, 0.5,
+             1.0, -1.0, 2.0, 1e-12, 1 - 1e-12, 40.0, -40.0, 745.0, -745.0, 1e300, -1e300,
+             np.finfo(float).max, -np.finfo(float).max]
+    if m.domain is not None:
+        lo, hi = m.domain
+        fixed += [lo, hi, lo - 1.0, hi + 1.0, np.nextafter(lo, -np.inf), np.nextafter(hi, np.inf)]
+    if m.input_transform == "sigmoid":   # the cut points live on the transformed scale
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cuts = np.log(cuts) - np.log1p(-cuts)
+        cuts = cuts[np.isfinite(cuts)]
+    return np.concatenate([
+        np.asarray(fixed), cuts, np.nextafter(cuts, np.inf), np.nextafter(cuts, -np.inf),
+        rng.random(n_random), rng.normal(0.0, 5.0, n_random // 3),
+        rng.uniform(-1e6, 1e6, 50)])
+
+
+def _logit(s):
+    s = np.clip(s, 1e-6, 1 - 1e-6)
+    return np.log(s) - np.log1p(-s)
+
+
+DATA_SETS = {
+    "uniform": lambda: calibration_set(600, seed=1, link_power=2.0),
+    "beta-ties": lambda: calibration_set(500, seed=2, beta=(2.0, 5.0), decimals=2),
+    "logit-scale": lambda: (lambda s, y: (_logit(s) * 1.7, y))(*calibration_set(500, seed=3)),
+}
+
+
+def test_detmath_tables_are_bit_identical(jar):
+    """The Java port computes Tang's tables in decimal at class load as Python does."""
+    proc = java(jar, "--print-tables")
+    assert proc.returncode == 0, proc.stderr
+    got = {line.split()[0]: [int(h, 16) for h in line.split()[1:]]
+           for line in proc.stdout.splitlines()}
+    expected = {"exp_hi": detmath._EXP_HI, "exp_lo": detmath._EXP_LO,
+                "log_hi": detmath._LOG_HI, "log_lo": detmath._LOG_LO,
+                "scalars": [detmath._LN2_HI, detmath._LN2_LO, detmath._RED_HI,
+                            detmath._RED_LO, detmath._INV_STEP]}
+    for name, values in expected.items():
+        assert got[name] == np.asarray(values, dtype=np.float64).view(np.uint64).tolist(), name
+
+
+def _detmath_inputs(name: str) -> np.ndarray:
+    rng = np.random.default_rng(3)
+    special = [0.0, -0.0, TINY, -TINY, 1e-310, 1.0, -1.0, 2.0 ** -12, -2.0 ** -12, 40.0,
+               -40.0, 709.78, 709.79, 709.8, -745.13, -745.2, -744.0, -708.4, -730.0,
+               np.inf, -np.inf, np.nan, np.finfo(float).max, np.finfo(float).tiny]
+    if name in ("log", "log1p"):
+        x = np.concatenate([np.exp(rng.uniform(-740.0, 709.0, 20000)),
+                            rng.uniform(-1.0, 1.0, 20000), rng.uniform(0.99, 1.01, 5000),
+                            np.ldexp(rng.random(2000), rng.integers(-1074, -1022, 2000))])
+    else:
+        x = np.concatenate([rng.uniform(-760.0, 715.0, 20000), rng.normal(0.0, 5.0, 20000),
+                            rng.uniform(-1e-3, 1e-3, 5000)])
+    return np.concatenate([special, x])
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "log1p", "expit"])
+def test_detmath_port_is_bit_identical_over_whole_ranges(jar, tmp_path, name):
+    """exp (subnormal and overflowing results included), log (subnormal inputs), log1p and
+    expit against mlcal's detmath; log1p is not used by a map yet, it is ported for maps that
+    will need it."""
+    x = _detmath_inputs(name)
+    x.astype("<f8").tofile(tmp_path / "x.bin")
+    proc = java(jar, "--detmath", name, tmp_path / "x.bin", tmp_path / "y.bin")
+    assert proc.returncode == 0, proc.stderr
+    with np.errstate(all="ignore"):
+        expected = getattr(detmath, f"det_{name}_array")(x)
+    assert_bits_equal(np.fromfile(tmp_path / "y.bin", dtype="<f8"), expected, name)
+
+
+def test_every_registered_method_is_bit_identical(jar, tmp_path):
+    rng = np.random.default_rng(7)
+    cases, expected, names = [], [], []
+    for method in mlcal.available_calibrators():
+        for data_name, make in DATA_SETS.items():
+            s, y = make()
+            cal = mlcal.get_calibrator(method).fit(s, y)
+            x = probe_scores(cal.map_, rng)
+            cases.append((cal.to_json(), x))
+            expected.append(cal.predict(x))
+            names.append(f"{method}/{data_name} ({cal.map_.kind}, {cal.map_.input_transform})")
+    results = run_batch(jar, tmp_path, cases)
+    for java, py, name in zip(results, expected, names):
+        assert_bits_equal(java, py, name)
+    kinds = {n.split("(")[1].split(",")[0] for n in names}
+    assert kinds == {"step", "linear", "sigmoid"}, kinds
+    assert any("sigmoid)" in n for n in names)   # the input transform was exercised
+
+
+def _hand_built_maps() -> dict:
+    dom = {"domain": (0.2, 0.8)}
+    return {
+        "step single bin": StepMap([], [0.3]),
+        "step zero threshold": StepMap([-0.0, TINY, 0.5], [0.0, 0.25, 0.5, 1.0], **dom),
+        "step subnormal cuts": StepMap([-1e-310, 1e-320, 1e-300], [0.1, 0.2, 0.3, 0.4]),
+        "step signed-zero values": StepMap([0.5], [-0.0, 1.0]),
+        "step huge cuts": StepMap([-1e308, 1e308], [0.0, 0.5, 1.0]),
+        "step sigmoid input": StepMap([0.25, 0.5, 0.75], [0.1, 0.4, 0.6, 0.9],
+                                      input_transform="sigmoid"),
+        "linear single knot": LinearMap([0.4], [0.7]),
+        "linear two knots": LinearMap([0.0, 1.0], [0.1, 0.9], **dom),
+        "linear subnormal knots": LinearMap([-1e-300, TINY, 1e-300], [0.0, 0.5, 1.0]),
+        # x[j+1] - x[j] overflows: slope 0 and 0 * inf, numpy's other-end fallback
+        "linear huge span": LinearMap([-1e308, 1e308], [0.25, 0.75]),
+        "linear steep": LinearMap([0.5, 0.5 + 1e-12, 0.6], [0.0, 1.0, 0.3]),
+        "linear sigmoid input": LinearMap([0.1, 0.3, 0.9], [0.05, 0.5, 0.95],
+                                          input_transform="sigmoid"),
+        "sigmoid": SigmoidMap(-3.5, 1.25, **dom),
+        "sigmoid saturating": SigmoidMap(-1.0, 0.0),   # subnormal outputs near s = -740
+        "sigmoid steep": SigmoidMap(-1e6, 5e5),
+        "sigmoid zero slope": SigmoidMap(0.0, -0.3),
+        "sigmoid sigmoid input": SigmoidMap(-8.0, 4.0, input_transform="sigmoid"),
+    }
+
+
+def test_hand_built_edge_case_maps_are_bit_identical(jar, tmp_path):
+    rng = np.random.default_rng(11)
+    maps = _hand_built_maps()
+    cases, expected = [], []
+    for m in maps.values():
+        x = probe_scores(m, rng, n_random=500)
+        if isinstance(m, SigmoidMap):
+            x = np.concatenate([x, np.linspace(-760.0, 760.0, 3041), [0.5 + 1e-12, 0.5]])
+        cases.append((m.to_dict(), x))
+        expected.append(m(x))
+    for java, py, name in zip(run_batch(jar, tmp_path, cases), expected, maps):
+        assert_bits_equal(java, py, name)
+
+
+def _random_map(rng):
+    size = int(rng.integers(1, 300))
+    common = {"input_transform": str(rng.choice(["identity", "sigmoid"]))}
+    if rng.random() < 0.5:
+        common["domain"] = tuple(sorted(rng.normal(0.0, 2.0, 2).tolist()))
+    cuts = np.unique(rng.normal(0.5, float(rng.choice([1e-6, 0.3, 10.0])), size))
+    values = np.clip(rng.random(cuts.size + 1), 0.0, 1.0)
+    kind = rng.choice(["step", "linear", "sigmoid"])
+    if kind == "step":
+        return StepMap(cuts, values, **common)
+    if kind == "linear":
+        return LinearMap(cuts, values[:-1], **common)
+    return SigmoidMap(float(rng.normal(0.0, 20.0)), float(rng.normal(0.0, 5.0)), **common)
+
+
+def test_random_maps_are_bit_identical(jar, tmp_path):
+    """Many random maps of every binary kind, sizes and scales, both input transforms."""
+    rng = np.random.default_rng(17)
+    maps = [_random_map(rng) for _ in range(60)]
+    cases = [(m.to_dict(), probe_scores(m, rng, n_random=300)) for m in maps]
+    for java_out, (doc, x), m in zip(run_batch(jar, tmp_path, cases), cases, maps):
+        assert_bits_equal(java_out, m(x), f"random {doc['type']} map of size {m.size}")
+
+
+def _multiclass_data(n: int, K: int, seed: int):
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(0.0, 2.0, (n, K))
+    y = np.argmax(logits * 0.6 + rng.gumbel(size=(n, K)), axis=1)
+    y[:K] = np.arange(K)   # every class occurs
+    z = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return logits, z / z.sum(axis=1, keepdims=True), y
+
+
+def test_multiclass_maps_are_bit_identical(jar, tmp_path):
+    rng = np.random.default_rng(5)
+    fitted = []
+    for K in (3, 12):   # 12 classes: numpy's pairwise row sum takes its unrolled branch
+        logits, probs, y = _multiclass_data(400, K, seed=K)
+        for make in (lambda: OneVsRest("isotonic"), lambda: OneVsRest("platt"),
+                     lambda: OneVsRest("histogram"), TemperatureScaling, VectorScaling,
+                     MatrixScaling):
+            for scores in (logits, probs):
+                fitted.append((f"{make().__class__.__name__} K={K}",
+                               make().fit(scores, y).map_, scores))
+    # a row whose classes all map to 0 gets the uniform distribution
+    zero = StepMap([0.5], [0.0, 1.0])
+    fitted.append(("ovr all-zero rows", MulticlassMap((zero, zero, zero)),
+                   np.array([[0.1, 0.2, 0.3], [0.6, 0.1, 0.2], [0.9, 0.9, 0.9]])))
+    fitted.append(("softmax 130 classes", SoftmaxAffineMap(rng.normal(size=130),
+                                                           rng.normal(size=130), 0.7),
+                   rng.normal(0.0, 3.0, (50, 130))))
+    wide = tuple(StepMap(np.sort(rng.random(5)), rng.random(6)) for _ in range(130))
+    fitted.append(("ovr 130 classes", MulticlassMap(wide), rng.random((50, 130))))
+    cases, expected = [], []
+    for _, m, scores in fitted:
+        edge = np.where(rng.random(scores.shape) < 0.1, 0.0, scores)   # floored log-probabilities
+        x = np.vstack([scores, edge, rng.permutation(scores)])
+        cases.append((m.to_dict(), x))
+        expected.append(m(x))
+    inputs = {m.input for _, m, _ in fitted if isinstance(m, SoftmaxAffineMap)}
+    assert inputs == {"logits", "log-probabilities"}
+    for java, py, (name, m, _) in zip(run_batch(jar, tmp_path, cases), expected, fitted):
+        assert_bits_equal(java, py, f"{name} ({m.kind})")
+
+
+def _valid_step() -> dict:
+    return StepMap([0.5], [0.2, 0.8]).to_dict()
+
+
+def _doc(**changes) -> str:
+    d = _valid_step()
+    d.update(changes)
+    return json.dumps(d)
+
+
+BAD_DOCUMENTS = {
+    "unknown map type": (_doc(type="beta-ish"), "unknown map type"),
+    "format_version 2": (_doc(format_version=2), "unsupported format_version"),
+    "format_version 1.0": (_doc(format_version=1.0), "unsupported format_version"),
+    "format_version true": (_doc(format_version=True), "unsupported format_version"),
+    "missing values": (json.dumps({k: v for k, v in _valid_step().items() if k != "values"}),
+                       "missing field 'values'"),
+    "unsorted thresholds": (_doc(thresholds=[0.5, 0.4], values=[0.1, 0.2, 0.3]),
+                            "strictly increasing"),
+    "value above 1": (_doc(values=[0.2, 1.5]), "values must lie in [0, 1]"),
+    "size mismatch": (_doc(values=[0.2, 0.3, 0.4]), "thresholds need"),
+    "string in array": (_doc(values=[0.2, "0.8"]), "must be a list of numbers"),
+    "boolean in array": (_doc(values=[0.2, True]), "must be a list of numbers"),
+    "huge integer": (_doc(thresholds=[10 ** 320]), "non-finite"),
+    "float out of range": (_doc()[:-1] + ', "extra": 1e400}', "out of the range"),
+    "NaN literal": (_doc().replace("0.5", "NaN", 1), "not allowed"),
+    "unknown transform": (_doc(input_transform="logit"), "unknown input_transform"),
+    "null transform": (_doc(input_transform=None), "unknown input_transform"),
+    "bad domain": (_doc(domain=[1.0, 0.0]), "domain"),
+    "duplicate key": (_doc()[:-1] + ', "type": "step"}', "duplicate key"),
+    "trailing comma": (_doc()[:-1] + ",}", "not valid JSON"),
+    "truncated": (_doc()[:-5], "not valid JSON"),
+    "too deep": ("[" * 40 + "]" * 40, "nested deeper"),
+    "not an object": ("[1, 2]", "not an mlcal calibrator document"),
+    "linear overflowing slope": (json.dumps({**LinearMap([0.0, 1.0], [0.0, 1.0]).to_dict(),
+                                             "knots": [0.0, 1e-320]}), "slope overflows"),
+    "sigmoid missing a": (json.dumps({"type": "sigmoid", "format_version": 1, "b": 0.0}),
+                          "field 'a' must be a finite number"),
+    "ovr with one class": (json.dumps({**MulticlassMap((StepMap([], [0.5]),) * 2).to_dict(),
+                                       "maps": [_valid_step()]}), "at least 2 class maps"),
+    "ovr nested multiclass": (json.dumps({**MulticlassMap((StepMap([], [0.5]),) * 2).to_dict(),
+                                          "maps": [_valid_step(), SoftmaxAffineMap(
+                                              [1.0, 1.0], [0.0, 0.0]).to_dict()]}),
+                              "must be a binary map"),
+    "softmax bad temperature": (json.dumps({**SoftmaxAffineMap([1.0, 1.0], [0.0, 0.0])
+                                            .to_dict(), "temperature": -1.0}), "temperature"),
+    "softmax bad shape": (json.dumps({**SoftmaxAffineMap([1.0, 1.0], [0.0, 0.0]).to_dict(),
+                                      "weights": [[1.0, 0.0, 0.0]]}), "weights must have shape"),
+    "softmax unknown input": (json.dumps({**SoftmaxAffineMap([1.0, 1.0], [0.0, 0.0]).to_dict(),
+                                          "input": "odds"}), "unknown input"),
+}
+
+
+def _calibrator_doc(**changes) -> str:
+    s, y = calibration_set(200, seed=8)
+    doc = mlcal.get_calibrator("histogram").fit(s, y).to_dict()
+    doc.update(changes)
+    return json.dumps(doc)
+
+
+BAD_DOCUMENTS.update({
+    "calibrator wrong format": (_calibrator_doc(format="mlcal-model"),
+                                "not an mlcal calibrator document"),
+    "calibrator format_version 2": (_calibrator_doc(format_version=2),
+                                    "unsupported calibrator format_version"),
+    "calibrator params not an object": (_calibrator_doc(params=[1]),
+                                        "'params' must be an object"),
+    "calibrator method not a string": (_calibrator_doc(method=3), "'method' must be a string"),
+    "calibrator with a bad map": (_calibrator_doc(map=json.loads(_doc(values=[0.2, 1.5]))),
+                                  "calibrator document: step map: values must lie in [0, 1]"),
+})
+
+
+def _python_rejects(text: str) -> bool:
+    try:
+        mlcal.load_calibrator(text)
+    except mlcal.CalibratorFormatError:
+        pass
+    else:
+        return False
+    from mlcal._safe_json import loads_strict
+    try:
+        map_from_dict(loads_strict(text))
+    except (MapFormatError, ValueError):
+        return True
+    return False
+
+
+def test_malformed_documents_raise_map_format_exception(jar, tmp_path):
+    """Every document mlcal refuses, the Java evaluator refuses too, with a named exception."""
+    cases = [(text, np.array([0.5])) for text, _ in BAD_DOCUMENTS.values()]
+    results = run_batch(jar, tmp_path, cases)
+    for (name, (text, phrase)), got in zip(BAD_DOCUMENTS.items(), results):
+        assert _python_rejects(text), f"{name}: Python accepts the document"
+        assert isinstance(got, str), f"{name}: the Java evaluator accepted it"
+        assert got.startswith("MapFormatException: ") and phrase in got, (name, got)
+
+
+def test_invalid_scores_raise_where_python_raises(jar, tmp_path):
+    step = StepMap([0.5], [0.2, 0.8])
+    ovr = MulticlassMap((step, step))
+    cases = {"NaN": (step, np.array([0.1, np.nan, 0.3])),
+             "inf": (step, np.array([np.inf])),
+             "-inf sigmoid input": (SigmoidMap(-1.0, 0.0, input_transform="sigmoid"),
+                                    np.array([0.0, -np.inf])),
+             "empty": (step, np.array([])),
+             "multiclass NaN": (ovr, np.array([0.1, 0.2, np.nan, 0.4]))}
+    results = run_batch(jar, tmp_path, [(m.to_dict(), x) for m, x in cases.values()])
+    for (name, (m, x)), got in zip(cases.items(), results):
+        with pytest.raises(ValueError):
+            m(x.reshape(-1, 2) if isinstance(m, MulticlassMap) else x)
+        assert isinstance(got, str) and got.startswith("InvalidScoresException: "), (name, got)
+
+
+def test_calibrator_document_and_text_cli(jar, tmp_path):
+    """The user-facing CLI: a saved calibrator file, text scores in, hex bit patterns out."""
+    s, y = calibration_set(300, seed=4)
+    cal = mlcal.get_calibrator("isotonic").fit(s, y)
+    path = Path(mlcal.save_calibrator(cal, tmp_path / "cal.json"))
+    x = np.array([0.0, 0.25, 0.5, 1.0, 0.123456789, 1e-300])
+    (tmp_path / "scores.txt").write_text("\n".join(repr(float(v)) for v in x) + "\n")
+    proc = java(jar, path, tmp_path / "scores.txt", "--output", "hex")
+    assert proc.returncode == 0, proc.stderr
+    got = [int(h, 16) for h in proc.stdout.split()]
+    assert got == cal.predict(x).view(np.uint64).tolist()
+    proc = java(jar, path, tmp_path / "scores.txt")   # decimal text out
+    assert np.array_equal(np.array(proc.stdout.split(), dtype=float), cal.predict(x))
+    (tmp_path / "bad.txt").write_text("0.5\nNaN\n")
+    proc = java(jar, path, tmp_path / "bad.txt")
+    assert proc.returncode == 1 and "InvalidScoresException" in proc.stderr
+    proc = java(jar, path)
+    assert proc.returncode == 2 and "usage" in proc.stderr
+    # --out never replaces a file without --overwrite
+    (tmp_path / "kept.txt").write_text("mine")
+    cmd = (path, tmp_path / "scores.txt", "--out", tmp_path / "kept.txt")
+    proc = java(jar, *cmd)
+    assert proc.returncode == 1 and "--overwrite" in proc.stderr
+    assert (tmp_path / "kept.txt").read_text() == "mine"
+    assert java(jar, *cmd, "--overwrite").returncode == 0
+    assert np.array_equal(np.loadtxt(tmp_path / "kept.txt"), cal.predict(x))
+    # a multiclass map reads one row per line (comma or blank separated) from standard input
+    logits, _, yc = _multiclass_data(200, 3, seed=9)
+    m = VectorScaling().fit(logits, yc).map_
+    (tmp_path / "vector.json").write_text(json.dumps(m.to_dict()))
+    rows = "\n".join(f"{a!r}, {b!r} {c!r}" for a, b, c in logits[:20].tolist())
+    proc = java(jar, tmp_path / "vector.json", "-", "--output", "hex", stdin=rows)
+    assert proc.returncode == 0, proc.stderr
+    got = [[int(h, 16) for h in line.split(",")] for line in proc.stdout.splitlines()]
+    assert got == m(logits[:20]).view(np.uint64).tolist()
+
+
+def test_registered_map_kinds_match_python(jar):
+    """Every map kind mlcal can write is one the evaluator reads (a new kind needs a Java
+    class and one registration line in Maps.java)."""
+    proc = java(jar, "--kinds")
+    assert proc.returncode == 0, proc.stderr
+    from mlcal.maps import MAP_TYPES
+    assert sorted(proc.stdout.split()) == sorted(MAP_TYPES)

@@ -21,8 +21,8 @@ import mlcal
 from mlcal._solvers import detmath
 from mlcal.calibrators.multiclass import (MatrixScaling, OneVsRest, TemperatureScaling,
                                           VectorScaling)
-from mlcal.maps import (LinearMap, MapFormatError, MulticlassMap, SigmoidMap, SoftmaxAffineMap,
-                        StepMap, map_from_dict)
+from mlcal.maps import (BETA_EPS, BetaMap, LinearMap, MapFormatError, MulticlassMap, SigmoidMap,
+                        SoftmaxAffineMap, StepMap, map_from_dict)
 from tests.support.synthetic import calibration_set
 
 JVM_DIR = Path(__file__).resolve().parents[1] / "jvm"
@@ -154,8 +154,7 @@ def _detmath_inputs(name: str) -> np.ndarray:
 @pytest.mark.parametrize("name", ["exp", "log", "log1p", "expit"])
 def test_detmath_port_is_bit_identical_over_whole_ranges(jar, tmp_path, name):
     """exp (subnormal and overflowing results included), log (subnormal inputs), log1p and
-    expit against mlcal's detmath; log1p is not used by a map yet, it is ported for maps that
-    will need it."""
+    expit against mlcal's detmath (beta maps use log and log1p)."""
     x = _detmath_inputs(name)
     x.astype("<f8").tofile(tmp_path / "x.bin")
     proc = java(jar, "--detmath", name, tmp_path / "x.bin", tmp_path / "y.bin")
@@ -180,7 +179,9 @@ def test_every_registered_method_is_bit_identical(jar, tmp_path):
     for java, py, name in zip(results, expected, names):
         assert_bits_equal(java, py, name)
     kinds = {n.split("(")[1].split(",")[0] for n in names}
-    assert kinds == {"step", "linear", "sigmoid"}, kinds
+    assert kinds == {"step", "linear", "sigmoid", "beta"}, kinds
+    # Venn-Abers documents carry a top-level "interval" block, which prediction ignores
+    assert any("interval" in json.loads(doc) for doc, _ in cases)
     assert any("sigmoid)" in n for n in names)   # the input transform was exercised
 
 
@@ -207,7 +208,23 @@ def _hand_built_maps() -> dict:
         "sigmoid steep": SigmoidMap(-1e6, 5e5),
         "sigmoid zero slope": SigmoidMap(0.0, -0.3),
         "sigmoid sigmoid input": SigmoidMap(-8.0, 4.0, input_transform="sigmoid"),
+        "beta": BetaMap(1.3, 0.7, -0.2, **dom),
+        "beta platt-like": BetaMap(2.5, 2.5, 0.4),
+        "beta a=0": BetaMap(0.0, 1.7, 0.3),
+        "beta b=0": BetaMap(0.9, 0.0, -1.1),
+        "beta zero": BetaMap(0.0, 0.0, 0.0),
+        "beta steep": BetaMap(400.0, 350.0, 5.0),   # saturates at both clamps
+        "beta negative": BetaMap(-2.0, -0.5, 1e-3),
+        "beta sigmoid input": BetaMap(0.8, 1.6, 0.1, input_transform="sigmoid"),
     }
+
+
+# the clamp points of beta maps, their neighbours, and scores either side of them
+BETA_PROBES = np.array([0.0, -0.0, TINY, 1e-310, 1e-300, 1e-20, BETA_EPS,
+                        np.nextafter(BETA_EPS, 0.0), np.nextafter(BETA_EPS, 1.0), 1 - BETA_EPS,
+                        np.nextafter(1 - BETA_EPS, 0.0), np.nextafter(1 - BETA_EPS, 2.0),
+                        1 - 2.0 ** -53, 1 - 2.0 ** -52, 1.0, np.nextafter(1.0, 2.0), 2.0,
+                        -1.0, 1e300, -1e300, 0.5, 0.25, 0.75, 1e-5, 1 - 1e-5])
 
 
 def test_hand_built_edge_case_maps_are_bit_identical(jar, tmp_path):
@@ -218,6 +235,9 @@ def test_hand_built_edge_case_maps_are_bit_identical(jar, tmp_path):
         x = probe_scores(m, rng, n_random=500)
         if isinstance(m, SigmoidMap):
             x = np.concatenate([x, np.linspace(-760.0, 760.0, 3041), [0.5 + 1e-12, 0.5]])
+        if isinstance(m, BetaMap):   # on the sigmoid scale the clamps sit near +-27.7
+            x = np.concatenate([x, BETA_PROBES, np.linspace(-40.0, 40.0, 801),
+                                np.exp(np.linspace(-745.0, 0.0, 1500))])
         cases.append((m.to_dict(), x))
         expected.append(m(x))
     for java, py, name in zip(run_batch(jar, tmp_path, cases), expected, maps):
@@ -231,11 +251,13 @@ def _random_map(rng):
         common["domain"] = tuple(sorted(rng.normal(0.0, 2.0, 2).tolist()))
     cuts = np.unique(rng.normal(0.5, float(rng.choice([1e-6, 0.3, 10.0])), size))
     values = np.clip(rng.random(cuts.size + 1), 0.0, 1.0)
-    kind = rng.choice(["step", "linear", "sigmoid"])
+    kind = rng.choice(["step", "linear", "sigmoid", "beta"])
     if kind == "step":
         return StepMap(cuts, values, **common)
     if kind == "linear":
         return LinearMap(cuts, values[:-1], **common)
+    if kind == "beta":
+        return BetaMap(*rng.normal(0.0, 3.0, 3).tolist(), **common)
     return SigmoidMap(float(rng.normal(0.0, 20.0)), float(rng.normal(0.0, 5.0)), **common)
 
 
@@ -260,14 +282,14 @@ def _multiclass_data(n: int, K: int, seed: int):
 def test_multiclass_maps_are_bit_identical(jar, tmp_path):
     rng = np.random.default_rng(5)
     fitted = []
-    for K in (3, 12):   # 12 classes: numpy's pairwise row sum takes its unrolled branch
+    for K in (3, 12):   # 12 classes: where numpy's np.sum would switch to pairwise order
         logits, probs, y = _multiclass_data(400, K, seed=K)
         for make in (lambda: OneVsRest("isotonic"), lambda: OneVsRest("platt"),
-                     lambda: OneVsRest("histogram"), TemperatureScaling, VectorScaling,
-                     MatrixScaling):
-            for scores in (logits, probs):
+                     lambda: OneVsRest("histogram"), lambda: OneVsRest("beta"),
+                     TemperatureScaling, VectorScaling, MatrixScaling):
+            for scores in (logits, probs):   # fitted calibrators go in as their documents
                 fitted.append((f"{make().__class__.__name__} K={K}",
-                               make().fit(scores, y).map_, scores))
+                               make().fit(scores, y), scores))
     # a row whose classes all map to 0 gets the uniform distribution
     zero = StepMap([0.5], [0.0, 1.0])
     fitted.append(("ovr all-zero rows", MulticlassMap((zero, zero, zero)),
@@ -277,15 +299,26 @@ def test_multiclass_maps_are_bit_identical(jar, tmp_path):
                    rng.normal(0.0, 3.0, (50, 130))))
     wide = tuple(StepMap(np.sort(rng.random(5)), rng.random(6)) for _ in range(130))
     fitted.append(("ovr 130 classes", MulticlassMap(wide), rng.random((50, 130))))
-    cases, expected = [], []
-    for _, m, scores in fitted:
+    cases, expected, maps = [], [], []
+    for _, obj, scores in fitted:
         edge = np.where(rng.random(scores.shape) < 0.1, 0.0, scores)   # floored log-probabilities
         x = np.vstack([scores, edge, rng.permutation(scores)])
-        cases.append((m.to_dict(), x))
-        expected.append(m(x))
-    inputs = {m.input for _, m, _ in fitted if isinstance(m, SoftmaxAffineMap)}
+        if hasattr(obj, "map_"):
+            cases.append((obj.to_json(), x))
+            expected.append(obj.predict_proba(x))
+            maps.append(obj.map_)
+        else:
+            cases.append((obj.to_dict(), x))
+            expected.append(obj(x))
+            maps.append(obj)
+    inputs = {m.input for m in maps if isinstance(m, SoftmaxAffineMap)}
     assert inputs == {"logits", "log-probabilities"}
-    for java, py, (name, m, _) in zip(run_batch(jar, tmp_path, cases), expected, fitted):
+    methods = {json.loads(doc)["method"] for doc, _ in cases if isinstance(doc, str)}
+    assert methods == {"multiclass-one-vs-rest", "multiclass-temperature", "multiclass-vector",
+                       "multiclass-matrix"}
+    assert any(isinstance(sub, BetaMap) for m in maps if isinstance(m, MulticlassMap)
+               for sub in m.maps)
+    for java, py, (name, _, _), m in zip(run_batch(jar, tmp_path, cases), expected, fitted, maps):
         assert_bits_equal(java, py, f"{name} ({m.kind})")
 
 
@@ -327,6 +360,10 @@ BAD_DOCUMENTS = {
                                              "knots": [0.0, 1e-320]}), "slope overflows"),
     "sigmoid missing a": (json.dumps({"type": "sigmoid", "format_version": 1, "b": 0.0}),
                           "field 'a' must be a finite number"),
+    "beta missing c": (json.dumps({"type": "beta", "format_version": 1, "a": 1.0, "b": 1.0}),
+                       "field 'c' must be a finite number"),
+    "beta string b": (json.dumps({**BetaMap(1.0, 1.0, 0.0).to_dict(), "b": "1"}),
+                      "field 'b' must be a finite number"),
     "ovr with one class": (json.dumps({**MulticlassMap((StepMap([], [0.5]),) * 2).to_dict(),
                                        "maps": [_valid_step()]}), "at least 2 class maps"),
     "ovr nested multiclass": (json.dumps({**MulticlassMap((StepMap([], [0.5]),) * 2).to_dict(),

@@ -50,6 +50,7 @@ public final class Maps {
         register("step", StepMap::fromDoc);
         register("linear", LinearMap::fromDoc);
         register("sigmoid", SigmoidMap::fromDoc);
+        register("beta", BetaMap::fromDoc);
         register("multiclass-ovr", OneVsRestMap::fromDoc);
         register("softmax-affine", SoftmaxAffineMap::fromDoc);
     }

@@ -85,48 +85,14 @@ public abstract class MultiMap implements CalibrationMap {
     }
 
     /**
-     * A row's sum in the order of {@code np.sum(q, axis=1)} on a contiguous row: numpy's
-     * pairwise summation (left to right below 8 terms; 8 running partial sums combined as
-     * ((0+1)+(2+3))+((4+5)+(6+7)) plus the remainder up to 128 terms; halves split on a
-     * multiple of 8 above). Measured bit-identical on numpy 2.x.
+     * A row's sum added left to right, {@code q[0] + q[1] + ...}: the fixed order of mlcal's
+     * {@code row_sum} (which an exported ONNX graph repeats too).
      */
-    static double pairwiseSum(double[] a, int from, int n) {
-        if (n < 8) {
-            double res = 0.0;
-            for (int i = 0; i < n; i++) {
-                res += a[from + i];
-            }
-            return res;
+    static double rowSum(double[] a, int from, int n) {
+        double total = a[from];
+        for (int i = 1; i < n; i++) {
+            total += a[from + i];
         }
-        if (n <= 128) {
-            double r0 = a[from];
-            double r1 = a[from + 1];
-            double r2 = a[from + 2];
-            double r3 = a[from + 3];
-            double r4 = a[from + 4];
-            double r5 = a[from + 5];
-            double r6 = a[from + 6];
-            double r7 = a[from + 7];
-            int i = 8;
-            for (; i < n - (n % 8); i += 8) {
-                int b = from + i;
-                r0 += a[b];
-                r1 += a[b + 1];
-                r2 += a[b + 2];
-                r3 += a[b + 3];
-                r4 += a[b + 4];
-                r5 += a[b + 5];
-                r6 += a[b + 6];
-                r7 += a[b + 7];
-            }
-            double res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7));
-            for (; i < n; i++) {
-                res += a[from + i];
-            }
-            return res;
-        }
-        int n2 = n / 2;
-        n2 -= n2 % 8;
-        return pairwiseSum(a, from, n2) + pairwiseSum(a, from + n2, n - n2);
+        return total;
     }
 }

@@ -76,7 +76,7 @@ public final class OneVsRestMap extends MultiMap {
         for (int k = 0; k < nk; k++) {
             q[k] = maps[k].transformAndEvaluate(s[off + k]);
         }
-        double total = pairwiseSum(q, 0, nk);
+        double total = rowSum(q, 0, nk);
         for (int k = 0; k < nk; k++) {
             out[outOff + k] = total > 0.0 ? q[k] / total : 1.0 / nk;
         }

@@ -9,8 +9,9 @@ import java.util.Map;
 /**
  * A fitted mlcal calibrator loaded from its JSON: the document written by
  * {@code calibrator.to_json()} / {@code mlcal.save_calibrator} ({@code "format":
- * "mlcal-calibrator"}), or a bare map document ({@code map_.to_dict()}, which is what a
- * multiclass calibrator stores).
+ * "mlcal-calibrator"}, binary or multiclass; top-level fields that do not enter prediction,
+ * such as Venn-Abers' {@code interval}, are ignored), or a bare map document
+ * ({@code map_.to_dict()}).
  *
  * <p>Predictions are bit-identical to mlcal's Python {@code predict} / {@code predict_proba}.
  * The map is validated as strictly as mlcal validates it; the calibrator's {@code params}

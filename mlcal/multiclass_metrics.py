@@ -65,9 +65,7 @@ def classwise_ece(y, p, n_bins: int = 15, strategy: str = "uniform") -> float:
 
     Parameters as in :func:`top_label_ece`.
     """
-    yi, prob = _check(y, p)
-    per_class = [ece((yi == k).astype(np.float64), prob[:, k], n_bins, strategy)
-                 for k in range(prob.shape[1])]
+    per_class = per_class_ece(y, p, n_bins, strategy)
     return float(np.sum(np.asarray(per_class)) / len(per_class))
 
 
@@ -85,3 +83,35 @@ def multiclass_log_loss(y, p, eps: float = 1e-15) -> float:
     yi, prob = _check(y, p)
     q = np.clip(prob[np.arange(prob.shape[0]), yi], eps, 1.0)
     return float(-np.mean(np.log(q)))
+
+
+def multiclass_accuracy(y, p) -> float:
+    """Fraction of rows whose highest-probability class (first on ties) is the true one."""
+    yi, prob = _check(y, p)
+    return float(np.mean(np.argmax(prob, axis=1) == yi))
+
+
+#: the multiclass metrics of :func:`multiclass_metrics`, each with whether higher is better.
+#: ``log_loss`` and ``accuracy`` mean what they mean for a binary model (the negative
+#: log-likelihood of the true class; the fraction predicted right) and keep those names; the
+#: binary ``ece`` and ``brier`` have no multiclass equivalent of the same value, hence
+#: ``top_label_ece``/``classwise_ece`` and ``multiclass_brier`` (summed over the K classes).
+MULTICLASS_METRIC_NAMES = {"top_label_ece": False, "classwise_ece": False,
+                           "multiclass_brier": False, "log_loss": False, "accuracy": True}
+
+
+def multiclass_metrics(y, p, n_bins: int = 15, strategy: str = "uniform") -> dict[str, float]:
+    """Every metric of :data:`MULTICLASS_METRIC_NAMES` for class indices ``y`` and an (n, K)
+    probability matrix ``p``."""
+    return {"top_label_ece": top_label_ece(y, p, n_bins, strategy),
+            "classwise_ece": classwise_ece(y, p, n_bins, strategy),
+            "multiclass_brier": multiclass_brier(y, p),
+            "log_loss": multiclass_log_loss(y, p),
+            "accuracy": multiclass_accuracy(y, p)}
+
+
+def per_class_ece(y, p, n_bins: int = 15, strategy: str = "uniform") -> list[float]:
+    """The one-vs-rest binary ECE of each class (their mean is :func:`classwise_ece`)."""
+    yi, prob = _check(y, p)
+    return [ece((yi == k).astype(np.float64), prob[:, k], n_bins, strategy)
+            for k in range(prob.shape[1])]

@@ -176,3 +176,131 @@ def test_log_model_and_registry_uri(data, store):
                                   data["model"].predict_proba(data["X_test"]))
     assert info.signature.outputs.input_names()[:4] == ["proba_ant", "proba_bee", "proba_cat",
                                                         "proba_dog"]
+
+
+# -- run logging ------------------------------------------------------------------------------
+def _one_hot(yi, K):
+    return (np.asarray(yi)[:, None] == np.arange(K)[None, :]).astype(float)
+
+
+@pytest.fixture(scope="module")
+def logged_run(data, store):
+    df, labels = data["df"], data["labels"]
+    run = calibrate_and_log(data["base"], df[800:1600], labels[800:1600], calibrator="vector",
+                            X_eval=df[1600:], y_eval=labels[1600:], name="mc",
+                            pip_requirements=FAST_REQS, run_name="mc-run")
+    return run
+
+
+def test_calibrate_and_log_logs_multiclass_metrics_against_sklearn(data, logged_run):
+    from sklearn.metrics import brier_score_loss
+
+    client = mlflow.MlflowClient()
+    metrics = client.get_run(logged_run.run_id).data.metrics
+    X, y = data["X_test"], data["y_test"]
+    model = logged_run.model
+    classes = model.classes_.tolist()
+    yi = np.array([classes.index(v) for v in y])
+    p_after = model.predict_proba(X)
+    p_before = data["base"].predict_proba(X)
+    for part, p in (("before", p_before), ("after", p_after)):
+        assert metrics[f"log_loss_{part}"] == pytest.approx(log_loss(y, p, labels=classes),
+                                                            abs=1e-12)
+        brier = np.mean(np.sum((p - _one_hot(yi, 4)) ** 2, axis=1))
+        assert metrics[f"multiclass_brier_{part}"] == pytest.approx(brier, abs=1e-12)
+        # scikit-learn's multiclass Brier is the same sum over classes (scale_by_half=False)
+        assert metrics[f"multiclass_brier_{part}"] == pytest.approx(
+            brier_score_loss(y, p, labels=classes, scale_by_half=False), abs=1e-12)
+        assert metrics[f"accuracy_{part}"] == pytest.approx(
+            np.mean(np.array(classes)[p.argmax(1)] == y), abs=1e-15)
+        assert metrics[f"top_label_ece_{part}"] == pytest.approx(top_label_ece(yi, p, 10),
+                                                                 abs=1e-12)
+        assert metrics[f"classwise_ece_{part}"] == pytest.approx(classwise_ece(yi, p, 10),
+                                                                 abs=1e-12)
+    assert metrics["log_loss_improvement"] == pytest.approx(
+        metrics["log_loss_before"] - metrics["log_loss_after"], abs=1e-12)
+    assert metrics["log_loss_after"] < metrics["log_loss_before"]   # C=0.02 is under-confident
+    assert "ece_after" not in metrics and "brier_after" not in metrics   # binary names unused
+    params = client.get_run(logged_run.run_id).data.params
+    assert params["mlcal.method"] == "multiclass-vector"
+    assert params["mlcal.n_evaluation"] == str(len(y))
+
+
+def test_calibrate_and_log_writes_per_class_diagrams_and_report(logged_run, tmp_path):
+    client = mlflow.MlflowClient()
+    files = {os.path.basename(f.path) for f in client.list_artifacts(logged_run.run_id,
+                                                                      "calibration")}
+    expected = {f"reliability_class{k}_{c}.png" for k, c in enumerate(NAMES)}
+    expected |= {"reliability_top_label.png", "reliability_top_label_uncalibrated.png",
+                 "calibration_report.json"}
+    assert files == expected
+    local = mlflow.artifacts.download_artifacts(
+        run_id=logged_run.run_id, artifact_path="calibration/calibration_report.json",
+        dst_path=str(tmp_path))
+    with open(local) as fh:
+        report = json.load(fh)
+    assert [c["class"] for c in report["per_class"]] == NAMES.tolist()
+    assert sum(c["count"] for c in report["per_class"]) == report["n"]
+    assert report["calibrator"]["method"] == "multiclass-vector"
+    loaded = load_model(logged_run.model_uri)
+    X = _frame(np.random.default_rng(0).normal(size=(20, 6)))
+    np.testing.assert_array_equal(loaded.predict_proba(X), logged_run.model.predict_proba(X))
+
+
+def _n_runs():
+    exp = mlflow.tracking.fluent._get_experiment_id()
+    return len(mlflow.MlflowClient().search_runs([exp]))
+
+
+@pytest.mark.parametrize("case", ["nan", "unknown", "absent"])
+def test_bad_multiclass_labels_are_named_errors_and_log_nothing(data, store, case):
+    df, labels = data["df"], data["labels"].astype(object)
+    y_eval = labels[1600:].copy()
+    X_eval = df[1600:]
+    if case == "nan":
+        y_eval[5] = np.nan
+        err, match = MissingLabelError, "1 of 800 labels are missing"
+    elif case == "unknown":
+        y_eval[7] = "eel"
+        err, match = UnknownLabelError, "'eel'"
+    else:
+        keep = y_eval != "dog"
+        X_eval, y_eval = X_eval[keep], y_eval[keep]
+        err, match = MissingClassError, r"\['dog'\].*never occur"
+    before = _n_runs()
+    with pytest.raises(err, match=match):
+        calibrate_and_log(data["base"], df[800:1600], labels[800:1600], calibrator="temperature",
+                          X_eval=X_eval, y_eval=y_eval, pip_requirements=FAST_REQS)
+    assert _n_runs() == before
+
+
+def test_one_class_and_non_probability_rows_are_named_errors(data, store):
+    from sklearn.dummy import DummyClassifier
+
+    from mlcal.calibrators.multiclass import NotProbabilitiesError
+
+    df = data["df"]
+    one = DummyClassifier().fit(df[:50], np.zeros(50))
+    with pytest.raises(TooFewClassesError, match="1 class"):
+        calibrate_and_log(one, df[800:900], np.zeros(100), pip_requirements=FAST_REQS)
+    yi = data["yi_test"]
+    p = data["model"].predict_proba(data["X_test"])
+    with mlflow.start_run():
+        with pytest.raises(NotProbabilitiesError, match="do not sum to 1"):
+            log_calibration(yi, p * 0.9, p)
+        with pytest.raises(TooFewClassesError, match="at least 3 classes"):
+            log_calibration(["a", "b"] * 5, p[:10], p[:10], classes=["a", "b"])
+
+
+def test_log_calibration_takes_labels_with_classes(data, store):
+    p_before = data["base"].predict_proba(data["X_test"])
+    p_after = data["model"].predict_proba(data["X_test"])
+    with mlflow.start_run() as run:
+        report = log_calibration(data["y_test"], p_before, p_after, classes=NAMES, prefix="x_")
+    metrics = mlflow.MlflowClient().get_run(run.info.run_id).data.metrics
+    assert metrics["x_log_loss_after"] == pytest.approx(
+        log_loss(data["y_test"], p_after, labels=NAMES.tolist()), abs=1e-12)
+    assert report["classes"] == NAMES.tolist()
+    assert multiclass_log_loss(data["yi_test"], p_after) == pytest.approx(
+        metrics["x_log_loss_after"], abs=0)
+    assert multiclass_brier(data["yi_test"], p_after) == metrics["x_multiclass_brier_after"]

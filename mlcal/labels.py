@@ -186,8 +186,8 @@ def binary_labels(y, *, classes: Sequence | None = None, pos_label=None,
         known = _known(arr, allowed)
         if not known.all():
             bad = list(dict.fromkeys(arr[~known].tolist()))[:5]
-            raise UnknownLabelError(f"{name}: {int((~known).sum())} of {n} labels are not among the "
-                             f"model's classes {allowed}: e.g. {bad}")
+            raise UnknownLabelError(f"{name}: {int((~known).sum())} of {n} labels are not "
+                                    f"among the model's classes {allowed}: e.g. {bad}")
     y01 = _known(arr, [positive]).astype(np.float64)
     n_pos = int(y01.sum())
     if n_pos == 0 or n_pos == n:

@@ -76,14 +76,13 @@ def log_multiclass_calibration(y, p_before, p_after, *, prefix: str = "", calibr
                                 "map_size": int(calibrator.map_.size)}
     mlflow.log_metrics(metrics)
     with tempfile.TemporaryDirectory(prefix="mlcal-log-") as tmp:
+        stem = os.path.join(tmp, f"{prefix}reliability_")
         figures = plot_multiclass_reliability(y, p_before, p_after, classes=report["classes"],
-                                              n_bins=n_bins, strategy=strategy,
-                                              path_prefix=os.path.join(tmp, f"{prefix}reliability_"))
+                                              n_bins=n_bins, strategy=strategy, path_prefix=stem)
         report_path = os.path.join(tmp, f"{prefix}calibration_report.json")
         write_json(report_path, report, indent=1)
         for name in figures:
-            mlflow.log_artifact(os.path.join(tmp, f"{prefix}reliability_{name}.png"),
-                                artifact_path=artifact_dir)
+            mlflow.log_artifact(f"{stem}{name}.png", artifact_path=artifact_dir)
         mlflow.log_artifact(report_path, artifact_path=artifact_dir)
     if calibrator is not None:
         mlflow.set_tags({f"mlcal.{prefix}method": calibration_method(calibrator),

@@ -34,8 +34,18 @@ def _missing_mask(y: np.ndarray) -> np.ndarray:
     return np.asarray(pd.isna(y), dtype=bool)
 
 
+def _plain(classes) -> list:
+    """Classes as a list of Python values (numpy scalars unwrapped, so messages read
+    ``['a', 'b']``), element types kept: ``[1, "1"]`` stays mixed."""
+    return [v.item() if isinstance(v, np.generic) else v
+            for v in np.asarray(classes, dtype=object).reshape(-1)]
+
+
 def _same(a, b) -> bool:
-    """Label equality without numpy's casting: "1" is not 1, but 1.0 is 1 and True is 1."""
+    """Label equality without numpy's casting: "1" is not 1, but 1.0 is 1 and True is 1
+    (numpy scalars compare as their Python values: ``np.str_("a")`` is ``"a"``)."""
+    a = a.item() if isinstance(a, np.generic) else a
+    b = b.item() if isinstance(b, np.generic) else b
     if isinstance(a, (str, bytes)) or isinstance(b, (str, bytes)):
         return type(a) is type(b) and a == b
     try:
@@ -74,7 +84,7 @@ def positive_indicator(y, classes: Sequence, *, name: str = "y") -> np.ndarray:
         A label that is not one of ``classes`` (a missing label included), or ``classes`` that
         are not two distinct labels.
     """
-    allowed = list(np.asarray(classes, dtype=object).reshape(-1))
+    allowed = _plain(classes)
     if len(allowed) != 2 or _same(allowed[0], allowed[1]):
         raise ValueError(f"a binary model has two distinct classes, got {allowed}")
     raw = np.asarray(y).reshape(-1)
@@ -103,7 +113,7 @@ def class_indices(y, classes: Sequence, *, name: str = "y") -> np.ndarray:
     ValueError
         ``classes`` that are not distinct.
     """
-    allowed = list(np.asarray(classes, dtype=object).reshape(-1))
+    allowed = _plain(classes)
     if any(_same(a, b) for i, a in enumerate(allowed) for b in allowed[i + 1:]):
         raise ValueError(f"the model's classes must be distinct, got {allowed[:10]}")
     raw = np.asarray(y).reshape(-1)
@@ -176,7 +186,7 @@ def binary_labels(y, *, classes: Sequence | None = None, pos_label=None,
     if classes is None:
         allowed = [0, 1] if pos_label is None else None
     else:
-        allowed = list(np.asarray(classes, dtype=object).reshape(-1))
+        allowed = _plain(classes)
         if len(allowed) != 2 or allowed[0] == allowed[1]:
             raise ValueError(f"a binary model has two distinct classes, got {allowed}")
     positive = pos_label if pos_label is not None else (1 if classes is None else allowed[1])
@@ -231,7 +241,7 @@ def multiclass_labels(y, classes: Sequence, *, min_rows: int = DEFAULT_MIN_ROWS,
     """
     from mlcal.calibrators.multiclass import MissingClassError, TooFewClassesError
 
-    allowed = list(np.asarray(classes, dtype=object).reshape(-1))
+    allowed = _plain(classes)
     if len(allowed) < 3:
         raise TooFewClassesError(f"{name}: a multiclass model has at least 3 classes, got "
                                  f"{allowed}" + ("; use binary_labels" if len(allowed) == 2

@@ -158,7 +158,9 @@ class CalibratedPyfuncModel:
         return data
 
     def predict(self, data, params: dict[str, Any] | None = None):
-        """Per row: ``p_calibrated`` and ``label`` (plus ``score_uncalibrated`` on request).
+        """Per row: ``p_calibrated`` and ``label`` (plus ``score_uncalibrated`` on request);
+        for a multiclass model ``proba_<class>`` per class and ``label`` (plus
+        ``score_uncalibrated_<class>``), see the module notes.
 
         Parameters
         ----------
@@ -551,8 +553,9 @@ def load_model(model_uri: str, dst_path: str | None = None) -> CalibratedModel:
 def _load_pyfunc(path: str, model_config=None) -> CalibratedPyfuncModel:
     """Called by ``mlflow.pyfunc.load_model`` with the local model directory.
 
-    ``model_config={"output": "label" | "p_calibrated"}`` makes ``predict`` return that one
-    column (see :class:`CalibratedPyfuncModel`); any other key is refused.
+    ``model_config={"output": "label" | "p_calibrated"}`` (multiclass: ``"label"`` or a
+    ``"proba_<class>"`` column) makes ``predict`` return that one column (see
+    :class:`CalibratedPyfuncModel`); any other key is refused.
     """
     from mlflow.utils.model_utils import _get_flavor_configuration
 

@@ -2,8 +2,6 @@
 the JSON response must equal the pyfunc's local predict (and the native model) row for row."""
 
 import json
-import urllib.error
-import urllib.request
 
 import mlflow
 import numpy as np
@@ -15,18 +13,9 @@ from sklearn.linear_model import LogisticRegression
 from mlcal.mlflow import save_model
 from mlcal.mlflow.serving import LocalServer, pid_alive
 from mlcal.model import CalibratedModel
+from support.http import post as _post
 
 CLASSES = np.array(["low", "mid", "high"])
-
-
-def _post(url: str, body: str):
-    req = urllib.request.Request(url, data=body.encode(),
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
 
 
 @pytest.fixture(scope="module")

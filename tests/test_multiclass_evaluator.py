@@ -2,7 +2,6 @@
 real sqlite tracking store: metrics equal to scikit-learn's / mlcal's, per-class diagrams."""
 
 import numpy as np
-import pandas as pd
 import pytest
 
 mlflow = pytest.importorskip("mlflow")

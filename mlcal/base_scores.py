@@ -215,3 +215,14 @@ def naive_probability(scores, source: str) -> np.ndarray:
 
     s = np.asarray(scores, dtype=np.float64)
     return apply_input_transform(s, "sigmoid") if source in RAW_SOURCES else s
+
+
+def naive_probability_matrix(scores, source: str) -> np.ndarray:
+    """The multiclass counterpart of :func:`naive_probability`: an (n, K) probability matrix
+    as it is, one raw score per class (``source`` in :data:`RAW_SOURCES`) read as logits and
+    normalised with the softmax (the uncalibrated model's own probabilities)."""
+    s = np.asarray(scores, dtype=np.float64)
+    if source not in RAW_SOURCES:
+        return s
+    e = np.exp(s - np.max(s, axis=1, keepdims=True))   # shifted: no overflow
+    return e / np.sum(e, axis=1, keepdims=True)

@@ -5,6 +5,8 @@
 one of the model's classes is an error, never a label quietly turned into 0.
 :func:`binary_labels` adds what an evaluation needs on top (no missing labels, both classes,
 enough rows); the promotion gate and the MLflow evaluator plugin use it.
+:func:`class_indices` maps labels of any number of classes to indices, and
+:func:`multiclass_labels` adds the same evaluation checks for a model with K >= 3 classes.
 """
 
 from __future__ import annotations
@@ -18,14 +20,32 @@ import numpy as np
 DEFAULT_MIN_ROWS = 100
 
 
+class MissingLabelError(ValueError):
+    """Evaluation labels contain missing values (NaN/None)."""
+
+
+class UnknownLabelError(ValueError):
+    """A label is not one of the model's classes."""
+
+
 def _missing_mask(y: np.ndarray) -> np.ndarray:
     import pandas as pd
 
     return np.asarray(pd.isna(y), dtype=bool)
 
 
+def _plain(classes) -> list:
+    """Classes as a list of Python values (numpy scalars unwrapped, so messages read
+    ``['a', 'b']``), element types kept: ``[1, "1"]`` stays mixed."""
+    return [v.item() if isinstance(v, np.generic) else v
+            for v in np.asarray(classes, dtype=object).reshape(-1)]
+
+
 def _same(a, b) -> bool:
-    """Label equality without numpy's casting: "1" is not 1, but 1.0 is 1 and True is 1."""
+    """Label equality without numpy's casting: "1" is not 1, but 1.0 is 1 and True is 1
+    (numpy scalars compare as their Python values: ``np.str_("a")`` is ``"a"``)."""
+    a = a.item() if isinstance(a, np.generic) else a
+    b = b.item() if isinstance(b, np.generic) else b
     if isinstance(a, (str, bytes)) or isinstance(b, (str, bytes)):
         return type(a) is type(b) and a == b
     try:
@@ -64,7 +84,7 @@ def positive_indicator(y, classes: Sequence, *, name: str = "y") -> np.ndarray:
         A label that is not one of ``classes`` (a missing label included), or ``classes`` that
         are not two distinct labels.
     """
-    allowed = list(np.asarray(classes, dtype=object).reshape(-1))
+    allowed = _plain(classes)
     if len(allowed) != 2 or _same(allowed[0], allowed[1]):
         raise ValueError(f"a binary model has two distinct classes, got {allowed}")
     raw = np.asarray(y).reshape(-1)
@@ -77,7 +97,7 @@ def positive_indicator(y, classes: Sequence, *, name: str = "y") -> np.ndarray:
         known, positive = _known(arr, allowed), _known(arr, allowed[1:])
     if not known.all():
         bad = list(dict.fromkeys(raw[~known].tolist()))[:5]
-        raise ValueError(f"{name} contains labels {bad} that are not among the base model's "
+        raise UnknownLabelError(f"{name} contains labels {bad} that are not among the base model's "
                          f"classes {allowed}")
     return positive.astype(np.float64)
 
@@ -88,11 +108,12 @@ def class_indices(y, classes: Sequence, *, name: str = "y") -> np.ndarray:
 
     Raises
     ------
+    UnknownLabelError
+        A label that is not one of ``classes`` (a missing label included).
     ValueError
-        A label that is not one of ``classes`` (a missing label included), or ``classes`` that
-        are not distinct.
+        ``classes`` that are not distinct.
     """
-    allowed = list(np.asarray(classes, dtype=object).reshape(-1))
+    allowed = _plain(classes)
     if any(_same(a, b) for i, a in enumerate(allowed) for b in allowed[i + 1:]):
         raise ValueError(f"the model's classes must be distinct, got {allowed[:10]}")
     raw = np.asarray(y).reshape(-1)
@@ -107,9 +128,25 @@ def class_indices(y, classes: Sequence, *, name: str = "y") -> np.ndarray:
             out[_known(arr, [c])] = k
     if (out < 0).any():
         bad = list(dict.fromkeys(raw[out < 0].tolist()))[:5]
-        raise ValueError(f"{name} contains labels {bad} that are not among the base model's "
+        raise UnknownLabelError(f"{name} contains labels {bad} that are not among the base model's "
                          f"classes {allowed[:10]}")
     return out
+
+
+def _evaluation_rows(y, min_rows, name: str) -> np.ndarray:
+    """Labels as a 1-D object array with at least ``min_rows`` rows and none missing."""
+    if isinstance(min_rows, bool) or not isinstance(min_rows, (int, np.integer)) or min_rows < 1:
+        raise ValueError(f"min_rows must be a positive integer, got {min_rows!r}")
+    arr = np.asarray(y, dtype=object).reshape(-1)
+    n = arr.shape[0]
+    if n < min_rows:
+        raise ValueError(f"{name}: only {n} rows, fewer than the minimum of {min_rows}; "
+                         "evaluate on more data or lower min_rows")
+    missing = _missing_mask(arr)
+    if missing.any():
+        raise MissingLabelError(f"{name}: {int(missing.sum())} of {n} labels are missing "
+                                "(NaN/None); drop or fix those rows")
+    return arr
 
 
 def binary_labels(y, *, classes: Sequence | None = None, pos_label=None,
@@ -138,25 +175,18 @@ def binary_labels(y, *, classes: Sequence | None = None, pos_label=None,
 
     Raises
     ------
+    MissingLabelError, UnknownLabelError
+        Missing labels (NaN/None); a label outside ``classes``.
     ValueError
-        Missing labels (NaN/None), a label outside ``classes``, a single class, fewer than
-        ``min_rows`` rows, or ``classes`` that are not two distinct labels.
+        A single class, fewer than ``min_rows`` rows, or ``classes`` that are not two distinct
+        labels.
     """
-    if isinstance(min_rows, bool) or not isinstance(min_rows, (int, np.integer)) or min_rows < 1:
-        raise ValueError(f"min_rows must be a positive integer, got {min_rows!r}")
-    arr = np.asarray(y, dtype=object).reshape(-1)
+    arr = _evaluation_rows(y, min_rows, name)
     n = arr.shape[0]
-    if n < min_rows:
-        raise ValueError(f"{name}: only {n} rows, fewer than the minimum of {min_rows}; "
-                         "evaluate on more data or lower min_rows")
-    missing = _missing_mask(arr)
-    if missing.any():
-        raise ValueError(f"{name}: {int(missing.sum())} of {n} labels are missing (NaN/None); "
-                         "drop or fix those rows")
     if classes is None:
         allowed = [0, 1] if pos_label is None else None
     else:
-        allowed = list(np.asarray(classes, dtype=object).reshape(-1))
+        allowed = _plain(classes)
         if len(allowed) != 2 or allowed[0] == allowed[1]:
             raise ValueError(f"a binary model has two distinct classes, got {allowed}")
     positive = pos_label if pos_label is not None else (1 if classes is None else allowed[1])
@@ -166,8 +196,8 @@ def binary_labels(y, *, classes: Sequence | None = None, pos_label=None,
         known = _known(arr, allowed)
         if not known.all():
             bad = list(dict.fromkeys(arr[~known].tolist()))[:5]
-            raise ValueError(f"{name}: {int((~known).sum())} of {n} labels are not among the "
-                             f"model's classes {allowed}: e.g. {bad}")
+            raise UnknownLabelError(f"{name}: {int((~known).sum())} of {n} labels are not "
+                                    f"among the model's classes {allowed}: e.g. {bad}")
     y01 = _known(arr, [positive]).astype(np.float64)
     n_pos = int(y01.sum())
     if n_pos == 0 or n_pos == n:
@@ -175,3 +205,52 @@ def binary_labels(y, *, classes: Sequence | None = None, pos_label=None,
         raise ValueError(f"{name}: all {n} labels are the {only} class; calibration metrics "
                          "and the gate need both classes")
     return y01
+
+
+def multiclass_labels(y, classes: Sequence, *, min_rows: int = DEFAULT_MIN_ROWS,
+                      name: str = "labels") -> np.ndarray:
+    """Validate evaluation labels of a model with K >= 3 classes and return class indices.
+
+    Parameters
+    ----------
+    y : array-like of shape (n,)
+        Labels as given by the user (any label type; "1" is not 1).
+    classes : sequence of K >= 3 labels
+        The model's classes in column order, e.g. ``classes_``.
+    min_rows : int, default=DEFAULT_MIN_ROWS
+        Fewest rows accepted.
+    name : str
+        How the labels are named in error messages.
+
+    Returns
+    -------
+    ndarray of int64, shape (n,)
+        Index of each label in ``classes``.
+
+    Raises
+    ------
+    MissingLabelError, UnknownLabelError
+        Missing labels (NaN/None); a label outside ``classes``.
+    mlcal.calibrators.multiclass.TooFewClassesError
+        ``classes`` has fewer than 3 labels (two: use :func:`binary_labels`).
+    mlcal.calibrators.multiclass.MissingClassError
+        A class of the model never occurs in ``y``: its class-wise calibration cannot be
+        measured, and a comparison on such data would silently ignore it.
+    ValueError
+        Fewer than ``min_rows`` rows, or ``classes`` that are not distinct.
+    """
+    from mlcal.calibrators.multiclass import MissingClassError, TooFewClassesError
+
+    allowed = _plain(classes)
+    if len(allowed) < 3:
+        raise TooFewClassesError(f"{name}: a multiclass model has at least 3 classes, got "
+                                 f"{allowed}" + ("; use binary_labels" if len(allowed) == 2
+                                                 else ""))
+    arr = _evaluation_rows(y, min_rows, name)
+    yi = class_indices(arr, allowed, name=name)
+    counts = np.bincount(yi, minlength=len(allowed))
+    if (counts == 0).any():
+        absent = [allowed[k] for k in np.flatnonzero(counts == 0)[:10]]
+        raise MissingClassError(f"{name}: class(es) {absent} of the model's {len(allowed)} "
+                                "classes never occur; every class needs evaluation rows")
+    return yi

@@ -13,6 +13,8 @@ Binning (``n_bins``, ``strategy``) is that of :func:`mlcal.metrics.ece`.
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 import numpy as np
 
 from mlcal.calibrators.multiclass import check_probability_rows
@@ -65,9 +67,7 @@ def classwise_ece(y, p, n_bins: int = 15, strategy: str = "uniform") -> float:
 
     Parameters as in :func:`top_label_ece`.
     """
-    yi, prob = _check(y, p)
-    per_class = [ece((yi == k).astype(np.float64), prob[:, k], n_bins, strategy)
-                 for k in range(prob.shape[1])]
+    per_class = per_class_ece(y, p, n_bins, strategy)
     return float(np.sum(np.asarray(per_class)) / len(per_class))
 
 
@@ -87,25 +87,43 @@ def multiclass_log_loss(y, p, eps: float = 1e-15) -> float:
     return float(-np.mean(np.log(q)))
 
 
-#: the metrics of :func:`multiclass_report`, in table order
-MULTICLASS_METRIC_NAMES = ("top_label_ece", "classwise_ece", "brier", "log_loss", "accuracy")
-
-
-def compute_all_multiclass(y, p, n_bins: int = 15, strategy: str = "uniform") -> dict[str, float]:
-    """Every metric of :data:`MULTICLASS_METRIC_NAMES` for one probability matrix
-    (``accuracy`` is that of the top label, ties to the first class)."""
+def multiclass_accuracy(y, p) -> float:
+    """Fraction of rows whose highest-probability class (first on ties) is the true one."""
     yi, prob = _check(y, p)
-    return {"top_label_ece": top_label_ece(yi, prob, n_bins, strategy),
-            "classwise_ece": classwise_ece(yi, prob, n_bins, strategy),
-            "brier": multiclass_brier(yi, prob), "log_loss": multiclass_log_loss(yi, prob),
-            "accuracy": float(np.mean(np.argmax(prob, axis=1) == yi))}
+    return float(np.mean(np.argmax(prob, axis=1) == yi))
 
 
-def multiclass_report(y, p_before, p_after, n_bins: int = 15,
-                      strategy: str = "uniform") -> dict:
-    """The multiclass metrics before and after calibration, in the layout of
-    :func:`mlcal.metrics.calibration_report` (``improvement > 0`` means better), so
-    :func:`mlcal.metrics.format_report` prints it.
+#: the multiclass metrics of :func:`multiclass_metrics`, each with whether higher is better.
+#: ``log_loss`` and ``accuracy`` mean what they mean for a binary model (the negative
+#: log-likelihood of the true class; the fraction predicted right) and keep those names; the
+#: binary ``ece`` and ``brier`` have no multiclass equivalent of the same value, hence
+#: ``top_label_ece``/``classwise_ece`` and ``multiclass_brier`` (summed over the K classes).
+MULTICLASS_METRIC_NAMES = {"top_label_ece": False, "classwise_ece": False,
+                           "multiclass_brier": False, "log_loss": False, "accuracy": True}
+
+
+def multiclass_metrics(y, p, n_bins: int = 15, strategy: str = "uniform") -> dict[str, float]:
+    """Every metric of :data:`MULTICLASS_METRIC_NAMES` for class indices ``y`` and an (n, K)
+    probability matrix ``p``."""
+    return {"top_label_ece": top_label_ece(y, p, n_bins, strategy),
+            "classwise_ece": classwise_ece(y, p, n_bins, strategy),
+            "multiclass_brier": multiclass_brier(y, p),
+            "log_loss": multiclass_log_loss(y, p),
+            "accuracy": multiclass_accuracy(y, p)}
+
+
+def per_class_ece(y, p, n_bins: int = 15, strategy: str = "uniform") -> list[float]:
+    """The one-vs-rest binary ECE of each class (their mean is :func:`classwise_ece`)."""
+    yi, prob = _check(y, p)
+    return [ece((yi == k).astype(np.float64), prob[:, k], n_bins, strategy)
+            for k in range(prob.shape[1])]
+
+
+def multiclass_report(y, p_before, p_after, *, classes: Sequence | None = None,
+                      n_bins: int = 15, strategy: str = "uniform") -> dict[str, Any]:
+    """The multiclass metrics before and after calibration, their improvement and per-class
+    details, in the layout of :func:`mlcal.metrics.calibration_report` (so
+    :func:`mlcal.metrics.format_report` prints it).
 
     Parameters
     ----------
@@ -113,13 +131,32 @@ def multiclass_report(y, p_before, p_after, n_bins: int = 15,
         Class indices in ``0 .. K-1``.
     p_before, p_after : array-like of shape (n, K)
         Probability rows before and after calibration.
+    classes : sequence of K labels, optional
+        Names of the classes in the per-class details (default ``0 .. K-1``).
     n_bins, strategy
-        Binning of the two ECEs.
+        Binning of the ECEs.
+
+    Returns
+    -------
+    dict
+        ``before``/``after``/``improvement`` (improvement is ``before - after`` for losses,
+        ``after - before`` for accuracy), ``per_class`` (count and one-vs-rest ECE before and
+        after), ``n``, ``n_classes``, ``classes``, ``n_bins``, ``strategy``.
     """
-    before = compute_all_multiclass(y, p_before, n_bins, strategy)
-    after = compute_all_multiclass(y, p_after, n_bins, strategy)
-    improvement = {m: (after[m] - before[m]) if m == "accuracy" else (before[m] - after[m])
-                   for m in MULTICLASS_METRIC_NAMES}
-    return {"before": before, "after": after, "improvement": improvement,
-            "n": int(np.shape(p_before)[0]), "n_classes": int(np.shape(p_before)[1]),
-            "n_bins": n_bins, "strategy": strategy}
+    yi, _ = _check(y, p_before)
+    K = np.shape(p_before)[1]
+    if np.shape(p_after) != np.shape(p_before):
+        raise ValueError(f"p_before has shape {np.shape(p_before)} but p_after "
+                         f"{np.shape(p_after)}")
+    names = list(range(K)) if classes is None else np.asarray(classes).tolist()
+    before = multiclass_metrics(yi, p_before, n_bins, strategy)
+    after = multiclass_metrics(yi, p_after, n_bins, strategy)
+    improvement = {m: (after[m] - before[m]) if higher else (before[m] - after[m])
+                   for m, higher in MULTICLASS_METRIC_NAMES.items()}
+    counts = np.bincount(yi, minlength=K)
+    per_class = [{"class": c, "count": int(n), "ece_before": b, "ece_after": a}
+                 for c, n, b, a in zip(names, counts, per_class_ece(yi, p_before, n_bins, strategy),
+                                       per_class_ece(yi, p_after, n_bins, strategy))]
+    return {"n": int(yi.size), "n_classes": K, "classes": names, "n_bins": n_bins,
+            "strategy": strategy, "before": before, "after": after,
+            "improvement": improvement, "per_class": per_class}

@@ -85,7 +85,7 @@ def test_evaluate_reports_multiclass_metrics(csv, tmp_path, capsys):
     after = load_calibrator(str(out)).predict_proba(p)
     assert report["before"]["top_label_ece"] == top_label_ece(y, p, 12)
     assert report["after"]["classwise_ece"] == classwise_ece(y, after, 12)
-    assert report["after"]["brier"] == multiclass_brier(y, after)
+    assert report["after"]["multiclass_brier"] == multiclass_brier(y, after)
     # the labels were drawn at temperature 2: calibration must help
     assert report["after"]["top_label_ece"] < report["before"]["top_label_ece"]
     assert report["improvement"]["log_loss"] > 0
@@ -108,7 +108,7 @@ def test_evaluate_on_logits_starts_from_their_softmax(csv, tmp_path, capsys):
                  cols, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     z = frame[["z_ant", "z_bee", "z_cat"]].to_numpy()
-    assert report["before"]["brier"] == multiclass_brier(frame["y"], softmax(z, axis=1))
+    assert report["before"]["multiclass_brier"] == multiclass_brier(frame["y"], softmax(z, axis=1))
 
 
 def test_export_onnx_infers_k_and_matches_predict_proba(csv, tmp_path, capsys):

@@ -92,13 +92,13 @@ def test_bad_multiclass_inputs_raise_named_errors(digits):
         CalibratedModel(one, "isotonic").fit(Xc, np.zeros(len(yc)))
 
 
-def test_the_binary_only_mlflow_flavour_refuses_a_multiclass_model(digits, tmp_path):
+def test_the_mlflow_flavour_saves_a_ten_class_model(digits, tmp_path):
     pytest.importorskip("mlflow")
-    from mlcal.base_scores import NotBinaryError
-    from mlcal.mlflow import save_model
+    from mlcal.mlflow import load_model, save_model
 
     Xtr, ytr, Xc, yc, Xt, yt = digits
     model = CalibratedModel(GaussianNB().fit(Xtr, ytr), "temperature").fit(Xc, yc)
-    with pytest.raises(NotBinaryError, match="10 classes"):
-        save_model(model, str(tmp_path / "m"))
-    assert not (tmp_path / "m").exists()
+    save_model(model, str(tmp_path / "m"), pip_requirements=["scikit-learn"])
+    loaded = load_model(str(tmp_path / "m"))
+    assert loaded.classes_.tolist() == model.classes_.tolist()
+    np.testing.assert_array_equal(loaded.predict_proba(Xt), model.predict_proba(Xt))

@@ -55,7 +55,9 @@ def register(sub) -> None:
                        description="Move a registry alias to a model version only if its ECE is "
                                    "<= --max-ece and it is not worse than the current alias "
                                    "holder on log loss, Brier score and AUC beyond the allowed "
-                                   "margins. Exit code 0 promoted, 1 refused, 2 error (nothing "
+                                   "margins. Multiclass models: top-label ECE, multiclass "
+                                   "log loss and Brier, no AUC; the holder must have the same "
+                                   "classes. Exit code 0 promoted, 1 refused, 2 error (nothing "
                                    "changed).")
     p.add_argument("--model-name", default=None, help="registered model name")
     p.add_argument("--version", default=None, help="candidate version (default: newest)")

@@ -11,7 +11,14 @@ Artifact layout (``<model>/``)::
 The pyfunc ``predict`` returns a DataFrame with one row per input row and the columns
 ``p_calibrated`` (calibrated probability of the positive class ``classes_[1]``) and ``label``
 (``classes_[1]`` when ``p_calibrated >= threshold``, else ``classes_[0]``); the request param
-``return_uncalibrated=true`` adds ``score_uncalibrated``, the base model's raw score. Inside
+``return_uncalibrated=true`` adds ``score_uncalibrated``, the base model's raw score.
+
+A multiclass model (K >= 3 classes) returns one calibrated probability column per class,
+``proba_<class>`` in ``classes_`` order (``<class>`` is ``str(class)``: ``proba_0``,
+``proba_setosa``; :func:`probability_columns`), then ``label``, the class of highest calibrated
+probability in its original type; ``return_uncalibrated=true`` adds the base model's scores as
+``score_uncalibrated_<class>``. Class labels whose strings coincide (``1`` and ``"1"``) cannot
+be saved. Inside
 MLflow's scoring server the same rows come back as a list of records (the server would convert
 the DataFrame to exactly that JSON, only slower).
 
@@ -41,7 +48,7 @@ from mlcal.calibrators.base import CalibratorFormatError, load_calibrator
 from mlcal.mlflow.base_models import (BASE_MODEL_DIR, PyfuncScorer, base_requirements,
                                       load_base_model, save_base_model)
 from mlcal.mlflow.bundle import bundle_into, is_mlcal_requirement
-from mlcal.base_scores import NotBinaryError
+from mlcal.calibrators.multiclass import MulticlassCalibrator
 from mlcal.model import SCORE_SOURCES, CalibratedModel
 
 FLAVOR_NAME = "mlcal"
@@ -50,6 +57,8 @@ CALIBRATOR_FILE = "calibrator.json"
 OUTPUT_PROBABILITY = "p_calibrated"
 OUTPUT_LABEL = "label"
 OUTPUT_UNCALIBRATED = "score_uncalibrated"
+#: multiclass column prefixes: ``proba_<class>`` and ``score_uncalibrated_<class>``
+PROBA_PREFIX = "proba_"
 PARAM_RETURN_UNCALIBRATED = "return_uncalibrated"
 # pyfunc model_config {"output": ...}: the whole frame, or one column for MLflow's evaluators
 OUTPUT_ALL = "all"
@@ -79,6 +88,28 @@ def get_default_conda_env() -> dict:
     return _mlflow_conda_env(additional_pip_deps=get_default_pip_requirements())
 
 
+def probability_columns(classes, prefix: str = PROBA_PREFIX) -> list[str]:
+    """The pyfunc's per-class column names of a multiclass model: ``prefix + str(class)`` for
+    each class, in ``classes_`` order.
+
+    Raises
+    ------
+    ValueError
+        Two classes with the same string (e.g. ``1`` and ``"1"``): their columns would collide.
+    """
+    names = [f"{prefix}{c}" for c in np.asarray(classes, dtype=object).tolist()]
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})[:5]
+        raise ValueError(f"classes {list(classes)[:10]} give duplicate output columns {dup}; "
+                         "relabel the classes so that their strings differ")
+    return names
+
+
+def calibration_method(cal) -> str:
+    """The method name recorded for a binary or a multiclass calibrator."""
+    return cal.document_method if isinstance(cal, MulticlassCalibrator) else cal.method_name
+
+
 # -- the pyfunc wrapper ------------------------------------------------------------------------
 class CalibratedPyfuncModel:
     """What ``mlflow.pyfunc.load_model`` wraps: tabular rows in, calibrated probabilities out.
@@ -90,13 +121,18 @@ class CalibratedPyfuncModel:
         ``"all"``: the DataFrame described in the module notes. ``"label"`` or
         ``"p_calibrated"``: only that column, as a Series - the one-column output MLflow's
         default evaluator needs (``mlflow.models.evaluate(..., model_type="classifier",
-        model_config={"output": "label"})``).
+        model_config={"output": "label"})``). A multiclass model takes ``"label"`` or one of
+        its ``proba_<class>`` columns instead of ``"p_calibrated"``.
     """
 
     def __init__(self, model: CalibratedModel, output: str = OUTPUT_ALL):
-        if output not in OUTPUT_CHOICES:
-            raise ValueError(f"model_config 'output' must be one of {OUTPUT_CHOICES}, got "
-                             f"{output!r}")
+        self._multiclass = len(model.classes_) > 2
+        self._proba_columns = (probability_columns(model.classes_) if self._multiclass
+                               else [OUTPUT_PROBABILITY])
+        choices = (OUTPUT_ALL, OUTPUT_LABEL, *self._proba_columns)
+        if output not in choices:
+            shown = choices if len(choices) <= 8 else (*choices[:7], "...")
+            raise ValueError(f"model_config 'output' must be one of {shown}, got {output!r}")
         self.model = model
         self.output = output
         base = model.base_estimator
@@ -122,7 +158,9 @@ class CalibratedPyfuncModel:
         return data
 
     def predict(self, data, params: dict[str, Any] | None = None):
-        """Per row: ``p_calibrated`` and ``label`` (plus ``score_uncalibrated`` on request).
+        """Per row: ``p_calibrated`` and ``label`` (plus ``score_uncalibrated`` on request);
+        for a multiclass model ``proba_<class>`` per class and ``label`` (plus
+        ``score_uncalibrated_<class>``), see the module notes.
 
         Parameters
         ----------
@@ -144,12 +182,21 @@ class CalibratedPyfuncModel:
             scores = m.predict_uncalibrated(self._as_input(data))
             p = m.calibrator_.predict(scores)
         except ValueError as exc:
-            # bad rows (NaN, wrong width, ...) are the caller's fault: 400 with the reason
+            # bad rows (NaN, wrong width, non-probability rows, ...) are the caller's fault:
+            # 400 with the reason
             raise MlflowException.invalid_parameter_value(f"mlcal model: {exc}") from None
-        out = {OUTPUT_PROBABILITY: p,
-               OUTPUT_LABEL: m.classes_[(p >= m.threshold).astype(np.int64)]}
-        if params.get(PARAM_RETURN_UNCALIBRATED):
-            out[OUTPUT_UNCALIBRATED] = np.asarray(scores, dtype=np.float64)
+        if self._multiclass:   # p is (n, K), rows summing to 1
+            out = dict(zip(self._proba_columns, p.T))
+            out[OUTPUT_LABEL] = m.classes_[np.argmax(p, axis=1)]
+            if params.get(PARAM_RETURN_UNCALIBRATED):
+                raw = np.asarray(scores, dtype=np.float64)
+                out.update(zip(probability_columns(m.classes_, OUTPUT_UNCALIBRATED + "_"),
+                               raw.T))
+        else:
+            out = {OUTPUT_PROBABILITY: p,
+                   OUTPUT_LABEL: m.classes_[(p >= m.threshold).astype(np.int64)]}
+            if params.get(PARAM_RETURN_UNCALIBRATED):
+                out[OUTPUT_UNCALIBRATED] = np.asarray(scores, dtype=np.float64)
         index = data.index if isinstance(data, pd.DataFrame) else None
         if self.output != OUTPUT_ALL:
             return pd.Series(out[self.output], index=index, name=self.output)
@@ -199,6 +246,11 @@ def _output_schema(classes):
 
     kind = np.asarray(classes).dtype.kind
     label_type = {"b": "boolean", "i": "long", "u": "long", "f": "double"}.get(kind, "string")
+    if len(classes) > 2:
+        raw = probability_columns(classes, OUTPUT_UNCALIBRATED + "_")
+        return Schema([*(ColSpec("double", c) for c in probability_columns(classes)),
+                       ColSpec(label_type, OUTPUT_LABEL),
+                       *(ColSpec("double", c, required=False) for c in raw)])
     return Schema([ColSpec("double", OUTPUT_PROBABILITY), ColSpec(label_type, OUTPUT_LABEL),
                    ColSpec("double", OUTPUT_UNCALIBRATED, required=False)])
 
@@ -267,10 +319,6 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
         ``mlflow models serve/prepare-env --env-manager virtualenv`` can rebuild the
         environment where no package index has this mlcal. ``False`` keeps the pin.
     """
-    if hasattr(cal_model, "classes_") and len(cal_model.classes_) != 2:
-        # the pyfunc's columns (p_calibrated, label) are binary; multiclass output is not built yet
-        raise NotBinaryError(f"the mlcal MLflow flavour saves binary models only; this model has "
-                             f"{len(cal_model.classes_)} classes")
     import mlflow
     import yaml
     from mlflow import pyfunc
@@ -286,6 +334,8 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
     from mlcal import __version__
 
     t = _check_model(cal_model, threshold)
+    if len(cal_model.classes_) > 2:
+        probability_columns(cal_model.classes_)   # refuse colliding column names up front
     _validate_env_arguments(conda_env, pip_requirements, extra_pip_requirements)
     path = _prepare_path(path, overwrite)
     existed = os.path.isdir(path)
@@ -313,7 +363,7 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
                             model_config={"output": OUTPUT_ALL})
         mlflow_model.add_flavor(
             FLAVOR_NAME, mlcal_version=__version__, calibrator=CALIBRATOR_FILE,
-            calibration_method=cal.method_name, map_type=cal.map_.kind,
+            calibration_method=calibration_method(cal), map_type=cal.map_.kind,
             input_transform=cal.map_.input_transform, base_model=BASE_MODEL_DIR,
             score_source=cal_model.score_source_, classes=np.asarray(cal_model.classes_).tolist(),
             threshold=t, code=code_subpath, **base_conf)
@@ -429,12 +479,13 @@ def _model_fields(root: str, conf: dict[str, Any]) -> tuple[str, float, np.ndarr
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 1:
         raise bad("threshold", "a number in [0, 1]")
     classes = conf.get("classes")
-    if (not isinstance(classes, list) or len(classes) != 2
+    if (not isinstance(classes, list) or len(classes) < 2
             or not all(isinstance(c, (str, int, float)) for c in classes)
-            or type(classes[0]) is not type(classes[1]) or classes[0] == classes[1]
+            or any(type(c) is not type(classes[0]) for c in classes)
+            or len(set(classes)) != len(classes)
             or any(isinstance(c, float) and not np.isfinite(c) for c in classes)):
-        raise bad("classes", "a list of two distinct labels of one type (strings, integers, "
-                             "numbers or booleans)")
+        raise bad("classes", "a list of two or more distinct labels of one type (strings, "
+                             "integers, numbers or booleans)")
     return source, float(t), np.asarray(classes)
 
 
@@ -454,9 +505,15 @@ def _load_local(path: str, conf: dict[str, Any]) -> CalibratedModel:
         raise CalibratorFormatError(f"cannot load the calibrator of the mlcal model at {path} "
                                     f"({cal_file}): {exc}") from None
     method = conf.get("calibration_method")
-    if method is not None and cal.method_name != method:
-        raise CalibratorFormatError(f"{cal_file} holds a {cal.method_name!r} calibrator but the "
-                                    f"MLmodel file says {short_repr(method)}; the artifact is "
+    if method is not None and calibration_method(cal) != method:
+        raise CalibratorFormatError(f"{cal_file} holds a {calibration_method(cal)!r} calibrator "
+                                    f"but the MLmodel file says {short_repr(method)}; the "
+                                    "artifact is inconsistent")
+    # a binary calibrator needs two classes, a multiclass one exactly one column per class
+    n_cal = cal.n_classes_ if isinstance(cal, MulticlassCalibrator) else 2
+    if n_cal != len(classes) or (len(classes) > 2) != isinstance(cal, MulticlassCalibrator):
+        raise CalibratorFormatError(f"{cal_file} holds a calibrator for {n_cal} classes but the "
+                                    f"MLmodel file lists {len(classes)}; the artifact is "
                                     "inconsistent")
     base = load_base_model(_inside_model_dir(path, conf, "base_model", BASE_MODEL_DIR), conf)
     model = CalibratedModel(base_estimator=base, calibrator=clone(cal),
@@ -496,8 +553,9 @@ def load_model(model_uri: str, dst_path: str | None = None) -> CalibratedModel:
 def _load_pyfunc(path: str, model_config=None) -> CalibratedPyfuncModel:
     """Called by ``mlflow.pyfunc.load_model`` with the local model directory.
 
-    ``model_config={"output": "label" | "p_calibrated"}`` makes ``predict`` return that one
-    column (see :class:`CalibratedPyfuncModel`); any other key is refused.
+    ``model_config={"output": "label" | "p_calibrated"}`` (multiclass: ``"label"`` or a
+    ``"proba_<class>"`` column) makes ``predict`` return that one column (see
+    :class:`CalibratedPyfuncModel`); any other key is refused.
     """
     from mlflow.utils.model_utils import _get_flavor_configuration
 

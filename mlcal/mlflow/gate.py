@@ -24,6 +24,12 @@ against the same old holder and both move the alias. :func:`promote` therefore
 The remaining window is a competitor writing more than two settle periods after reading a
 holder that has since changed, which step 1 narrows to the few milliseconds between its
 re-read and its write.
+
+Multiclass models (K >= 3 classes) are gated on the multiclass criteria of
+:mod:`mlcal.mlflow.gate_policy` (top-label ECE, multiclass log loss and Brier; no AUC). The
+candidate and the holder must have the same classes in the same order: a binary version
+against a multiclass one, or different class sets, is refused (``ValueError``; nothing is
+changed or recorded).
 """
 
 from __future__ import annotations
@@ -40,9 +46,9 @@ import numpy as np
 
 from mlcal._safe_json import dumps_safe
 from mlcal.base_scores import classes_of, read_scores
-from mlcal.labels import DEFAULT_MIN_ROWS, binary_labels
-from mlcal.mlflow.gate_policy import (LOGGED_KEYS, Criterion, GatePolicy, evaluate_logged,
-                                      evaluate_on_data, passed)
+from mlcal.labels import DEFAULT_MIN_ROWS, binary_labels, multiclass_labels
+from mlcal.mlflow.gate_policy import (LOGGED_KEYS, LOGGED_KEYS_MULTICLASS, Criterion,
+                                      GatePolicy, evaluate_logged, evaluate_on_data, passed)
 
 GATE_TAG_PREFIX = "mlcal.gate."
 HISTORY_TAG_PREFIX = "mlcal.gate.history."
@@ -131,7 +137,8 @@ class GateDecision:
 def _read_model(model_uri: str, X) -> tuple[np.ndarray, list | None]:
     """P(positive class) and the class labels (None when unknown) of a registered model: mlcal
     models through the flavour, scikit-learn classifiers through ``predict_proba``, other pyfunc
-    models from a single numeric output (their labels must then be 0/1)."""
+    models from a single numeric output (their labels must then be 0/1). For a multiclass
+    model (K >= 3 classes) the (n, K) probability matrix and its K classes."""
     import mlflow
     from mlflow.models import get_model_info
 
@@ -140,10 +147,13 @@ def _read_model(model_uri: str, X) -> tuple[np.ndarray, list | None]:
         from mlcal.mlflow import load_model
 
         model = load_model(model_uri)
-        return model.predict_proba(X)[:, 1], list(model.classes_)
+        p = model.predict_proba(X)
+        return (p if len(model.classes_) > 2 else p[:, 1]), list(model.classes_)
     if "sklearn" in flavors:
         est = mlflow.sklearn.load_model(model_uri)
         if hasattr(est, "predict_proba"):
+            if len(getattr(est, "classes_", ())) > 2:
+                return np.asarray(est.predict_proba(X), dtype=np.float64), list(est.classes_)
             return read_scores(est, X, "predict_proba"), list(classes_of(est))
     out = mlflow.pyfunc.load_model(model_uri).predict(X)
     arr = np.asarray(out, dtype=np.float64)
@@ -173,8 +183,24 @@ def _load_data(data, label_column: str):
     return frame.drop(columns=[label_column]), frame[label_column].to_numpy()
 
 
-def _logged_metrics(client, mv, metric_key: str) -> dict[str, float]:
-    keys = {**LOGGED_KEYS, "ece": metric_key}
+def _registered_classes(model_uri: str) -> list | None:
+    """The classes an mlcal model records in its MLmodel file (None for other flavours)."""
+    from mlflow.models import get_model_info
+
+    return get_model_info(model_uri).flavors.get("mlcal", {}).get("classes")
+
+
+def _logged_keys(metric_key: str, multiclass: bool) -> dict[str, str]:
+    """Criterion metric -> logged run metric; the default ECE key means the top-label ECE for
+    a multiclass model."""
+    if multiclass:
+        return {**LOGGED_KEYS_MULTICLASS,
+                **({} if metric_key == DEFAULT_METRIC_KEY else {"ece": metric_key})}
+    return {**LOGGED_KEYS, "ece": metric_key}
+
+
+def _logged_metrics(client, mv, metric_key: str, multiclass: bool = False) -> dict[str, float]:
+    keys = _logged_keys(metric_key, multiclass)
     who = f"version {mv.version}"
     if not mv.run_id:
         raise ValueError(f"{who} has no source run, so it has no logged metrics; pass data "
@@ -206,12 +232,31 @@ def _holder_version(client, model_name: str, alias: str) -> str | None:
         return None  # the alias is not set yet
 
 
+def _kind(classes: list | None) -> str:
+    if classes is not None and len(classes) > 2:
+        return f"multiclass with classes {list(classes)[:10]}"
+    return "binary"
+
+
+def _check_comparable(version: str, classes: list | None, other: str,
+                      other_classes: list | None) -> None:
+    """Refuse a binary version against a multiclass one, or two multiclass versions whose
+    classes differ (in set or order)."""
+    a, b = _kind(classes), _kind(other_classes)
+    if a != b:
+        raise ValueError(f"version {version} is {a} but version {other} is {b}; the gate "
+                         "compares models with the same classes only")
+
+
 class _Judge:
     """Scores versions once (cached) and applies the policy between two of them."""
 
     def __init__(self, client, model_name, policy, data, label_column, metric_key, min_rows):
         self.client, self.name, self.policy = client, model_name, policy
         self.metric_key = metric_key
+        self.notes: list[str] = []
+        self.multiclass = False
+        self._classes: tuple[str, list | None] | None = None   # (version, classes) seen first
         self._cache: dict[str, Any] = {}
         if data is not None:
             self.X, self.raw_y = _load_data(data, label_column)
@@ -223,15 +268,41 @@ class _Judge:
             self.source = f"logged run metrics ({metric_key}, log_loss_after, brier_after, " \
                           "auc_after)"
 
+    def _same_kind(self, version: str, classes: list | None) -> None:
+        """Refuse comparing versions of different kinds (binary vs multiclass) or classes."""
+        multiclass = classes is not None and len(classes) > 2
+        if self._classes is None:
+            self._classes = (version, classes)
+            self.multiclass = multiclass
+            if multiclass:
+                self.notes = [f"multiclass model ({len(classes)} classes): ECE is the top-label "
+                              "ECE, Brier the multiclass Brier (summed over classes), no AUC"]
+                if self.policy.confidence is not None:
+                    raise ValueError("bootstrap confidence intervals are binary-only for now; "
+                                     "gate a multiclass model without confidence")
+            return
+        _check_comparable(version, classes, *self._classes)
+
     def scores(self, version: str):
         if version not in self._cache:
             mv = self.client.get_model_version(self.name, version)
+            uri = f"models:/{self.name}/{version}"
             if self.X is None:
-                self._cache[version] = _logged_metrics(self.client, mv, self.metric_key)
+                self._same_kind(version, _registered_classes(uri))
+                self._cache[version] = _logged_metrics(self.client, mv, self.metric_key,
+                                                       self.multiclass)
+                if self.multiclass:
+                    keys = _logged_keys(self.metric_key, True).values()
+                    self.source = f"logged run metrics ({', '.join(keys)})"
             else:
-                p, classes = _read_model(f"models:/{self.name}/{version}", self.X)
-                y = binary_labels(self.raw_y, classes=classes, min_rows=self.min_rows,
-                                  name=f"labels of the data (version {version})")
+                p, classes = _read_model(uri, self.X)
+                self._same_kind(version, classes)
+                who = f"labels of the data (version {version})"
+                if self.multiclass:
+                    y = multiclass_labels(self.raw_y, classes, min_rows=self.min_rows, name=who)
+                else:
+                    y = binary_labels(self.raw_y, classes=classes, min_rows=self.min_rows,
+                                      name=who)
                 if self.y is not None and not np.array_equal(y, self.y):
                     raise ValueError(f"version {version} reads the labels differently from "
                                      "the other version (different classes); cannot compare")
@@ -243,14 +314,17 @@ class _Judge:
         cand = self.scores(candidate)
         other = None if rival is None else self.scores(rival)
         if self.X is None:
-            return evaluate_logged(self.policy, cand, other)
+            return evaluate_logged(self.policy, cand, other, multiclass=self.multiclass)
         return evaluate_on_data(self.policy, self.y, cand, other)
 
     def log_loss(self, version: str) -> float:
         from mlcal.metrics import log_loss
+        from mlcal.multiclass_metrics import multiclass_log_loss
 
         s = self.scores(version)
-        return s["log_loss"] if self.X is None else log_loss(self.y, s)
+        if self.X is None:
+            return s["log_loss"]
+        return multiclass_log_loss(self.y, s) if self.multiclass else log_loss(self.y, s)
 
     def prefers(self, candidate: str, rival: str) -> tuple[bool, list[Criterion]]:
         """Strict preference used under contention (see the module docstring)."""
@@ -348,10 +422,17 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
     client = client or MlflowClient()
     cand = str(_resolve_version(client, model_name, version).version)
     judge = _Judge(client, model_name, policy, data, label_column, metric_key, min_rows)
-    judge.scores(cand)  # validate the data and labels before anything is written
-
     holder = _holder_version(client, model_name, alias)
-    notes: list[str] = []
+    if holder is not None and holder != cand:
+        # a holder of other classes is refused before anything is written, by name
+        cand_classes = _registered_classes(f"models:/{model_name}/{cand}")
+        holder_classes = _registered_classes(f"models:/{model_name}/{holder}")
+        if cand_classes is not None and holder_classes is not None:
+            _check_comparable(cand, cand_classes, holder, holder_classes)
+    judge.scores(cand)  # validate the data and labels before anything is written
+    if holder is not None and holder != cand:
+        judge.scores(holder)
+    notes: list[str] = list(judge.notes)
     promoted = False
     contended = False
     criteria: list[Criterion] = []

@@ -10,6 +10,13 @@ useless), so a candidate must by default
 
 Optionally (``max_ece_increase``) its ECE must not exceed the holder's by more than that.
 
+Multiclass models (K >= 3 classes; probabilities as (n, K) matrices): "ECE" is the top-label
+(confidence) ECE, log loss the multiclass log loss, Brier the multiclass Brier score (summed
+over the K classes, so in [0, 2]: ``max_brier_increase`` is on that scale), and there is no
+AUC criterion (a one-vs-rest AUC would need a choice of averaging that the calibrator cannot
+change much; ranking is left to log loss and Brier). Bootstrap intervals (``confidence``) are
+binary-only for now and are refused for multiclass data.
+
 Comparisons with the holder are paired on the same rows when predictions are given. With
 ``confidence`` each criterion is decided on a paired percentile bootstrap interval instead of
 the point value: the whole two-sided interval must lie on the passing side (for ECE its upper
@@ -29,11 +36,15 @@ from typing import Callable
 import numpy as np
 
 from mlcal import metrics as M
+from mlcal import multiclass_metrics as MM
 from mlcal.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_ci, paired_bootstrap_diff
 
 #: The run metrics read when the gate has no data (what ``log_calibration`` logs).
 LOGGED_KEYS = {"ece": "ece_after", "log_loss": "log_loss_after", "brier": "brier_after",
                "auc": "auc_after"}
+#: The same for a multiclass model (no AUC criterion; see the module docstring).
+LOGGED_KEYS_MULTICLASS = {"ece": "top_label_ece_after", "log_loss": "log_loss_after",
+                          "brier": "multiclass_brier_after"}
 
 
 @dataclass(frozen=True)
@@ -121,17 +132,26 @@ class Criterion:
                 + (f"  ({self.note})" if self.note else ""))
 
 
-def _ece_fn(policy: GatePolicy) -> Callable[[np.ndarray, np.ndarray], float]:
+def _ece_fn(policy: GatePolicy,
+            multiclass: bool = False) -> Callable[[np.ndarray, np.ndarray], float]:
+    if multiclass:
+        return lambda y, p: MM.top_label_ece(y, p, policy.n_bins, policy.strategy)
     return lambda y, p: M.ece(y, p, policy.n_bins, policy.strategy)
 
 
 # (criterion name, metric, limit from the policy, higher is better)
-def _comparisons(policy: GatePolicy):
-    rows = [("log_loss_vs_holder", M.log_loss, policy.max_log_loss_increase, False),
-            ("brier_vs_holder", M.brier, policy.max_brier_increase, False),
-            ("auc_vs_holder", M.auc, -policy.max_auc_decrease, True)]
+def _comparisons(policy: GatePolicy, multiclass: bool = False):
+    if multiclass:
+        rows = [("log_loss_vs_holder", MM.multiclass_log_loss, policy.max_log_loss_increase,
+                 False),
+                ("brier_vs_holder", MM.multiclass_brier, policy.max_brier_increase, False)]
+    else:
+        rows = [("log_loss_vs_holder", M.log_loss, policy.max_log_loss_increase, False),
+                ("brier_vs_holder", M.brier, policy.max_brier_increase, False),
+                ("auc_vs_holder", M.auc, -policy.max_auc_decrease, True)]
     if policy.max_ece_increase is not None:
-        rows.append(("ece_vs_holder", _ece_fn(policy), policy.max_ece_increase, False))
+        rows.append(("ece_vs_holder", _ece_fn(policy, multiclass), policy.max_ece_increase,
+                     False))
     return rows
 
 
@@ -149,21 +169,27 @@ def evaluate_on_data(policy: GatePolicy, y: np.ndarray, p_candidate: np.ndarray,
     ----------
     policy : GatePolicy
     y : ndarray of shape (n,)
-        0/1 labels (already validated).
-    p_candidate, p_holder : ndarray of shape (n,)
-        P(positive) of the candidate and of the current alias holder (None: no holder).
+        0/1 labels (already validated); class indices ``0 .. K-1`` for a multiclass model.
+    p_candidate, p_holder : ndarray of shape (n,) or (n, K)
+        P(positive) of the candidate and of the current alias holder (None: no holder); the
+        (n, K) probability matrices of a multiclass model (see the module docstring).
     """
     conf = policy.confidence
+    multiclass = np.ndim(p_candidate) == 2
+    if multiclass and conf is not None:
+        raise ValueError("bootstrap confidence intervals are binary-only for now; decide a "
+                         "multiclass model on point estimates (no confidence)")
     boot = {"confidence": conf, "n_resamples": policy.n_resamples, "seed": policy.seed}
-    ece_fn = _ece_fn(policy)
+    ece_fn = _ece_fn(policy, multiclass)
     if conf is None:
         value, lower, upper = ece_fn(y, p_candidate), None, None
     else:
         iv = bootstrap_ci(ece_fn, y, p_candidate, **boot)
         value, lower, upper = iv.estimate, iv.lower, iv.upper
     out = [Criterion("ece", value, policy.max_ece,
-                     _verdict(value, lower, upper, policy.max_ece, False), lower, upper)]
-    for name, fn, limit, higher in _comparisons(policy):
+                     _verdict(value, lower, upper, policy.max_ece, False), lower, upper,
+                     note="top-label ECE" if multiclass else "")]
+    for name, fn, limit, higher in _comparisons(policy, multiclass):
         if p_holder is None:
             out.append(Criterion(name, None, limit, None, note="no current holder"))
             continue
@@ -178,15 +204,18 @@ def evaluate_on_data(policy: GatePolicy, y: np.ndarray, p_candidate: np.ndarray,
 
 
 def evaluate_logged(policy: GatePolicy, candidate: dict[str, float],
-                    holder: dict[str, float] | None) -> list[Criterion]:
+                    holder: dict[str, float] | None, *,
+                    multiclass: bool = False) -> list[Criterion]:
     """The gate's criteria from metrics logged on each version's run (keys of
-    :data:`LOGGED_KEYS`: ece, log_loss, brier, auc). No intervals: there are no rows to
-    resample, and the two versions may have been evaluated on different data."""
+    :data:`LOGGED_KEYS`: ece, log_loss, brier, auc; :data:`LOGGED_KEYS_MULTICLASS` with
+    ``multiclass``). No intervals: there are no rows to resample, and the two versions may
+    have been evaluated on different data."""
     if policy.confidence is not None:
         raise ValueError("confidence intervals need the evaluation rows: pass data")
     out = [Criterion("ece", candidate["ece"], policy.max_ece,
-                     candidate["ece"] <= policy.max_ece, note="logged")]
-    for name, _, limit, higher in _comparisons(policy):
+                     candidate["ece"] <= policy.max_ece,
+                     note="logged top-label ECE" if multiclass else "logged")]
+    for name, _, limit, higher in _comparisons(policy, multiclass):
         metric = name.removesuffix("_vs_holder")
         if holder is None:
             out.append(Criterion(name, None, limit, None, note="no current holder"))

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from mlcal._atomic import write_json
-from mlcal.base_scores import classes_of, is_fitted, naive_probability
-from mlcal.labels import positive_indicator
+from mlcal.base_scores import naive_probability, naive_probability_matrix
+from mlcal.labels import multiclass_labels, positive_indicator
 from mlcal.metrics import METRIC_NAMES, calibration_diagnostics, calibration_report
 from mlcal.model import CalibratedModel
 
@@ -30,7 +30,7 @@ def _active_run():
 
 def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, map_data=None,
                     n_bins: int = 10, strategy: str = "uniform",
-                    artifact_dir: str = ARTIFACT_DIR) -> dict[str, Any]:
+                    artifact_dir: str = ARTIFACT_DIR, classes=None) -> dict[str, Any]:
     """Log the effect of a calibration to the active MLflow run.
 
     Logs, for each metric m of ECE, MCE, Brier, RMSE, log loss, AUC and accuracy, the metrics
@@ -44,12 +44,18 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
     tags ``mlcal.{prefix}method``, ``mlcal.{prefix}map_type`` and
     ``mlcal.{prefix}input_transform``.
 
+    Multiclass: when ``p_before``/``p_after`` are (n, K) matrices with K >= 3, the metrics,
+    diagrams and report of :mod:`mlcal.mlflow.tracking_multiclass` are logged instead
+    (``top_label_ece``, ``classwise_ece``, ``multiclass_brier``, ``log_loss``, ``accuracy``;
+    one reliability diagram per class and top-label diagrams); ``map_data`` is not used.
+
     Parameters
     ----------
     y : array-like of shape (n,)
-        Labels in {0, 1}.
-    p_before, p_after : array-like of shape (n,)
-        Probabilities of class 1 before and after calibration.
+        Labels in {0, 1}; for a multiclass model class indices ``0 .. K-1``, or labels of
+        ``classes``.
+    p_before, p_after : array-like of shape (n,) or (n, K)
+        Probabilities of class 1 before and after calibration (multiclass: of every class).
     prefix : str, default=""
         Prepended to every metric, tag and file name, to log several calibrations in one run.
     calibrator : fitted mlcal calibrator, optional
@@ -60,6 +66,10 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
         ECE/MCE binning, as in :func:`mlcal.metrics.ece`.
     artifact_dir : str, default="calibration"
         Artifact folder within the run.
+    classes : sequence, optional
+        Multiclass only: the K class labels (column order). ``y`` then holds these labels and
+        is validated (:func:`mlcal.labels.multiclass_labels`: no missing or unknown labels,
+        every class present).
 
     Returns
     -------
@@ -71,6 +81,14 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
     from mlcal.plotting import plot_map, reliability_diagram
 
     _active_run()
+    if np.ndim(p_after) == 2 and np.shape(p_after)[1] >= 3:
+        from mlcal.mlflow.tracking_multiclass import log_multiclass_calibration
+
+        if classes is not None:
+            y = multiclass_labels(y, classes, min_rows=1, name="y")
+        return log_multiclass_calibration(y, p_before, p_after, prefix=prefix,
+                                          calibrator=calibrator, classes=classes, n_bins=n_bins,
+                                          strategy=strategy, artifact_dir=artifact_dir)
     report = calibration_report(y, p_before, p_after, n_bins=n_bins, strategy=strategy)
     metrics = {}
     for m in METRIC_NAMES:
@@ -149,6 +167,12 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="isotonic", X_
     :func:`log_calibration` (logged before the model, so MLflow also attaches them to the
     LoggedModel); and the model in the ``mlcal`` flavour.
 
+    A multiclass base model (K >= 3 classes) gets the multiclass metrics and per-class
+    diagrams of :mod:`mlcal.mlflow.tracking_multiclass`; its evaluation labels must hold every
+    class (:class:`~mlcal.calibrators.multiclass.MissingClassError` otherwise) and no missing
+    or unknown label (:class:`~mlcal.labels.MissingLabelError`,
+    :class:`~mlcal.labels.UnknownLabelError`).
+
     Parameters
     ----------
     base_estimator : fitted classifier or :class:`~mlcal.mlflow.PyfuncScorer`
@@ -168,37 +192,48 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="isotonic", X_
     """
     import mlflow
 
-    from mlcal.mlflow.flavor import log_model
+    from mlcal.mlflow.flavor import calibration_method, log_model
 
     if (X_eval is None) != (y_eval is None):
         raise ValueError("give both X_eval and y_eval, or neither")
-    if is_fitted(base_estimator):
-        classes_of(base_estimator)   # NotBinaryError: the MLflow path is binary-only for now
     model = CalibratedModel(base_estimator, calibrator, score=score, threshold=threshold)
     model.fit(X_cal, y_cal, sample_weight=sample_weight)
     evaluated_on = "calibration set" if X_eval is None else "evaluation set"
     X_e, y_e = (X_cal, y_cal) if X_eval is None else (X_eval, y_eval)
-    y01 = positive_indicator(y_e, model.classes_, name="y_eval")
     scores = model.predict_uncalibrated(X_e)
-    p_before = naive_probability(scores, model.score_source_)
-    p_after = model.calibrator_.predict(scores)
+    multiclass = len(model.classes_) > 2
+    if multiclass:   # class indices; missing/unknown labels and absent classes are named errors
+        y01 = multiclass_labels(y_e, model.classes_, min_rows=1, name="y_eval")
+        p_before = naive_probability_matrix(scores, model.score_source_)
+        p_after = model.calibrator_.predict_proba(scores)
+    else:
+        y01 = positive_indicator(y_e, model.classes_, name="y_eval")
+        p_before = naive_probability(scores, model.score_source_)
+        p_after = model.calibrator_.predict(scores)
 
     started = mlflow.active_run() is None
     run = mlflow.start_run(run_name=run_name) if started else mlflow.active_run()
     try:
         cal = model.calibrator_
-        params = {"method": cal.method_name, "score_source": model.score_source_,
+        params = {"method": calibration_method(cal), "score_source": model.score_source_,
                   "threshold": threshold, "n_calibration": int(np.asarray(y_cal).size),
                   "n_evaluation": int(y01.size), "evaluated_on": evaluated_on,
                   **{f"calibrator.{k}": v for k, v in cal.get_params(deep=False).items()}}
         mlflow.log_params({f"mlcal.{prefix}{k}": v for k, v in params.items()})
-        if X_eval is None:
+        if X_eval is None or multiclass:   # (no map plot for a multiclass calibrator)
             map_data = (scores, y01)
         else:
             y_cal01 = positive_indicator(y_cal, model.classes_, name="y_cal")  # fit checked it
             map_data = (model.predict_uncalibrated(X_cal), y_cal01)
-        report = log_calibration(y01, p_before, p_after, prefix=prefix, calibrator=cal,
-                                 map_data=map_data, n_bins=n_bins, strategy=strategy)
+        if multiclass:
+            from mlcal.mlflow.tracking_multiclass import log_multiclass_calibration
+
+            report = log_multiclass_calibration(y01, p_before, p_after, prefix=prefix,
+                                                calibrator=cal, classes=model.classes_,
+                                                n_bins=n_bins, strategy=strategy)
+        else:
+            report = log_calibration(y01, p_before, p_after, prefix=prefix, calibrator=cal,
+                                     map_data=map_data, n_bins=n_bins, strategy=strategy)
         report["evaluated_on"] = evaluated_on
         if input_example is None and signature is None:
             input_example = _default_example(X_cal)

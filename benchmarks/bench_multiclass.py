@@ -140,6 +140,10 @@ def scores_table(name: str, y, probs: dict[str, np.ndarray], p_true=None) -> Non
     print(head)
     print("-" * len(head))
     for method, p in probs.items():
+        failed = [q for q in p if isinstance(q, str)]
+        if failed:
+            print(f"{method:<22}  failed in {len(failed)} of {len(p)} splits: {failed[0][:70]}")
+            continue
         line = (f"{method:<22}{np.mean([multiclass_log_loss(t, q) for t, q in zip(y, p)]):>10.4f}"
                 f"{np.mean([multiclass_brier(t, q) for t, q in zip(y, p)]):>9.4f}"
                 f"{np.mean([top_label_ece(t, q) for t, q in zip(y, p)]):>9.4f}"
@@ -154,7 +158,10 @@ def calibrate_all(s_cal, y_cal, s_test) -> dict[str, np.ndarray]:
     """Test probabilities, uncalibrated and from every method fitted on (s_cal, y_cal)."""
     out = {"uncalibrated": s_test}
     for name, make in MLCAL_METHODS.items():
-        out[name] = make().fit(s_cal, y_cal).predict_proba(s_test)
+        try:
+            out[name] = make().fit(s_cal, y_cal).predict_proba(s_test)
+        except ValueError as exc:  # e.g. a fit that does not converge: reported, not hidden
+            out[name] = str(exc)
     n_cal = len(y_cal)
     both = np.vstack([s_cal, s_test])  # the stub serves calibration and test rows by index
     for method in SKLEARN_METHODS:

@@ -19,12 +19,16 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+# the server harness is test support code (tests/support/serving.py), not part of mlcal
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
 def build_models(root: Path, method: str, n_features: int = 10, seed: int = 0):
@@ -116,7 +120,7 @@ def main() -> None:
     if not (0 < args.single <= 5000 and 0 < args.batch <= 1000 and 0 < args.rows <= 100000):
         raise SystemExit("request counts are bounded: single <= 5000, batch <= 1000, rows <= 1e5")
 
-    from mlcal.mlflow.serving import LocalServer
+    from support.serving import LocalServer
 
     with tempfile.TemporaryDirectory(prefix="mlcal-bench-serve-") as tmp:
         root = Path(tmp)

@@ -10,11 +10,15 @@ isotonic regression on the probabilities. The ECE gate promotes the better one t
 exported to one fused ONNX graph (trees + calibration map), checked in onnxruntime.
 """
 
+import json
 import os
 import shlex
+import socket
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import mlflow
@@ -25,7 +29,6 @@ from sklearn.datasets import make_classification
 
 import mlcal.mlflow
 from mlcal.metrics import ece
-from mlcal.mlflow.serving import LocalServer
 from mlcal.onnx import input_feeds, to_onnx
 from mlcal.mlflow.gate import promote
 
@@ -72,23 +75,43 @@ with tempfile.TemporaryDirectory() as tmp:
     champion = mlflow.MlflowClient().get_model_version_by_alias(NAME, "champion")
     model = mlcal.mlflow.load_model(f"models:/{NAME}@champion")
     rows = frame[test].iloc[:5]
+
+    # serve the champion with the real scoring server, exactly as a user would from a shell
     bin_dir = os.path.dirname(os.path.abspath(sys.executable))
+    with socket.socket() as s:  # a port that is free right now
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [os.path.join(bin_dir, "mlflow"), "models", "serve", "-m", f"models:/{NAME}@champion",
+           "--env-manager", "local", "--host", "127.0.0.1", "--port", str(port)]
     print("serve it yourself with (this store is temporary; same command on yours):\n  "
           f"PATH={shlex.quote(bin_dir)}:\"$PATH\" MLFLOW_TRACKING_URI={shlex.quote(uri)} "
-          f"{shlex.quote(os.path.join(bin_dir, 'mlflow'))} models serve -m "
-          f"'models:/{NAME}@champion' --env-manager local --host 127.0.0.1 --port 5001")
-    with LocalServer(f"models:/{NAME}@champion") as server:
-        import json
-        import urllib.request
-
+          + shlex.join(cmd).replace(f"--port {port}", "--port 5001"))
+    # the server execs `uvicorn` through bash, so the interpreter's bin must be on PATH
+    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        t0 = time.monotonic()
+        while True:  # wait until /ping answers
+            if server.poll() is not None or time.monotonic() - t0 > 180:
+                raise RuntimeError("mlflow models serve did not come up")
+            try:
+                with urllib.request.urlopen(url + "/ping", timeout=2):
+                    break
+            except OSError:
+                time.sleep(0.5)
+        startup = time.monotonic() - t0
         body = json.dumps({"dataframe_split": {"columns": list(rows.columns),
                                                "data": rows.to_numpy().tolist()}}).encode()
-        req = urllib.request.Request(server.url + "/invocations", data=body,
+        req = urllib.request.Request(url + "/invocations", data=body,
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=60) as resp:
             served = [r["p_calibrated"] for r in json.load(resp)["predictions"]]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
     gap = np.max(np.abs(np.array(served) - model.predict_proba(rows)[:, 1]))
-    print(f"served champion v{champion.version} (startup {server.startup_seconds:.1f} s): "
+    print(f"served champion v{champion.version} (startup {startup:.1f} s): "
           f"max |served - predict_proba| = {gap:.1e}")
     assert gap == 0.0
 

@@ -337,7 +337,7 @@ def test_virtualenv_env_manager_rebuilds_the_logged_environment_and_serves(data,
     import time
     import urllib.request
 
-    from mlcal.mlflow.serving import free_port
+    from support.serving import free_port
 
     if shutil.which("pyenv") is None:
         pytest.skip("MLflow's virtualenv env manager needs pyenv")

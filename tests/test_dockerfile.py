@@ -102,7 +102,7 @@ def test_entrypoint_serves_a_mounted_model_directory(image_env, tmp_path):
     import mlcal.mlflow
     from mlcal import CalibratedModel
     from mlcal.datasets import make_circular
-    from mlcal.mlflow.serving import free_port
+    from support.serving import free_port
 
     root, env_dir = image_env
     X, y = make_circular(600, seed=5)

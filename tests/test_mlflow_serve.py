@@ -19,7 +19,7 @@ from sklearn.linear_model import LogisticRegression
 from mlcal.calibrators.platt import Platt
 from mlcal.datasets import make_circular
 from mlcal.mlflow import save_model
-from mlcal.mlflow.serving import LocalServer, pid_alive
+from support.serving import LocalServer, pid_alive
 from mlcal.model import CalibratedModel
 
 BIN_DIR = Path(sys.executable).parent

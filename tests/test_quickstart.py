@@ -15,7 +15,7 @@ import pytest
 mlflow = pytest.importorskip("mlflow")
 
 from mlcal.cli import main  # noqa: E402
-from mlcal.mlflow.serving import free_port  # noqa: E402
+from support.serving import free_port  # noqa: E402
 
 
 def _run_printed_serve_command(line: str, tmp_path, records: list) -> dict:

@@ -1,4 +1,4 @@
-"""Run ``mlflow models serve`` locally for tests, demos and benchmarks.
+"""Run ``mlflow models serve`` locally for tests and benchmarks (a test harness, not mlcal API).
 
 The server is the real MLflow scoring server (uvicorn + FastAPI), started with the ``mlflow``
 executable of the running interpreter and ``--env-manager local`` (no virtualenv, no network),

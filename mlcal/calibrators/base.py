@@ -15,12 +15,14 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
 from mlcal._atomic import write_json
+from mlcal._solvers.bounds import equal_runs, off_bound_run_values, run_weights
+from mlcal._solvers.ties import sort_and_collapse
 from mlcal._safe_json import MAX_DOCUMENT_BYTES, dumps_safe, loads_strict
 from mlcal._validation import check_fit_inputs
 from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterError, IsNone,
-                                       Options, short_repr, validate_params)
-from mlcal.maps import (DEFAULT_MAX_MAP_SIZE, CalibrationMap, MapFormatError, MapReduction,
-                        apply_input_transform, map_from_dict, reduce_map)
+                                       Options, Real, short_repr, validate_params)
+from mlcal.maps import (DEFAULT_MAX_MAP_SIZE, CalibrationMap, LinearMap, MapFormatError,
+                        MapReduction, StepMap, apply_input_transform, map_from_dict, reduce_map)
 
 CALIBRATOR_FORMAT = "mlcal-calibrator"
 CALIBRATOR_FORMAT_VERSION = 1
@@ -28,6 +30,8 @@ INPUT_TRANSFORM_CHOICES = ("auto", "identity", "sigmoid")
 _MAX_PATH_CHARS = 4096
 #: the ``_parameter_constraints`` entry of a ``max_map_size`` parameter
 MAX_MAP_SIZE_CONSTRAINTS = [IsNone(), Integer(2)]
+#: the ``_parameter_constraints`` entry of a ``bound_smoothing`` parameter
+BOUND_SMOOTHING_CONSTRAINTS = [IsNone(), Real(0.0, closed="neither")]
 
 
 class CalibratorFormatError(ValueError):
@@ -92,10 +96,13 @@ class BaseCalibrator(BaseEstimator):
         s, z, w = check_fit_inputs(scores, y, sample_weight)
         transform = self._resolve_input_transform(s)
         self._early_reduction: tuple[int, float] | None = None
+        st = apply_input_transform(s, transform)
         try:
-            fitted = self._fit(apply_input_transform(s, transform), z, w)
+            fitted = self._fit(st, z, w)
         finally:
             early = self.__dict__.pop("_early_reduction", None)
+        if getattr(self, "bound_smoothing", None) is not None:
+            fitted = keep_off_bounds(fitted, st, z, w, float(self.bound_smoothing))
         fitted, reduction = reduce_map(fitted, self._max_map_size())
         if early is not None:   # errors of two reductions add up (triangle inequality)
             reduction = MapReduction(early[0], reduction.size, early[1] + reduction.max_error)
@@ -189,6 +196,42 @@ class BaseCalibrator(BaseEstimator):
         obj = build_from_params(target, params)
         obj.map_ = read_document_map(doc)
         return obj
+
+
+def keep_off_bounds(fitted: CalibrationMap, scores: np.ndarray, y: np.ndarray, w: np.ndarray,
+                    a: float) -> CalibrationMap:
+    """``fitted`` with its runs at exactly 0 or 1 moved off the bounds: the ``bound_smoothing``
+    parameter of the binning and isotonic-type methods.
+
+    Each run at exactly 0 or 1 takes its Beta(a, a) posterior mean ``(k + a) / (n + 2a)``, with
+    ``n`` and ``k`` the training weight and positive weight of the scores it covers, clipped to
+    the neighbouring runs' values so that a non-decreasing map stays non-decreasing
+    (:func:`mlcal._solvers.bounds.off_bound_run_values`; ``a = 0.5`` is the Jeffreys prior,
+    ``a = 1`` Laplace's rule). Every other value is kept bit for bit.
+
+    A run is a maximal stretch of equal values: bins of a :class:`~mlcal.maps.StepMap` (it
+    covers ``[first cut, last cut)``), knots of a :class:`~mlcal.maps.LinearMap` (it covers
+    ``[first knot, last knot]``, interpolation elsewhere is strictly inside (0, 1)); the outer
+    runs extend to infinity. ``scores`` are the scores the map was fitted on (after the input
+    transform). Other map types are returned unchanged.
+    """
+    if not isinstance(fitted, (StepMap, LinearMap)) or not (
+            (fitted.values == 0.0) | (fitted.values == 1.0)).any():
+        return fitted
+    x, ybar, wsum = sort_and_collapse(scores, y, w)
+    starts, ends = equal_runs(fitted.values)
+    inf = np.array([np.inf])
+    if isinstance(fitted, StepMap):
+        cuts = fitted.thresholds
+        lo = np.concatenate((-inf, cuts))[starts]
+        hi = np.concatenate((cuts, inf))[ends - 1]
+    else:
+        lo = fitted.knots[starts].copy()
+        hi = fitted.knots[ends - 1].copy()
+        lo[0], hi[-1] = -np.inf, np.inf
+    n, k = run_weights(x, ybar * wsum, wsum, lo, hi, hi_closed=isinstance(fitted, LinearMap))
+    new = off_bound_run_values(fitted.values[starts], n, k, a)
+    return dataclasses.replace(fitted, values=np.repeat(new, ends - starts))
 
 
 def read_document_header(doc: Any) -> tuple[str, dict]:

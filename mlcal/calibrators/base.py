@@ -162,7 +162,22 @@ class BaseCalibrator(BaseEstimator):
     def to_dict(self) -> dict[str, Any]:
         """The fitted calibrator as JSON-ready data: method, parameters and canonical map."""
         self._check_fitted()
-        return calibrator_document(self.method_name, self.get_params(deep=False), self.map_)
+        doc = calibrator_document(self.method_name, self.get_params(deep=False), self.map_)
+        info = self._fit_info()
+        if info is not None:
+            doc["fit_info"] = info
+        return doc
+
+    def _fit_info(self) -> dict[str, Any] | None:
+        """Hook: a small JSON-safe record of how the fit went, written to the document under
+        ``"fit_info"`` (e.g. what ``auto`` compared and chose). ``None``: no such key."""
+        return None
+
+    def _load_fit_info(self, info: Any) -> None:
+        """Hook: validate and restore a document's ``"fit_info"``; a method that writes none
+        rejects it (:class:`CalibratorFormatError`)."""
+        raise CalibratorFormatError(f"calibrator document: {type(self).__name__} documents "
+                                    "have no 'fit_info'")
 
     def to_json(self, indent: int | None = None) -> str:
         """Serialise with :meth:`to_dict`; floats round-trip bit-exactly. Encoded by mlcal's one
@@ -195,6 +210,8 @@ class BaseCalibrator(BaseEstimator):
                                         f"not {cls.__name__}")
         obj = build_from_params(target, params)
         obj.map_ = read_document_map(doc)
+        if "fit_info" in doc:
+            obj._load_fit_info(doc["fit_info"])
         return obj
 
 

@@ -33,7 +33,7 @@ def test_cv_log_loss_matches_a_brute_force_cross_validation():
     # no ties, unit weights: the collapsed points are the rows; refit every fold by hand
     s, y = logistic_data(800, seed=3)
     cal = mlcal.get_calibrator("auto", candidates=["platt", "isotonic"], n_folds=4,
-                               seed=7).fit(s, y)
+                               seed=7, bound_smoothing=None).fit(s, y)
     order = np.argsort(s)
     folds = np.empty(s.size, dtype=int)
     folds[order] = assign_folds(s.size, 4, 7)
@@ -58,7 +58,7 @@ def test_standard_error_is_that_of_the_paired_row_differences():
     def row_losses(name):
         p = np.empty(s.size)
         for f in range(3):
-            p[folds == f] = mlcal.get_calibrator(name).fit(
+            p[folds == f] = cal.candidate(name).fit(
                 s[folds != f], y[folds != f]).predict(s[folds == f])
         q = np.clip(p, EPS, 1 - EPS)
         return -(y * np.log(q) + (1 - y) * np.log(1 - q))
@@ -84,7 +84,8 @@ def test_flexible_map_chosen_when_a_sigmoid_cannot_fit():
     cal = mlcal.get_calibrator("auto", candidates=["platt", "isotonic"]).fit(s, y)
     rows = {r["method"]: r for r in cal.selection_["candidates"]}
     assert rows["platt"]["cv_log_loss"] - rows["isotonic"]["cv_log_loss"] > 2 * rows["platt"]["se"]
-    assert cal.chosen_ == "isotonic" and cal.map_ == mlcal.Isotonic().fit(s, y).map_
+    assert cal.chosen_ == "isotonic"
+    assert cal.map_ == mlcal.Isotonic(bound_smoothing=0.5).fit(s, y).map_
 
 
 def test_one_se_rule_and_its_limits():
@@ -100,6 +101,17 @@ def test_one_se_rule_and_its_limits():
     within = [r for r in one["candidates"]
               if r["cv_log_loss"] - best["cv_log_loss"] <= r["se"]]
     assert one["chosen"] == min(within, key=lambda r: r["complexity"])["method"]
+
+
+def test_candidates_get_bound_smoothing_where_they_have_it():
+    auto = mlcal.AutoCalibrator(bound_smoothing=2.0)
+    assert auto.candidate("isotonic").bound_smoothing == 2.0
+    assert auto.candidate("platt").get_params() == mlcal.Platt().get_params()
+    assert mlcal.AutoCalibrator(bound_smoothing=None).candidate("enir").bound_smoothing is None
+    s, y = step_data(2000)
+    cal = mlcal.AutoCalibrator(candidates=["isotonic"]).fit(s, y)
+    p = cal.predict(np.linspace(-1, 2, 301))
+    assert p.min() > 0 and p.max() < 1
 
 
 def test_folds_hold_each_fold_once_per_block_and_depend_on_the_seed():
@@ -133,7 +145,7 @@ def test_cv_subset_above_cv_max_points():
     info = cal.selection_
     assert info["n_unique"] == 5000 and info["n_points"] == 1000
     # the refit still uses every row
-    assert cal.map_ == mlcal.get_calibrator(cal.chosen_).fit(s, y).map_
+    assert cal.map_ == cal.candidate(cal.chosen_).fit(s, y).map_
 
 
 def test_json_round_trip_keeps_the_selection():

@@ -17,8 +17,10 @@ from mlcal._solvers.ties import sort_and_collapse
 from mlcal._validation import check_fit_inputs
 from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterError, IsNone,
                                        ListOf, Real, short_repr)
-from mlcal.calibrators.base import BaseCalibrator, CalibratorFormatError
-from mlcal.calibrators.catalog import available_calibrators, get_calibrator, register_calibrator
+from mlcal.calibrators.base import (BOUND_SMOOTHING_CONSTRAINTS, BaseCalibrator,
+                                    CalibratorFormatError)
+from mlcal.calibrators.catalog import (available_calibrators, calibrator_class, get_calibrator,
+                                       register_calibrator)
 
 #: The default candidates, simplest first; ``candidates=None`` uses those of them that are
 #: registered when ``fit`` runs (Platt scaling on the score, Platt on the log-odds, temperature
@@ -80,8 +82,9 @@ class AutoCalibrator(BaseCalibrator):
        the mean size of the candidate's fold maps (:attr:`~mlcal.maps.SigmoidMap.size` is 2
        parameters; a step or linear map counts its bins or knots), ties broken by the order of
        ``candidates``.
-    5. The chosen method is refitted on all the data with its default parameters; its map is
-       this calibrator's map.
+    5. The chosen method is refitted on all the data (default parameters, plus
+       ``bound_smoothing`` where it has one: see :meth:`candidate`); its map is this
+       calibrator's map.
 
     With fewer than ``2 * n_folds`` unique scores, or when a training fold lacks a class, no CV
     is possible and the first candidate is used (recorded as the reason).
@@ -133,15 +136,17 @@ class AutoCalibrator(BaseCalibrator):
                               "n_folds": [Integer(2)],
                               "se_rule": [Real(0.0)],
                               "cv_max_points": [IsNone(), Integer(2)],
+                              "bound_smoothing": BOUND_SMOOTHING_CONSTRAINTS,
                               "seed": [Integer(0)]}
 
     def __init__(self, candidates: list[str] | None = None, n_folds: int = 5,
                  se_rule: float = 1.0, cv_max_points: int | None = DEFAULT_CV_MAX_POINTS,
-                 seed: int = 0):
+                 bound_smoothing: float | None = 0.5, seed: int = 0):
         self.candidates = candidates
         self.n_folds = n_folds
         self.se_rule = se_rule
         self.cv_max_points = cv_max_points
+        self.bound_smoothing = bound_smoothing
         self.seed = seed
 
     # -- parameters ----------------------------------------------------------------------------
@@ -157,6 +162,14 @@ class AutoCalibrator(BaseCalibrator):
             return [str(c) for c in self.candidates]
         registered = set(available_calibrators())
         return [c for c in DEFAULT_CANDIDATES if c in registered]
+
+    def candidate(self, name: str) -> BaseCalibrator:
+        """A new, unfitted calibrator of method ``name`` as ``auto`` fits it: default
+        parameters, and this calibrator's ``bound_smoothing`` if the method has the parameter."""
+        if self.bound_smoothing is not None and \
+                "bound_smoothing" in calibrator_class(name)._get_param_names():
+            return get_calibrator(name, bound_smoothing=self.bound_smoothing)
+        return get_calibrator(name)
 
     # -- fitting -------------------------------------------------------------------------------
     def fit(self, scores, y, sample_weight=None) -> "AutoCalibrator":
@@ -187,7 +200,7 @@ class AutoCalibrator(BaseCalibrator):
         record["n_unique"] = n_unique
         self.chosen_ = record["chosen"]
         self.selection_ = record
-        self.calibrator_ = get_calibrator(self.chosen_).fit(s, z, w)
+        self.calibrator_ = self.candidate(self.chosen_).fit(s, z, w)
         self.map_ = self.calibrator_.map_
         self.map_reduction_ = self.calibrator_.map_reduction_
         return self
@@ -247,8 +260,7 @@ class AutoCalibrator(BaseCalibrator):
         record.update(candidates=rows, best=best, chosen=chosen["method"], reason=reason)
         return record
 
-    @staticmethod
-    def _out_of_fold(name, x, pos, neg, folds, k):
+    def _out_of_fold(self, name, x, pos, neg, folds, k):
         """Out-of-fold per-point losses of one method (or the error that stopped it)."""
         p = np.empty(x.size)
         sizes = []
@@ -258,7 +270,7 @@ class AutoCalibrator(BaseCalibrator):
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")   # the refit on all data shows warnings
-                    cal = get_calibrator(name).fit(xs, ys, sample_weight=ws)
+                    cal = self.candidate(name).fit(xs, ys, sample_weight=ws)
                 p[test] = cal.predict(x[test])
             except (ValueError, ArithmeticError, RuntimeError, np.linalg.LinAlgError) as exc:
                 return None, None, None, f"{type(exc).__name__}: {short_repr(str(exc))}"

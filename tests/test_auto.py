@@ -11,7 +11,7 @@ from sklearn.metrics import log_loss
 import mlcal
 from mlcal.calibrators import catalog
 from mlcal.calibrators._params import InvalidParameterError
-from mlcal.calibrators.auto import DEFAULT_CANDIDATES, EPS, assign_folds
+from mlcal.calibrators.auto import DEFAULT_CANDIDATES, EPS, SMALL_DATA_MAX_UNIQUE, assign_folds
 from mlcal.calibrators.base import BaseCalibrator, CalibratorFormatError
 from support.synthetic import calibration_set
 
@@ -198,10 +198,13 @@ def test_default_candidates_are_the_registered_defaults():
     registered = set(mlcal.available_calibrators())
     names = mlcal.AutoCalibrator().candidate_names()
     assert names == [c for c in DEFAULT_CANDIDATES if c in registered]
-    assert {"platt", "isotonic"} <= set(names)
+    assert {"platt", "isotonic"} <= set(names) and "elite" not in names
+    small = mlcal.AutoCalibrator().candidate_names(SMALL_DATA_MAX_UNIQUE)
+    assert small == names + ["elite"]
+    assert mlcal.AutoCalibrator().candidate_names(SMALL_DATA_MAX_UNIQUE + 1) == names
     s, y = step_data(1000)
     info = mlcal.AutoCalibrator().fit(s, y).selection_
-    assert [r["method"] for r in info["candidates"]] == names
+    assert [r["method"] for r in info["candidates"]] == small
 
 
 def test_too_few_unique_scores_fall_back_to_the_first_candidate():

@@ -22,13 +22,18 @@ from mlcal.calibrators.base import (BOUND_SMOOTHING_CONSTRAINTS, BaseCalibrator,
 from mlcal.calibrators.catalog import (available_calibrators, calibrator_class, get_calibrator,
                                        register_calibrator)
 
-#: The default candidates, simplest first; ``candidates=None`` uses those of them that are
-#: registered when ``fit`` runs (Platt scaling on the score, Platt on the log-odds, temperature
-#: scaling, beta calibration, monotone spline, isotonic regression, ENIR). The slow methods
-#: (SBB, ABB, BBQ, ELiTE, KDE) are left out to keep ``auto`` within 20x the fit time of
-#: isotonic regression at 1e5 rows (benchmarks/bench_quality.py measures it).
+#: The default candidates; ``candidates=None`` uses those of them that are registered when
+#: ``fit`` runs (Platt scaling on the score, Platt on the log-odds, temperature scaling, beta
+#: calibration, monotone spline, isotonic regression, ENIR), plus :data:`SMALL_DATA_CANDIDATES`
+#: on small data. SBB, ABB, BBQ and KDE are left out: slower than these and, in
+#: benchmarks/bench_quality.py, not better on log loss.
 DEFAULT_CANDIDATES = ("platt", "platt-logit", "temperature", "beta", "spline", "isotonic",
                       "enir")
+#: Added to the default candidates when there are at most :data:`SMALL_DATA_MAX_UNIQUE` unique
+#: scores: ELiTE ranks first on log loss in the quality benchmark, but its fit alone takes
+#: about 10x isotonic regression's at 1e5 rows, which would break ``auto``'s budget of 20x.
+SMALL_DATA_CANDIDATES = ("elite",)
+SMALL_DATA_MAX_UNIQUE = 10_000
 #: predictions are clipped to this distance from 0 and 1 when scoring (only for scoring)
 EPS = 1e-15
 FIT_INFO_VERSION = 1
@@ -93,7 +98,8 @@ class AutoCalibrator(BaseCalibrator):
     ----------
     candidates : list of str or None, default=None
         Method names to choose from (any registered method except "auto"). ``None``: those of
-        :data:`DEFAULT_CANDIDATES` registered when ``fit`` runs.
+        :data:`DEFAULT_CANDIDATES` registered when ``fit`` runs, and with at most
+        :data:`SMALL_DATA_MAX_UNIQUE` unique scores also :data:`SMALL_DATA_CANDIDATES`.
     n_folds : int, default=5
         Number of cross-validation folds (>= 2).
     se_rule : float, default=1.0
@@ -156,12 +162,16 @@ class AutoCalibrator(BaseCalibrator):
             raise InvalidParameterError(f"{type(self).__name__}: parameter 'candidates' lists "
                                         f"a method twice: {short_repr(list(self.candidates))}")
 
-    def candidate_names(self) -> list[str]:
-        """The methods compared: ``candidates`` or the registered defaults."""
+    def candidate_names(self, n_unique: int | None = None) -> list[str]:
+        """The methods compared on data with ``n_unique`` unique scores (``None``: large
+        data): ``candidates``, or the registered defaults."""
         if self.candidates is not None:
             return [str(c) for c in self.candidates]
+        names = list(DEFAULT_CANDIDATES)
+        if n_unique is not None and n_unique <= SMALL_DATA_MAX_UNIQUE:
+            names += SMALL_DATA_CANDIDATES
         registered = set(available_calibrators())
-        return [c for c in DEFAULT_CANDIDATES if c in registered]
+        return [c for c in names if c in registered]
 
     def candidate(self, name: str) -> BaseCalibrator:
         """A new, unfitted calibrator of method ``name`` as ``auto`` fits it: default
@@ -186,8 +196,8 @@ class AutoCalibrator(BaseCalibrator):
         """
         self._validate_params()
         s, z, w = check_fit_inputs(scores, y, sample_weight)
-        names = self.candidate_names()
         x, ybar, wsum = sort_and_collapse(s, z, w)
+        names = self.candidate_names(int(x.size))
         pos = ybar * wsum
         neg = np.maximum(wsum - pos, 0.0)
         n_unique = int(x.size)

@@ -71,7 +71,8 @@ class RegisteredMethod(Constraint):
 
 @register_calibrator("auto")
 class AutoCalibrator(BaseCalibrator):
-    """Pick among registered methods by K-fold cross-validated log loss (one-standard-error rule).
+    """Pick among registered methods by K-fold cross-validated log loss (one-standard-error rule;
+    derivation in docs/auto.md).
 
     1. Tied scores are collapsed into weighted points (positive and negative weight at each
        unique score; above ``cv_max_points`` of them an evenly spaced subset); folds are assigned on the sorted unique scores (:func:`assign_folds`), so

@@ -38,11 +38,12 @@ SMALL_DATA_MAX_UNIQUE = 10_000
 EPS = 1e-15
 FIT_INFO_VERSION = 1
 #: above this many unique scores the cross-validation runs on an evenly spaced subset of them
-DEFAULT_CV_MAX_POINTS = 20_000
+DEFAULT_CV_MAX_POINTS = 10_000
 
 
-def _weighted_log_loss_rows(p: np.ndarray, pos: np.ndarray, neg: np.ndarray):
-    """Per point: positive-row loss ``-log p`` and negative-row loss ``-log(1 - p)``."""
+def _row_log_losses(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per point: positive-row loss ``-log p`` and negative-row loss ``-log(1 - p)``, with
+    ``p`` clipped to ``[EPS, 1 - EPS]`` (for scoring only)."""
     q = np.clip(p, EPS, 1.0 - EPS)
     return -det_log_array(q), -det_log_array(1.0 - q)
 
@@ -83,7 +84,8 @@ class AutoCalibrator(BaseCalibrator):
        A candidate that fails on a fold is dropped (recorded with its error).
     3. Each candidate's CV log loss is the weighted mean over all out-of-fold rows. Its noise is
        measured against the best candidate: ``se`` is the standard error of the mean of the
-       per-row loss differences (paired, weights as frequency weights).
+       per-row loss differences (paired, weights as frequency weights, at the size of the whole
+       data when the CV ran on a subset).
     4. Chosen: the simplest candidate with ``loss - best_loss <= se_rule * se``. Simplicity is
        the mean size of the candidate's fold maps (:attr:`~mlcal.maps.SigmoidMap.size` is 2
        parameters; a step or linear map counts its bins or knots), ties broken by the order of
@@ -106,11 +108,13 @@ class AutoCalibrator(BaseCalibrator):
     se_rule : float, default=1.0
         How many standard errors of the loss difference count as noise; 0 picks the lowest CV
         log loss.
-    cv_max_points : int or None, default=20000
+    cv_max_points : int or None, default=10000
         Largest number of unique scores cross-validated. With more, the CV runs on every t-th
         sorted unique score (t = ceil(M / cv_max_points), starting at an offset drawn from
-        ``seed``), which bounds the cost of the comparison; the chosen method is still refitted
-        on all the data. ``None``: always use every point.
+        ``seed``), which bounds the cost of the comparison; the standard errors are then scaled
+        to the whole data (by sqrt(subset weight / total weight)), so "within noise" means
+        within the noise of the full-size comparison, and the chosen method is refitted on all
+        the data. ``None``: always use every point.
     seed : int, default=0
         Seed of the fold assignment.
 
@@ -202,12 +206,13 @@ class AutoCalibrator(BaseCalibrator):
         pos = ybar * wsum
         neg = np.maximum(wsum - pos, 0.0)
         n_unique = int(x.size)
+        full_weight = float(np.sum(wsum))
         cap = self.cv_max_points
         if cap is not None and x.size > cap:
             stride = -(-x.size // int(cap))
             start = int(np.random.default_rng(int(self.seed)).integers(stride))
             x, pos, neg = x[start::stride], pos[start::stride], neg[start::stride]
-        record = self._cross_validate(names, x, pos, neg)
+        record = self._cross_validate(names, x, pos, neg, full_weight)
         record["n_unique"] = n_unique
         self.chosen_ = record["chosen"]
         self.selection_ = record
@@ -217,7 +222,7 @@ class AutoCalibrator(BaseCalibrator):
         return self
 
     def _cross_validate(self, names: list[str], x: np.ndarray, pos: np.ndarray,
-                        neg: np.ndarray) -> dict[str, Any]:
+                        neg: np.ndarray, full_weight: float) -> dict[str, Any]:
         k = int(self.n_folds)
         record: dict[str, Any] = {"version": FIT_INFO_VERSION, "rule": "one-se",
                                   "se_rule": float(self.se_rule), "n_folds": k,
@@ -257,7 +262,8 @@ class AutoCalibrator(BaseCalibrator):
             n = row["method"]
             if n in losses:
                 row["cv_log_loss"] = mean[n]
-                row["se"] = _paired_se(losses[n][0] - bp, losses[n][1] - bn, pos, neg, total)
+                row["se"] = _paired_se(losses[n][0] - bp, losses[n][1] - bn, pos, neg, total,
+                                       full_weight)
         ok = [r for r in rows if r["method"] in losses]
         within = [r for r in ok
                   if r["cv_log_loss"] - mean[best] <= float(self.se_rule) * r["se"]]
@@ -286,7 +292,7 @@ class AutoCalibrator(BaseCalibrator):
             except (ValueError, ArithmeticError, RuntimeError, np.linalg.LinAlgError) as exc:
                 return None, None, None, f"{type(exc).__name__}: {short_repr(str(exc))}"
             sizes.append(cal.map_.size)
-        loss_pos, loss_neg = _weighted_log_loss_rows(p, pos, neg)
+        loss_pos, loss_neg = _row_log_losses(p)
         return loss_pos, loss_neg, sizes, None
 
     # -- JSON ----------------------------------------------------------------------------------
@@ -308,11 +314,12 @@ def _rows(x: np.ndarray, pos: np.ndarray, neg: np.ndarray):
 
 
 def _paired_se(d_pos: np.ndarray, d_neg: np.ndarray, pos: np.ndarray, neg: np.ndarray,
-               total: float) -> float:
-    """Standard error of the weighted mean of per-row loss differences (frequency weights)."""
+               total: float, full_weight: float) -> float:
+    """Standard error of the weighted mean of per-row loss differences (frequency weights),
+    at the size ``full_weight`` of the whole data (``total`` is the cross-validated weight)."""
     mean = (np.sum(pos * d_pos) + np.sum(neg * d_neg)) / total
     var = (np.sum(pos * (d_pos - mean) ** 2) + np.sum(neg * (d_neg - mean) ** 2)) / total
-    return float(np.sqrt(var / total))
+    return float(np.sqrt(var / full_weight))
 
 
 _ROW_KEYS = {"method": str, "status": str, "complexity": float, "cv_log_loss": float,

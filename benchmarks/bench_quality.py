@@ -3,7 +3,7 @@ sigmoid calibration and the uncalibrated scores, on data that ships with scikit-
 simulated scores with known true probabilities. Runs offline.
 
     python benchmarks/bench_quality.py --quick          # ~3 minutes
-    python benchmarks/bench_quality.py                  # full: N_cal up to 1e6 (about an hour)
+    python benchmarks/bench_quality.py                  # full: N_cal up to 1e6, 3 seeds (~30 min)
     python benchmarks/bench_quality.py --methods auto isotonic platt --sizes 200 1000 1e5
 
 Tasks (one task = one calibration set and its held-out test set):

@@ -7,6 +7,7 @@ in ``selection_`` and written to the JSON document under ``"fit_info"``.
 
 from __future__ import annotations
 
+import copy
 import warnings
 from typing import Any
 
@@ -297,7 +298,8 @@ class AutoCalibrator(BaseCalibrator):
 
     # -- JSON ----------------------------------------------------------------------------------
     def _fit_info(self) -> dict[str, Any] | None:
-        return getattr(self, "selection_", None)
+        info = getattr(self, "selection_", None)
+        return None if info is None else copy.deepcopy(info)   # documents never alias it
 
     def _load_fit_info(self, info: Any) -> None:
         self.selection_ = check_selection(info)

@@ -291,7 +291,7 @@ def test_json_round_trip_and_clone(cls):
     np.testing.assert_array_equal(back.predict(x), model.predict(x))
     assert json.loads(text)["params"] == {"lam": "auto", "lam_grid": [0.5, 5.0, 50.0],
                                           "max_unique": 200, "input_transform": "auto",
-                                          "max_map_size": 10_000}
+                                          "max_map_size": 10_000, "bound_smoothing": None}
     assert back.get_params() == model.get_params()
     assert clone(model).get_params() == model.get_params()
 

@@ -27,7 +27,8 @@ def test_fit_then_evaluate(csv, tmp_path, capsys):
     assert main(["fit", "--method", "isotonic", "--data", str(path), "--label-column", "label",
                  "--param", "interpolate=false", "--out", str(out)]) == 0
     cal = load_calibrator(str(out))
-    assert cal.get_params() == {"interpolate": False, "max_map_size": 10_000}
+    assert cal.get_params() == {"interpolate": False, "max_map_size": 10_000,
+                               "bound_smoothing": None}
     assert main(["evaluate", "--calibrator", str(out), "--data", str(path),
                  "--label-column", "label", "--json"]) == 0
     report = json.loads(capsys.readouterr().out.split("\n", 2)[-1])

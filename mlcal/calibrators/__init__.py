@@ -1,5 +1,6 @@
 """Calibrators. Importing a method's module adds it to the catalog under its name."""
 
+from mlcal.calibrators.auto import AutoCalibrator
 from mlcal.calibrators.base import (BaseCalibrator, CalibratorFormatError, load_calibrator,
                                     save_calibrator)
 from mlcal.calibrators.bayesian_binning import ABB, SBB, PreAggregationWarning
@@ -17,7 +18,7 @@ from mlcal.calibrators.venn_abers import VennAbers
 from mlcal.calibrators.catalog import (available_calibrators, get_calibrator, register,
                                       register_calibrator)
 
-__all__ = ["ABB", "BBQ", "BaseCalibrator", "CalibratorFormatError", "ELiTE", "ENIR", "HistogramBinning",
+__all__ = ["ABB", "AutoCalibrator", "BBQ", "BaseCalibrator", "CalibratorFormatError", "ELiTE", "ENIR", "HistogramBinning",
            "Isotonic", "KDECalibrator", "Platt", "PreAggregationWarning", "SBB",
            "available_calibrators", "get_calibrator", "load_calibrator",
            "register_calibrator", "save_calibrator"]  # `register`: deprecated, not exported

@@ -15,12 +15,14 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
 from mlcal._atomic import write_json
+from mlcal._solvers.bounds import equal_runs, off_bound_run_values, run_weights
+from mlcal._solvers.ties import sort_and_collapse
 from mlcal._safe_json import MAX_DOCUMENT_BYTES, dumps_safe, loads_strict
 from mlcal._validation import check_fit_inputs
 from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterError, IsNone,
-                                       Options, short_repr, validate_params)
-from mlcal.maps import (DEFAULT_MAX_MAP_SIZE, CalibrationMap, MapFormatError, MapReduction,
-                        apply_input_transform, map_from_dict, reduce_map)
+                                       Options, Real, short_repr, validate_params)
+from mlcal.maps import (DEFAULT_MAX_MAP_SIZE, CalibrationMap, LinearMap, MapFormatError,
+                        MapReduction, StepMap, apply_input_transform, map_from_dict, reduce_map)
 
 CALIBRATOR_FORMAT = "mlcal-calibrator"
 CALIBRATOR_FORMAT_VERSION = 1
@@ -28,6 +30,8 @@ INPUT_TRANSFORM_CHOICES = ("auto", "identity", "sigmoid")
 _MAX_PATH_CHARS = 4096
 #: the ``_parameter_constraints`` entry of a ``max_map_size`` parameter
 MAX_MAP_SIZE_CONSTRAINTS = [IsNone(), Integer(2)]
+#: the ``_parameter_constraints`` entry of a ``bound_smoothing`` parameter
+BOUND_SMOOTHING_CONSTRAINTS = [IsNone(), Real(0.0, closed="neither")]
 
 
 def resolve_input_transform(calibrator: Any, choice: str, s: np.ndarray) -> str:
@@ -107,10 +111,13 @@ class BaseCalibrator(BaseEstimator):
         s, z, w = check_fit_inputs(scores, y, sample_weight)
         transform = self._resolve_input_transform(s)
         self._early_reduction: tuple[int, float] | None = None
+        st = apply_input_transform(s, transform)
         try:
-            fitted = self._fit(apply_input_transform(s, transform), z, w)
+            fitted = self._fit(st, z, w)
         finally:
             early = self.__dict__.pop("_early_reduction", None)
+        if getattr(self, "bound_smoothing", None) is not None:
+            fitted = keep_off_bounds(fitted, st, z, w, float(self.bound_smoothing))
         fitted, reduction = reduce_map(fitted, self._max_map_size())
         if early is not None:   # errors of two reductions add up (triangle inequality)
             reduction = MapReduction(early[0], reduction.size, early[1] + reduction.max_error)
@@ -165,14 +172,24 @@ class BaseCalibrator(BaseEstimator):
         return {**calibrator_document(self.method_name, self.get_params(deep=False), self.map_),
                 **self._extra_to_dict()}
 
+    #: optional top-level document fields some methods write (Venn--Abers' ``interval``,
+    #: ``auto``'s ``fit_info``); a method that does not write one refuses it on load
+    EXTRA_DOCUMENT_FIELDS: ClassVar[tuple[str, ...]] = ("interval", "fit_info")
+
     def _extra_to_dict(self) -> dict[str, Any]:
-        """Optional extra top-level fields of a method's document (e.g. Venn--Abers' interval
-        maps); the canonical ``"map"`` stays the one every consumer uses."""
+        """Hook: extra top-level fields of a method's document (e.g. Venn--Abers' interval
+        maps, what ``auto`` compared and chose); the canonical ``"map"`` stays the one every
+        consumer uses."""
         return {}
 
     def _extra_from_dict(self, doc: dict) -> None:
-        """Read back what :meth:`_extra_to_dict` wrote; raise ``MapFormatError`` naming a
-        malformed field."""
+        """Hook: validate and restore what :meth:`_extra_to_dict` wrote; raise
+        ``MapFormatError`` or :class:`CalibratorFormatError` naming a malformed field. The
+        default refuses every extra field."""
+        for key in self.EXTRA_DOCUMENT_FIELDS:
+            if key in doc:
+                raise CalibratorFormatError(f"calibrator document: {type(self).__name__} "
+                                            f"documents have no {key!r}")
 
     def to_json(self, indent: int | None = None) -> str:
         """Serialise with :meth:`to_dict`; floats round-trip bit-exactly. Encoded by mlcal's one
@@ -210,6 +227,42 @@ class BaseCalibrator(BaseEstimator):
         except MapFormatError as exc:
             raise CalibratorFormatError(f"calibrator document: {exc}") from None
         return obj
+
+
+def keep_off_bounds(fitted: CalibrationMap, scores: np.ndarray, y: np.ndarray, w: np.ndarray,
+                    a: float) -> CalibrationMap:
+    """``fitted`` with its runs at exactly 0 or 1 moved off the bounds: the ``bound_smoothing``
+    parameter of the binning and isotonic-type methods.
+
+    Each run at exactly 0 or 1 takes its Beta(a, a) posterior mean ``(k + a) / (n + 2a)``, with
+    ``n`` and ``k`` the training weight and positive weight of the scores it covers, clipped to
+    the neighbouring runs' values so that a non-decreasing map stays non-decreasing
+    (:func:`mlcal._solvers.bounds.off_bound_run_values`; ``a = 0.5`` is the Jeffreys prior,
+    ``a = 1`` Laplace's rule). Every other value is kept bit for bit.
+
+    A run is a maximal stretch of equal values: bins of a :class:`~mlcal.maps.StepMap` (it
+    covers ``[first cut, last cut)``), knots of a :class:`~mlcal.maps.LinearMap` (it covers
+    ``[first knot, last knot]``, interpolation elsewhere is strictly inside (0, 1)); the outer
+    runs extend to infinity. ``scores`` are the scores the map was fitted on (after the input
+    transform). Other map types are returned unchanged.
+    """
+    if not isinstance(fitted, (StepMap, LinearMap)) or not (
+            (fitted.values == 0.0) | (fitted.values == 1.0)).any():
+        return fitted
+    x, ybar, wsum = sort_and_collapse(scores, y, w)
+    starts, ends = equal_runs(fitted.values)
+    inf = np.array([np.inf])
+    if isinstance(fitted, StepMap):
+        cuts = fitted.thresholds
+        lo = np.concatenate((-inf, cuts))[starts]
+        hi = np.concatenate((cuts, inf))[ends - 1]
+    else:
+        lo = fitted.knots[starts].copy()
+        hi = fitted.knots[ends - 1].copy()
+        lo[0], hi[-1] = -np.inf, np.inf
+    n, k = run_weights(x, ybar * wsum, wsum, lo, hi, hi_closed=isinstance(fitted, LinearMap))
+    new = off_bound_run_values(fitted.values[starts], n, k, a)
+    return dataclasses.replace(fitted, values=np.repeat(new, ends - starts))
 
 
 def read_document_header(doc: Any) -> tuple[str, dict]:

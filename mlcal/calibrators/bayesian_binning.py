@@ -21,7 +21,8 @@ from mlcal._solvers.binning_dp import (BinningProblem, abb_point_means, backward
                                        make_problem, sbb_binning)
 from mlcal._solvers.ties import midpoint_cuts, sort_and_collapse
 from mlcal.calibrators._params import Integer, IsNone, ListOf, Options, Real
-from mlcal.calibrators.base import MAX_MAP_SIZE_CONSTRAINTS, BaseCalibrator
+from mlcal.calibrators.base import (BOUND_SMOOTHING_CONSTRAINTS, MAX_MAP_SIZE_CONSTRAINTS,
+                                    BaseCalibrator)
 from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import DEFAULT_MAX_MAP_SIZE, StepMap
 
@@ -51,16 +52,19 @@ class _BayesianBinning(BaseCalibrator):
         "lam_grid": [IsNone(), ListOf(Real(0.0, closed="neither"))],
         "max_unique": [IsNone(), Integer(2)],
         "max_map_size": MAX_MAP_SIZE_CONSTRAINTS,
+        "bound_smoothing": BOUND_SMOOTHING_CONSTRAINTS,
     }
 
     def __init__(self, lam: float | str = "auto", lam_grid: list[float] | None = None,
                  max_unique: int | None = DEFAULT_MAX_UNIQUE, input_transform: str = "auto",
-                 max_map_size: int | None = DEFAULT_MAX_MAP_SIZE):
+                 max_map_size: int | None = DEFAULT_MAX_MAP_SIZE,
+                 bound_smoothing: float | None = None):
         self.lam = lam
         self.lam_grid = lam_grid
         self.max_unique = max_unique
         self.input_transform = input_transform
         self.max_map_size = max_map_size
+        self.bound_smoothing = bound_smoothing
 
     # -- parameters ----------------------------------------------------------------------------
     # (values already checked against _parameter_constraints by fit)
@@ -153,6 +157,10 @@ _SHARED_DOC = """
         Cap on the size of the fitted map (bins); a larger map is reduced by
         :func:`mlcal.maps.reduce_map` and ``map_reduction_`` records the original size and the
         measured sup-norm error. ``None`` keeps the map as fitted.
+    bound_smoothing : float or None, default=None
+        ``a > 0`` keeps predictions off exactly 0 and 1: runs of the map at a bound take their
+        Beta(a, a) posterior mean, clipped to their neighbours (monotone maps stay monotone; see
+        :func:`mlcal.calibrators.base.keep_off_bounds`). ``None`` keeps the map as fitted.
 
     Attributes
     ----------

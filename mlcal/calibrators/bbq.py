@@ -9,7 +9,8 @@ from mlcal._solvers.bbq_models import (SortedCalibrationSet, bbq_bin_range, elbo
 from mlcal._solvers.model_average import relative_likelihood_weights, relative_likelihoods
 from mlcal._solvers.ties import sort_and_collapse
 from mlcal.calibrators._params import Options, Real
-from mlcal.calibrators.base import MAX_MAP_SIZE_CONSTRAINTS, BaseCalibrator
+from mlcal.calibrators.base import (BOUND_SMOOTHING_CONSTRAINTS, MAX_MAP_SIZE_CONSTRAINTS,
+                                    BaseCalibrator)
 from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import DEFAULT_MAX_MAP_SIZE, StepMap
 
@@ -64,6 +65,10 @@ class BBQ(BaseCalibrator):
         Cap on the size of the fitted map (bins); a larger map is reduced by
         :func:`mlcal.maps.reduce_map` and ``map_reduction_`` records the original size and the
         measured sup-norm error. ``None`` keeps the map as fitted.
+    bound_smoothing : float or None, default=None
+        ``a > 0`` keeps predictions off exactly 0 and 1: runs of the map at a bound take their
+        Beta(a, a) posterior mean, clipped to their neighbours (monotone maps stay monotone; see
+        :func:`mlcal.calibrators.base.keep_off_bounds`). ``None`` keeps the map as fitted.
 
     Attributes
     ----------
@@ -103,15 +108,18 @@ class BBQ(BaseCalibrator):
     requires_unit_interval = True
 
     _parameter_constraints = {"alpha": [Real(0.0)], "bin_estimate": [Options(BIN_ESTIMATES)],
-                              "max_map_size": MAX_MAP_SIZE_CONSTRAINTS}
+                              "max_map_size": MAX_MAP_SIZE_CONSTRAINTS,
+        "bound_smoothing": BOUND_SMOOTHING_CONSTRAINTS}
 
     def __init__(self, alpha: float = 0.001, bin_estimate: str = "authors",
                  input_transform: str = "auto",
-                 max_map_size: int | None = DEFAULT_MAX_MAP_SIZE):
+                 max_map_size: int | None = DEFAULT_MAX_MAP_SIZE,
+                 bound_smoothing: float | None = None):
         self.alpha = alpha
         self.bin_estimate = bin_estimate
         self.input_transform = input_transform
         self.max_map_size = max_map_size
+        self.bound_smoothing = bound_smoothing
 
     def _fit(self, scores, y, w):
         alpha = float(self.alpha)

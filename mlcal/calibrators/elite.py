@@ -41,7 +41,7 @@ from mlcal._solvers.ties import merge_close, sort_and_collapse
 from mlcal._solvers.trend_filter import thin, trend_filter_path
 from mlcal._validation import as_scores
 from mlcal.calibrators._params import Integer, IsNone, Options, Real
-from mlcal.calibrators.base import BaseCalibrator
+from mlcal.calibrators.base import BOUND_SMOOTHING_CONSTRAINTS, BaseCalibrator
 from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import LinearMap, apply_input_transform
 
@@ -96,6 +96,10 @@ class ELiTE(BaseCalibrator):
         Model score; the authors' package defaults to AICc.
     input_transform : {"auto", "identity", "sigmoid"}, default="auto"
         ELiTE assumes scores in [0, 1]; ``"auto"`` squashes raw margins with the logistic sigmoid.
+    bound_smoothing : float or None, default=None
+        ``a > 0`` keeps predictions off exactly 0 and 1: runs of the map at a bound take their
+        Beta(a, a) posterior mean, clipped to their neighbours (monotone maps stay monotone; see
+        :func:`mlcal.calibrators.base.keep_off_bounds`). ``None`` keeps the map as fitted.
 
     Attributes
     ----------
@@ -149,16 +153,19 @@ class ELiTE(BaseCalibrator):
         "lambda_min_ratio": [Real(0.0, 1.0, closed="right")],
         "thin_tol": [IsNone(), Real(0.0)],
         "criterion": [Options(CRITERIA)],
+        "bound_smoothing": BOUND_SMOOTHING_CONSTRAINTS,
     }
 
     def __init__(self, n_lambdas: int = 50, lambda_min_ratio: float = 1e-4,
                  thin_tol: float | None = 1e-5, criterion: str = "aicc",
-                 input_transform: str = "auto"):
+                 input_transform: str = "auto",
+                 bound_smoothing: float | None = None):
         self.n_lambdas = n_lambdas
         self.lambda_min_ratio = lambda_min_ratio
         self.thin_tol = thin_tol
         self.criterion = criterion
         self.input_transform = input_transform
+        self.bound_smoothing = bound_smoothing
 
     def _fit(self, scores, y, w):
         x, ybar, wsum = sort_and_collapse(scores, y, w)

@@ -18,7 +18,8 @@ from mlcal._solvers.neariso import (near_isotonic_path, path_breakpoints, path_m
                                     path_model_scores)
 from mlcal._solvers.ties import MIN_SLOPE_GAP, midpoint_cuts
 from mlcal.calibrators._params import Boolean, Integer
-from mlcal.calibrators.base import MAX_MAP_SIZE_CONSTRAINTS, BaseCalibrator
+from mlcal.calibrators.base import (BOUND_SMOOTHING_CONSTRAINTS, MAX_MAP_SIZE_CONSTRAINTS,
+                                    BaseCalibrator)
 from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import DEFAULT_MAX_MAP_SIZE, LinearMap, StepMap
 
@@ -83,6 +84,10 @@ class ENIR(BaseCalibrator):
     input_transform : {"auto", "identity", "sigmoid"}, default="auto"
         ``"auto"`` applies the logistic sigmoid when a training score lies outside [0, 1]. The
         choice is recorded on ``map_.input_transform`` and replayed at predict time.
+    bound_smoothing : float or None, default=None
+        ``a > 0`` keeps predictions off exactly 0 and 1: runs of the map at a bound take their
+        Beta(a, a) posterior mean, clipped to their neighbours (monotone maps stay monotone; see
+        :func:`mlcal.calibrators.base.keep_off_bounds`). ``None`` keeps the map as fitted.
 
     Attributes
     ----------
@@ -117,16 +122,19 @@ class ENIR(BaseCalibrator):
 
     _parameter_constraints = {"interpolate": [Boolean()], "smooth_bins": [Boolean()],
                               "max_breakpoints": [Integer(2)],
-                              "max_map_size": MAX_MAP_SIZE_CONSTRAINTS}
+                              "max_map_size": MAX_MAP_SIZE_CONSTRAINTS,
+        "bound_smoothing": BOUND_SMOOTHING_CONSTRAINTS}
 
     def __init__(self, interpolate: bool = True, smooth_bins: bool = True,
                  max_breakpoints: int = 100, input_transform: str = "auto",
-                 max_map_size: int | None = DEFAULT_MAX_MAP_SIZE):
+                 max_map_size: int | None = DEFAULT_MAX_MAP_SIZE,
+                 bound_smoothing: float | None = None):
         self.interpolate = interpolate
         self.smooth_bins = smooth_bins
         self.max_breakpoints = max_breakpoints
         self.input_transform = input_transform
         self.max_map_size = max_map_size
+        self.bound_smoothing = bound_smoothing
 
     def _fit(self, scores, y, w):
         # scores a subnormal distance apart count as tied: the slope between them overflows

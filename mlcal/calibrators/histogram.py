@@ -8,7 +8,8 @@ from mlcal._solvers.binning import equal_frequency_bins
 from mlcal._solvers.exact import round_cbrt
 from mlcal._solvers.ties import midpoint_cuts, sort_and_collapse
 from mlcal.calibrators._params import Integer, Options
-from mlcal.calibrators.base import MAX_MAP_SIZE_CONSTRAINTS, BaseCalibrator
+from mlcal.calibrators.base import (BOUND_SMOOTHING_CONSTRAINTS, MAX_MAP_SIZE_CONSTRAINTS,
+                                    BaseCalibrator)
 from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import DEFAULT_MAX_MAP_SIZE, StepMap
 
@@ -28,6 +29,10 @@ class HistogramBinning(BaseCalibrator):
         Cap on the size of the fitted map (bins); a larger map is reduced by
         :func:`mlcal.maps.reduce_map` and ``map_reduction_`` records the original size and the
         measured sup-norm error. ``None`` keeps the map as fitted.
+    bound_smoothing : float or None, default=None
+        ``a > 0`` keeps predictions off exactly 0 and 1: runs of the map at a bound take their
+        Beta(a, a) posterior mean, clipped to their neighbours (monotone maps stay monotone; see
+        :func:`mlcal.calibrators.base.keep_off_bounds`). ``None`` keeps the map as fitted.
 
     Attributes
     ----------
@@ -41,12 +46,15 @@ class HistogramBinning(BaseCalibrator):
     """
 
     _parameter_constraints = {"n_bins": [Integer(1), Options(("auto",))],
-                              "max_map_size": MAX_MAP_SIZE_CONSTRAINTS}
+                              "max_map_size": MAX_MAP_SIZE_CONSTRAINTS,
+        "bound_smoothing": BOUND_SMOOTHING_CONSTRAINTS}
 
     def __init__(self, n_bins: int | str = "auto",
-                 max_map_size: int | None = DEFAULT_MAX_MAP_SIZE):
+                 max_map_size: int | None = DEFAULT_MAX_MAP_SIZE,
+                 bound_smoothing: float | None = None):
         self.n_bins = n_bins
         self.max_map_size = max_map_size
+        self.bound_smoothing = bound_smoothing
 
     def _resolve_n_bins(self, total_weight: float) -> int:
         if self.n_bins == "auto":

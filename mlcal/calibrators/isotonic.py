@@ -7,7 +7,8 @@ import numpy as np
 from mlcal._solvers.pava import pava_blocks
 from mlcal._solvers.ties import MIN_SLOPE_GAP, merge_close, midpoint_cuts, sort_and_collapse
 from mlcal.calibrators._params import Boolean
-from mlcal.calibrators.base import MAX_MAP_SIZE_CONSTRAINTS, BaseCalibrator
+from mlcal.calibrators.base import (BOUND_SMOOTHING_CONSTRAINTS, MAX_MAP_SIZE_CONSTRAINTS,
+                                    BaseCalibrator)
 from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import DEFAULT_MAX_MAP_SIZE, LinearMap, StepMap
 
@@ -30,6 +31,10 @@ class Isotonic(BaseCalibrator):
         Cap on the size of the fitted map (knots or bins); a larger map is reduced by
         :func:`mlcal.maps.reduce_map` and ``map_reduction_`` records the original size and the
         measured sup-norm error. ``None`` keeps the map as fitted.
+    bound_smoothing : float or None, default=None
+        ``a > 0`` keeps predictions off exactly 0 and 1: runs of the map at a bound take their
+        Beta(a, a) posterior mean, clipped to their neighbours (monotone maps stay monotone; see
+        :func:`mlcal.calibrators.base.keep_off_bounds`). ``None`` keeps the map as fitted.
 
     Attributes
     ----------
@@ -49,11 +54,14 @@ class Isotonic(BaseCalibrator):
     """
 
     _parameter_constraints = {"interpolate": [Boolean()],
-                              "max_map_size": MAX_MAP_SIZE_CONSTRAINTS}
+                              "max_map_size": MAX_MAP_SIZE_CONSTRAINTS,
+        "bound_smoothing": BOUND_SMOOTHING_CONSTRAINTS}
 
-    def __init__(self, interpolate: bool = True, max_map_size: int | None = DEFAULT_MAX_MAP_SIZE):
+    def __init__(self, interpolate: bool = True, max_map_size: int | None = DEFAULT_MAX_MAP_SIZE,
+                 bound_smoothing: float | None = None):
         self.interpolate = interpolate
         self.max_map_size = max_map_size
+        self.bound_smoothing = bound_smoothing
 
     def _fit(self, scores, y, w):
         x, ybar, wsum = sort_and_collapse(scores, y, w)

@@ -12,7 +12,8 @@ from mlcal._solvers.nadaraya_watson import (GaussianNW, boxcar_step, gaussian_gr
                                             silverman_bandwidth)
 from mlcal._solvers.ties import sort_and_collapse
 from mlcal.calibrators._params import Options, Real
-from mlcal.calibrators.base import MAX_MAP_SIZE_CONSTRAINTS, BaseCalibrator
+from mlcal.calibrators.base import (BOUND_SMOOTHING_CONSTRAINTS, MAX_MAP_SIZE_CONSTRAINTS,
+                                    BaseCalibrator)
 from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import DEFAULT_MAX_MAP_SIZE, LinearMap, StepMap
 
@@ -71,6 +72,10 @@ class KDECalibrator(BaseCalibrator):
     * Silverman's rule with a total weight <= 1 raises ``ValueError`` (ddof = 1 is undefined).
 
     Sample weights are frequency weights (they scale each point's kernel and enter N and sd).
+    bound_smoothing : float or None, default=None
+        ``a > 0`` keeps predictions off exactly 0 and 1: runs of the map at a bound take their
+        Beta(a, a) posterior mean, clipped to their neighbours (monotone maps stay monotone; see
+        :func:`mlcal.calibrators.base.keep_off_bounds`). ``None`` keeps the map as fitted.
 
     Attributes
     ----------
@@ -91,14 +96,17 @@ class KDECalibrator(BaseCalibrator):
         "kernel": [Options(KERNELS)],
         "grid_tol": [Real(0.0, closed="neither")],
         "max_map_size": MAX_MAP_SIZE_CONSTRAINTS,
+        "bound_smoothing": BOUND_SMOOTHING_CONSTRAINTS,
     }
 
     def __init__(self, bandwidth: str | float = "silverman", kernel: str = "boxcar",
-                 grid_tol: float = 1e-4, max_map_size: int | None = DEFAULT_MAX_MAP_SIZE):
+                 grid_tol: float = 1e-4, max_map_size: int | None = DEFAULT_MAX_MAP_SIZE,
+                 bound_smoothing: float | None = None):
         self.bandwidth = bandwidth
         self.kernel = kernel
         self.grid_tol = grid_tol
         self.max_map_size = max_map_size
+        self.bound_smoothing = bound_smoothing
 
     def _fit(self, scores, y, w):
         x, ybar, wsum = sort_and_collapse(scores, y, w)

@@ -1,0 +1,353 @@
+"""Held-out calibration quality of every registered calibrator, scikit-learn's isotonic and
+sigmoid calibration and the uncalibrated scores, on data that ships with scikit-learn and on
+simulated scores with known true probabilities. Runs offline.
+
+    python benchmarks/bench_quality.py --quick          # ~3 minutes
+    python benchmarks/bench_quality.py                  # full: N_cal up to 1e6, 3 seeds (~30 min)
+    python benchmarks/bench_quality.py --methods auto isotonic platt --sizes 200 1000 1e5
+
+Tasks (one task = one calibration set and its held-out test set):
+
+* simulated scores (calibration set of every ``--sizes`` N, test set of 50,000, 20,000 with
+  ``--quick``; no base model):
+  ``sim-beta`` scores ~ Beta(2, 5), P(y=1|s) = s^0.6; ``sim-overconfident`` true logit
+  t ~ N(0, 1.5^2), score = expit(2.5 t + N(0, 0.5^2)) (boosted-tree-like: pushed to 0 and 1);
+  ``sim-imbalanced`` t ~ N(-4.2, 1), about 3 % positives, score = expit(1.5 t + 2 + N(0, 0.3^2));
+* scikit-learn data with base models LogisticRegression, GaussianNB, LinearSVC (decision_function
+  margins) and HistGradientBoostingClassifier, each after a StandardScaler:
+  ``breast_cancer`` (569 rows) and ``digits`` as digit < 5 (1797 rows) split 50/25/25 into
+  train/calibration/test, so N_cal is only 142 and 449 (repeated over ``--seeds`` splits);
+  ``mc-easy`` / ``mc-imbalanced`` (make_classification, 20 features, the second with 5 %
+  positives and 5 % label noise): base model trained on 4,000 rows, calibration set of every
+  ``--sizes`` N up to 1e5, test set of 20,000.
+
+Methods: every registered mlcal method with default parameters; ``<method>+bs`` the same with
+``bound_smoothing=0.5`` for the methods that can predict exactly 0 or 1 (``--methods`` also
+takes ``name:param=value,...``, values in JSON, e.g. ``auto:se_rule=0``); ``sk-isotonic``
+(``IsotonicRegression(out_of_bounds="clip")`` on the scores) and ``sk-sigmoid``
+(``LogisticRegression`` without penalty on the scores as one feature: Platt scaling without
+Platt's target smoothing); ``uncalibrated`` (the score itself if it is a probability, else the
+logistic sigmoid of the margin). Every method sees the same scores.
+
+Metrics on the test set: log loss (predictions clipped to [1e-15, 1 - 1e-15]), Brier score, ECE
+(15 equal-width bins), debiased L2 calibration error (15 equal-mass bins, Kumar et al. 2019),
+AUC change against the uncalibrated scores, and fit time over ``sk-isotonic``'s on the same data
+in the same run (geometric mean over tasks). Ranks are per task (1 = best, ties averaged), then
+averaged over tasks. A second table times ``auto`` against isotonic regression at 1e5 rows (best
+of 3 after a warm-up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import re
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit
+from scipy.stats import rankdata
+from sklearn.datasets import load_breast_cancer, load_digits, make_classification
+from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.isotonic import IsotonicRegression
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import roc_auc_score
+from sklearn.model_selection import train_test_split
+from sklearn.naive_bayes import GaussianNB
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import LinearSVC
+
+import mlcal
+from _timing import best_time
+from mlcal.metrics import brier, debiased_ece, ece, log_loss
+
+BOUND_SMOOTHED = ("histogram", "isotonic", "enir", "elite", "kde")
+REFERENCES = ("sk-isotonic", "sk-sigmoid", "uncalibrated")
+QUICK_SIZES = (200, 1000, 10_000)
+FULL_SIZES = (200, 1000, 10_000, 100_000, 1_000_000)
+MAX_REAL_SIZE = 100_000
+METRICS = ("log_loss", "brier", "ece", "debiased_ece", "auc_change", "time_ratio")
+
+
+@dataclass
+class Task:
+    name: str
+    n_cal: int
+    s_cal: np.ndarray
+    y_cal: np.ndarray
+    s_test: np.ndarray
+    y_test: np.ndarray
+
+
+# -- data ----------------------------------------------------------------------------------------
+def simulated(kind: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    if kind == "sim-beta":
+        s = rng.beta(2.0, 5.0, n)
+        return s, (rng.random(n) < s ** 0.6).astype(int)
+    if kind == "sim-overconfident":
+        t = rng.normal(0.0, 1.5, n)
+        s = expit(2.5 * t + rng.normal(0.0, 0.5, n))
+    else:   # sim-imbalanced
+        t = rng.normal(-4.2, 1.0, n)
+        s = expit(1.5 * t + 2.0 + rng.normal(0.0, 0.3, n))
+    return s, (rng.random(n) < expit(t)).astype(int)
+
+
+def base_models(seed: int) -> dict:
+    return {"LR": LogisticRegression(max_iter=2000),
+            "NB": GaussianNB(),
+            "SVM": LinearSVC(dual="auto", max_iter=5000, random_state=seed),
+            "HGB": HistGradientBoostingClassifier(random_state=seed)}
+
+
+def model_scores(model, X: np.ndarray) -> np.ndarray:
+    if hasattr(model, "predict_proba"):
+        return model.predict_proba(X)[:, 1]
+    return model.decision_function(X)
+
+
+def real_tasks(sizes, n_seeds: int):
+    digits = load_digits()
+    small = {"breast_cancer": load_breast_cancer(return_X_y=True),
+             "digits<5": (digits.data, (digits.target < 5).astype(int))}
+    for name, (X, y) in small.items():
+        for seed in range(n_seeds):
+            X_tr, X_rest, y_tr, y_rest = train_test_split(X, y, test_size=0.5, stratify=y,
+                                                          random_state=seed)
+            X_cal, X_te, y_cal, y_te = train_test_split(X_rest, y_rest, test_size=0.5,
+                                                        stratify=y_rest, random_state=seed)
+            for mname, est in base_models(seed).items():
+                model = make_pipeline(StandardScaler(), est).fit(X_tr, y_tr)
+                yield Task(f"{name}/{mname}", len(y_cal), model_scores(model, X_cal), y_cal,
+                           model_scores(model, X_te), y_te)
+    real_sizes = [n for n in sizes if n <= MAX_REAL_SIZE]
+    for name, kw in {"mc-easy": {}, "mc-imbalanced": {"weights": [0.95], "flip_y": 0.05}}.items():
+        n_total = 4000 + 20_000 + max(real_sizes, default=0)
+        X, y = make_classification(n_samples=n_total, n_features=20, n_informative=6,
+                                   random_state=11, **kw)
+        X_tr, y_tr = X[:4000], y[:4000]
+        X_te, y_te = X[4000:24_000], y[4000:24_000]
+        for mname, est in base_models(0).items():
+            model = make_pipeline(StandardScaler(), est).fit(X_tr, y_tr)
+            s_te = model_scores(model, X_te)
+            for n in real_sizes:
+                X_cal, y_cal = X[24_000:24_000 + n], y[24_000:24_000 + n]
+                yield Task(f"{name}/{mname}", n, model_scores(model, X_cal), y_cal, s_te, y_te)
+
+
+def sim_tasks(sizes, n_seeds: int, n_test: int):
+    for kind in ("sim-beta", "sim-overconfident", "sim-imbalanced"):
+        for n in sizes:
+            for seed in range(n_seeds):
+                rng = np.random.default_rng([seed, n, len(kind)])
+                s_cal, y_cal = simulated(kind, n, rng)
+                s_te, y_te = simulated(kind, n_test, rng)
+                yield Task(kind, n, s_cal, y_cal, s_te, y_te)
+
+
+# -- methods -------------------------------------------------------------------------------------
+def as_probability(s: np.ndarray) -> np.ndarray:
+    return s if (s.min() >= 0.0 and s.max() <= 1.0) else expit(s)
+
+
+def make_method(name: str):
+    """``fit(s, y) -> predict`` for a method name of the table."""
+    if name == "uncalibrated":
+        return lambda s, y: as_probability
+    if name == "sk-isotonic":
+        def fit_iso(s, y):
+            model = IsotonicRegression(out_of_bounds="clip", y_min=0.0, y_max=1.0).fit(s, y)
+            return model.predict
+        return fit_iso
+    if name == "sk-sigmoid":
+        def fit_sigmoid(s, y):
+            model = LogisticRegression(penalty=None).fit(s.reshape(-1, 1), y)
+            return lambda t: model.predict_proba(t.reshape(-1, 1))[:, 1]
+        return fit_sigmoid
+    method, _, spec = name.partition(":")
+    method, _, variant = method.partition("+")
+    params = {"bound_smoothing": 0.5} if variant == "bs" else {}
+    # e.g. "auto:se_rule=0,candidates=["platt","isotonic"]": a comma starts a new key=
+    for item in filter(None, re.split(r",(?=\w+=)", spec)):
+        key, _, value = item.partition("=")
+        try:
+            params[key] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key] = value
+
+    def fit_mlcal(s, y):
+        return mlcal.get_calibrator(method, **params).fit(s, y).predict
+    return fit_mlcal
+
+
+def default_methods() -> list[str]:
+    registered = mlcal.available_calibrators()
+    return (registered + [f"{m}+bs" for m in BOUND_SMOOTHED if m in registered]
+            + list(REFERENCES))
+
+
+# -- running -------------------------------------------------------------------------------------
+def run_task(task: Task, methods: list[str]) -> dict[str, dict[str, float]]:
+    auc_before = roc_auc_score(task.y_test, task.s_test)
+    out: dict[str, dict[str, float]] = {}
+    times = {}
+    for name in methods:
+        fit = make_method(name)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                start = time.perf_counter()
+                predict = fit(task.s_cal, task.y_cal)
+                times[name] = time.perf_counter() - start
+                p = np.clip(predict(task.s_test), 0.0, 1.0)
+        except Exception as exc:   # a failing method is reported, not fatal
+            print(f"  {name} failed on {task.name} N={task.n_cal}: {exc}", file=sys.stderr)
+            continue
+        out[name] = {"log_loss": log_loss(task.y_test, p), "brier": brier(task.y_test, p),
+                     "ece": ece(task.y_test, p, n_bins=15),
+                     "debiased_ece": debiased_ece(task.y_test, p, n_bins=15),
+                     "auc_change": roc_auc_score(task.y_test, p) - auc_before}
+    ref = times.get("sk-isotonic")
+    for name, row in out.items():
+        row["time_ratio"] = times[name] / ref if ref else np.nan
+    return out
+
+
+def summarise(results: list[dict[str, dict[str, float]]], methods: list[str]):
+    """Mean rank and mean of each metric per method (ranks per task; AUC change: higher is
+    better; time ratio: geometric mean)."""
+    summary = {m: {"n": 0} for m in methods}
+    ranks = {m: {k: [] for k in METRICS} for m in methods}
+    values = {m: {k: [] for k in METRICS} for m in methods}
+    for res in results:
+        present = [m for m in methods if m in res]
+        for key in METRICS:
+            v = np.array([res[m][key] for m in present])
+            r = rankdata(-v if key == "auc_change" else v)
+            for m, vi, ri in zip(present, v, r):
+                ranks[m][key].append(ri)
+                values[m][key].append(vi)
+        for m in present:
+            summary[m]["n"] += 1
+    for m in methods:
+        for key in METRICS:
+            vals = np.array(values[m][key], dtype=float)
+            summary[m][key + "_rank"] = float(np.mean(ranks[m][key])) if vals.size else np.nan
+            if key == "time_ratio":
+                summary[m][key] = float(np.exp(np.mean(np.log(np.maximum(vals, 1e-9)))))
+            else:
+                summary[m][key] = float(np.mean(vals)) if vals.size else np.nan
+    return summary
+
+
+def markdown_table(summary: dict, methods: list[str]) -> str:
+    head = ("| method | log loss rank | log loss | Brier rank | Brier | ECE rank | ECE-15 | "
+            "debiased CE rank | debiased CE | mean ΔAUC | fit time / sk-isotonic | tasks |")
+    lines = [head, "|" + "---|" * 12]
+    order = sorted(methods, key=lambda m: summary[m]["log_loss_rank"])
+    for m in order:
+        r = summary[m]
+        lines.append(f"| {m} | {r['log_loss_rank']:.2f} | {r['log_loss']:.4f} | "
+                     f"{r['brier_rank']:.2f} | {r['brier']:.4f} | {r['ece_rank']:.2f} | "
+                     f"{r['ece']:.4f} | {r['debiased_ece_rank']:.2f} | {r['debiased_ece']:.4f} | "
+                     f"{r['auc_change']:+.4f} | {r['time_ratio']:.2f} | {r['n']} |")
+    return "\n".join(lines)
+
+
+def by_size_table(results, tasks_n, methods) -> str:
+    """Mean log-loss rank per calibration-set size (sizes as run)."""
+    sizes = sorted(set(tasks_n))
+    lines = ["| method | " + " | ".join(f"N={n:g}" for n in sizes) + " |",
+             "|" + "---|" * (len(sizes) + 1)]
+    per = {m: {n: [] for n in sizes} for m in methods}
+    for res, n in zip(results, tasks_n):
+        present = [m for m in methods if m in res]
+        r = rankdata([res[m]["log_loss"] for m in present])
+        for m, ri in zip(present, r):
+            per[m][n].append(ri)
+    for m in sorted(methods, key=lambda m: np.mean([x for n in sizes for x in per[m][n]])):
+        lines.append(f"| {m} | " + " | ".join(
+            f"{np.mean(per[m][n]):.2f}" if per[m][n] else "-" for n in sizes) + " |")
+    return "\n".join(lines)
+
+
+def goal_check(summary: dict, methods: list[str]) -> str:
+    if "auto" not in summary:
+        return "auto not in the run"
+    out = []
+    for key in ("log_loss", "brier", "ece", "debiased_ece"):
+        order = sorted(methods, key=lambda m: summary[m][key + "_rank"])
+        out.append(f"auto is #{order.index('auto') + 1} of {len(order)} on mean {key} rank "
+                   f"(best: {order[0]} {summary[order[0]][key + '_rank']:.2f}, auto "
+                   f"{summary['auto'][key + '_rank']:.2f})")
+    out.append(f"auto mean AUC change {summary['auto']['auc_change']:+.5f} "
+               f"(goal: loss <= 0.002)")
+    return "\n".join(out)
+
+
+def timing_table(sizes=(10_000, 100_000)) -> str:
+    """``auto`` and its candidates against isotonic regression (best of 3 after a warm-up)."""
+    lines = ["fit time (best of 3), ratio to mlcal isotonic on the same data",
+             "| N | method | ms | / mlcal isotonic |", "|---|---|---|---|"]
+    for n in sizes:
+        s, y = simulated("sim-beta", n, np.random.default_rng(0))
+        ref = best_time(lambda: mlcal.Isotonic().fit(s, y))
+        sk = best_time(lambda: IsotonicRegression(out_of_bounds="clip").fit(s, y))
+        auto = mlcal.AutoCalibrator()
+        lines += [f"| {n:g} | mlcal isotonic | {ref * 1e3:.1f} | 1.00 |",
+                  f"| {n:g} | sklearn isotonic | {sk * 1e3:.1f} | {sk / ref:.2f} |"]
+        for name in auto.candidate_names(n):
+            t = best_time(lambda: auto.candidate(name).fit(s, y))
+            lines.append(f"| {n:g} | {name} | {t * 1e3:.1f} | {t / ref:.2f} |")
+        t = best_time(lambda: auto.fit(s, y))
+        lines.append(f"| {n:g} | **auto** (chose {auto.chosen_}) | {t * 1e3:.1f} | "
+                     f"{t / ref:.2f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="sizes 200..1e4, 1 seed, simulated test sets of 20,000 (~3 min)")
+    ap.add_argument("--sizes", type=float, nargs="+", help="calibration-set sizes")
+    ap.add_argument("--methods", nargs="+", help="methods (default: all, see the docstring)")
+    ap.add_argument("--seeds", type=int, help="repetitions per task (default 1 quick, 3 full)")
+    ap.add_argument("--no-real", action="store_true", help="simulated data only")
+    ap.add_argument("--no-timing", action="store_true", help="skip the auto timing table")
+    args = ap.parse_args(argv)
+    sizes = [int(n) for n in (args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES))]
+    seeds = args.seeds or (1 if args.quick else 3)
+    methods = args.methods or default_methods()
+    if "sk-isotonic" not in methods:
+        methods.append("sk-isotonic")   # the time reference
+    start = time.perf_counter()
+    tasks = list(sim_tasks(sizes, seeds, 20_000 if args.quick else 50_000))
+    if not args.no_real:
+        tasks += list(real_tasks(sizes, seeds))
+    results, tasks_n = [], []
+    for i, task in enumerate(tasks):
+        results.append(run_task(task, methods))
+        tasks_n.append(task.n_cal if task.name.startswith(("sim", "mc")) else 0)
+        print(f"[{i + 1}/{len(tasks)}] {task.name} N={task.n_cal} "
+              f"({time.perf_counter() - start:.0f} s)", file=sys.stderr)
+    summary = summarise(results, methods)
+    cmd = "python benchmarks/bench_quality.py " + " ".join(argv if argv is not None
+                                                            else sys.argv[1:])
+    print(f"{cmd.strip()}   ({datetime.date.today()}, {len(tasks)} tasks, "
+          f"{time.perf_counter() - start:.0f} s)\n")
+    print(markdown_table(summary, methods))
+    print("\nmean log-loss rank by calibration-set size (simulated and make_classification; "
+          "N=0: breast_cancer and digits, N_cal 142 and 449)\n")
+    print(by_size_table(results, tasks_n, methods))
+    print("\n" + goal_check(summary, methods))
+    if not args.no_timing:
+        print("\n" + timing_table())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,361 @@
+"""``auto``: choose a calibration method by cross-validated log loss, preferring simple maps.
+
+The choice is one of the registered methods (never a blend), refitted on all the data, so the
+fitted calibrator is still one canonical map; what was compared and why the winner won is kept
+in ``selection_`` and written to the JSON document under ``"fit_info"``.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from typing import Any
+
+import numpy as np
+
+from mlcal._solvers.detmath import det_log_array
+from mlcal._solvers.ties import sort_and_collapse
+from mlcal._validation import check_fit_inputs
+from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterError, IsNone,
+                                       ListOf, Real, short_repr)
+from mlcal.calibrators.base import (BOUND_SMOOTHING_CONSTRAINTS, BaseCalibrator,
+                                    CalibratorFormatError)
+from mlcal.calibrators.catalog import (available_calibrators, calibrator_class, get_calibrator,
+                                       register_calibrator)
+
+#: The default candidates; ``candidates=None`` uses those of them that are registered when
+#: ``fit`` runs (Platt scaling on the score, Platt on the log-odds, temperature scaling, beta
+#: calibration, monotone spline, isotonic regression, ENIR), plus :data:`SMALL_DATA_CANDIDATES`
+#: on small data. SBB, ABB, BBQ and KDE are left out: slower than these and, in
+#: benchmarks/bench_quality.py, not better on log loss.
+DEFAULT_CANDIDATES = ("platt", "platt-logit", "temperature", "beta", "spline", "isotonic",
+                      "enir")
+#: Added to the default candidates when there are at most :data:`SMALL_DATA_MAX_UNIQUE` unique
+#: scores: ELiTE ranks first on log loss in the quality benchmark, but its fit alone takes
+#: about 10x isotonic regression's at 1e5 rows, which would break ``auto``'s budget of 20x.
+SMALL_DATA_CANDIDATES = ("elite",)
+SMALL_DATA_MAX_UNIQUE = 10_000
+#: predictions are clipped to this distance from 0 and 1 when scoring (only for scoring)
+EPS = 1e-15
+FIT_INFO_VERSION = 1
+#: above this many unique scores the cross-validation runs on an evenly spaced subset of them
+DEFAULT_CV_MAX_POINTS = 10_000
+
+
+def _row_log_losses(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per point: positive-row loss ``-log p`` and negative-row loss ``-log(1 - p)``, with
+    ``p`` clipped to ``[EPS, 1 - EPS]`` (for scoring only)."""
+    q = np.clip(p, EPS, 1.0 - EPS)
+    return -det_log_array(q), -det_log_array(1.0 - q)
+
+
+def assign_folds(n_points: int, n_folds: int, seed: int) -> np.ndarray:
+    """Fold of each of ``n_points`` sorted unique scores: every run of ``n_folds`` consecutive
+    points holds each fold once, in an order drawn from ``seed`` (so each fold spans the whole
+    score range, and the folds depend only on the sorted unique scores, never on row order)."""
+    n_blocks = -(-n_points // n_folds)
+    rng = np.random.default_rng(seed)
+    order = rng.permuted(np.tile(np.arange(n_folds), (n_blocks, 1)), axis=1)
+    return order.reshape(-1)[:n_points]
+
+
+class RegisteredMethod(Constraint):
+    """The name of a registered method other than "auto" (checked against the catalog when
+    validating, so methods registered later are accepted)."""
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, str) and value != "auto" and value in available_calibrators()
+
+    def describe(self) -> str:
+        names = [n for n in available_calibrators() if n != "auto"]
+        return "a registered method other than 'auto' (" + ", ".join(names) + ")"
+
+
+@register_calibrator("auto")
+class AutoCalibrator(BaseCalibrator):
+    """Pick among registered methods by K-fold cross-validated log loss (one-standard-error rule;
+    derivation in docs/auto.md).
+
+    1. Tied scores are collapsed into weighted points (positive and negative weight at each
+       unique score; above ``cv_max_points`` of them an evenly spaced subset); folds are assigned on the sorted unique scores (:func:`assign_folds`), so
+       ties are never split and row order cannot matter.
+    2. Every candidate is fitted on K-1 folds (as weighted rows: the tie-collapsed points, which
+       every registered method treats exactly as the original rows) and predicts the held-out
+       fold. Out-of-fold predictions are clipped to ``[1e-15, 1 - 1e-15]`` for scoring only.
+       A candidate that fails on a fold is dropped (recorded with its error).
+    3. Each candidate's CV log loss is the weighted mean over all out-of-fold rows. Its noise is
+       measured against the best candidate: ``se`` is the standard error of the mean of the
+       per-row loss differences (paired, weights as frequency weights, at the size of the whole
+       data when the CV ran on a subset).
+    4. Chosen: the simplest candidate with ``loss - best_loss <= se_rule * se``. Simplicity is
+       the mean size of the candidate's fold maps (:attr:`~mlcal.maps.SigmoidMap.size` is 2
+       parameters; a step or linear map counts its bins or knots), ties broken by the order of
+       ``candidates``.
+    5. The chosen method is refitted on all the data (default parameters, plus
+       ``bound_smoothing`` where it has one: see :meth:`candidate`); its map is this
+       calibrator's map.
+
+    With fewer than ``2 * n_folds`` unique scores, or when a training fold lacks a class, no CV
+    is possible and the first candidate is used (recorded as the reason).
+
+    Parameters
+    ----------
+    candidates : list of str or None, default=None
+        Method names to choose from (any registered method except "auto"). ``None``: those of
+        :data:`DEFAULT_CANDIDATES` registered when ``fit`` runs, and with at most
+        :data:`SMALL_DATA_MAX_UNIQUE` unique scores also :data:`SMALL_DATA_CANDIDATES`.
+    n_folds : int, default=5
+        Number of cross-validation folds (>= 2).
+    se_rule : float, default=1.0
+        How many standard errors of the loss difference count as noise; 0 picks the lowest CV
+        log loss.
+    cv_max_points : int or None, default=10000
+        Largest number of unique scores cross-validated. With more, the CV runs on every t-th
+        sorted unique score (t = ceil(M / cv_max_points), starting at an offset drawn from
+        ``seed``), which bounds the cost of the comparison; the standard errors are then scaled
+        to the whole data (by sqrt(subset weight / total weight)), so "within noise" means
+        within the noise of the full-size comparison, and the chosen method is refitted on all
+        the data. ``None``: always use every point.
+    seed : int, default=0
+        Seed of the fold assignment.
+
+    Attributes
+    ----------
+    map_ : CalibrationMap
+        The map of the chosen method refitted on all the data.
+    chosen_ : str
+        The chosen method.
+    calibrator_ : BaseCalibrator
+        The chosen method's calibrator fitted on all the data.
+    selection_ : dict
+        JSON-safe record of the selection: rule, folds, seed, per candidate its CV log loss,
+        standard error of the difference to the best, complexity and status; the best and the
+        chosen method and the reason. Written to the JSON document as ``"fit_info"``.
+    map_reduction_ : MapReduction
+        The chosen calibrator's size-cap record.
+
+    Examples
+    --------
+    >>> import numpy as np, mlcal
+    >>> rng = np.random.default_rng(0)
+    >>> s = rng.normal(size=3000); y = (rng.random(3000) < 1 / (1 + np.exp(-2 * s))).astype(int)
+    >>> cal = mlcal.get_calibrator("auto", candidates=["platt", "isotonic"]).fit(s, y)
+    >>> cal.chosen_
+    'platt'
+    """
+
+    _parameter_constraints = {"candidates": [IsNone(), ListOf(RegisteredMethod())],
+                              "n_folds": [Integer(2)],
+                              "se_rule": [Real(0.0)],
+                              "cv_max_points": [IsNone(), Integer(2)],
+                              "bound_smoothing": BOUND_SMOOTHING_CONSTRAINTS,
+                              "seed": [Integer(0)]}
+
+    def __init__(self, candidates: list[str] | None = None, n_folds: int = 5,
+                 se_rule: float = 1.0, cv_max_points: int | None = DEFAULT_CV_MAX_POINTS,
+                 bound_smoothing: float | None = 0.5, seed: int = 0):
+        self.candidates = candidates
+        self.n_folds = n_folds
+        self.se_rule = se_rule
+        self.cv_max_points = cv_max_points
+        self.bound_smoothing = bound_smoothing
+        self.seed = seed
+
+    # -- parameters ----------------------------------------------------------------------------
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        if self.candidates is not None and len(set(self.candidates)) != len(self.candidates):
+            raise InvalidParameterError(f"{type(self).__name__}: parameter 'candidates' lists "
+                                        f"a method twice: {short_repr(list(self.candidates))}")
+
+    def candidate_names(self, n_unique: int | None = None) -> list[str]:
+        """The methods compared on data with ``n_unique`` unique scores (``None``: large
+        data): ``candidates``, or the registered defaults."""
+        if self.candidates is not None:
+            return [str(c) for c in self.candidates]
+        names = list(DEFAULT_CANDIDATES)
+        if n_unique is not None and n_unique <= SMALL_DATA_MAX_UNIQUE:
+            names += SMALL_DATA_CANDIDATES
+        registered = set(available_calibrators())
+        return [c for c in names if c in registered]
+
+    def candidate(self, name: str) -> BaseCalibrator:
+        """A new, unfitted calibrator of method ``name`` as ``auto`` fits it: default
+        parameters, and this calibrator's ``bound_smoothing`` if the method has the parameter."""
+        if self.bound_smoothing is not None and \
+                "bound_smoothing" in calibrator_class(name)._get_param_names():
+            return get_calibrator(name, bound_smoothing=self.bound_smoothing)
+        return get_calibrator(name)
+
+    # -- fitting -------------------------------------------------------------------------------
+    def fit(self, scores, y, sample_weight=None) -> "AutoCalibrator":
+        """Cross-validate the candidates, choose one, refit it on all the data.
+
+        Parameters
+        ----------
+        scores, y, sample_weight
+            As for every calibrator (:meth:`BaseCalibrator.fit`).
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        s, z, w = check_fit_inputs(scores, y, sample_weight)
+        x, ybar, wsum = sort_and_collapse(s, z, w)
+        names = self.candidate_names(int(x.size))
+        pos = ybar * wsum
+        neg = np.maximum(wsum - pos, 0.0)
+        n_unique = int(x.size)
+        full_weight = float(np.sum(wsum))
+        cap = self.cv_max_points
+        if cap is not None and x.size > cap:
+            stride = -(-x.size // int(cap))
+            start = int(np.random.default_rng(int(self.seed)).integers(stride))
+            x, pos, neg = x[start::stride], pos[start::stride], neg[start::stride]
+        record = self._cross_validate(names, x, pos, neg, full_weight)
+        record["n_unique"] = n_unique
+        self.chosen_ = record["chosen"]
+        self.selection_ = record
+        self.calibrator_ = self.candidate(self.chosen_).fit(s, z, w)
+        self.map_ = self.calibrator_.map_
+        self.map_reduction_ = self.calibrator_.map_reduction_
+        return self
+
+    def _cross_validate(self, names: list[str], x: np.ndarray, pos: np.ndarray,
+                        neg: np.ndarray, full_weight: float) -> dict[str, Any]:
+        k = int(self.n_folds)
+        record: dict[str, Any] = {"version": FIT_INFO_VERSION, "rule": "one-se",
+                                  "se_rule": float(self.se_rule), "n_folds": k,
+                                  "seed": int(self.seed), "n_points": int(x.size)}
+        folds = assign_folds(x.size, k, int(self.seed)) if x.size >= 2 * k else None
+        if folds is not None:
+            for f in range(k):
+                train = folds != f
+                if not (pos[train].any() and neg[train].any()):
+                    folds = None
+                    break
+        if folds is None:
+            record.update(candidates=[{"method": n, "status": "not cross-validated"}
+                                      for n in names], best=None, chosen=names[0],
+                          reason=f"no {k}-fold cross-validation possible (fewer than "
+                                 f"{2 * k} unique scores, or a training fold without both "
+                                 "classes); the first candidate is used")
+            return record
+        rows = []
+        losses = {}
+        for name in names:
+            loss_pos, loss_neg, sizes, error = self._out_of_fold(name, x, pos, neg, folds, k)
+            if error is not None:
+                rows.append({"method": name, "status": f"failed: {error}"})
+                continue
+            losses[name] = (loss_pos, loss_neg)
+            rows.append({"method": name, "status": "ok", "complexity": float(np.mean(sizes))})
+        if not losses:
+            raise ValueError("auto: every candidate failed in cross-validation: " +
+                             "; ".join(f"{r['method']}: {r['status']}" for r in rows))
+        total = float(np.sum(pos) + np.sum(neg))
+        mean = {n: float((np.sum(pos * lp) + np.sum(neg * ln)) / total)
+                for n, (lp, ln) in losses.items()}
+        best = min(mean, key=lambda n: (mean[n], names.index(n)))
+        bp, bn = losses[best]
+        for row in rows:
+            n = row["method"]
+            if n in losses:
+                row["cv_log_loss"] = mean[n]
+                row["se"] = _paired_se(losses[n][0] - bp, losses[n][1] - bn, pos, neg, total,
+                                       full_weight)
+        ok = [r for r in rows if r["method"] in losses]
+        within = [r for r in ok
+                  if r["cv_log_loss"] - mean[best] <= float(self.se_rule) * r["se"]]
+        chosen = min(within, key=lambda r: (r["complexity"], names.index(r["method"])))
+        if chosen["method"] == best:
+            reason = "lowest CV log loss, and no simpler candidate within " \
+                     f"{float(self.se_rule):g} SE"
+        else:
+            reason = (f"simplest candidate within {float(self.se_rule):g} SE of the lowest CV "
+                      f"log loss ({best})")
+        record.update(candidates=rows, best=best, chosen=chosen["method"], reason=reason)
+        return record
+
+    def _out_of_fold(self, name, x, pos, neg, folds, k):
+        """Out-of-fold per-point losses of one method (or the error that stopped it)."""
+        p = np.empty(x.size)
+        sizes = []
+        for f in range(k):
+            train, test = folds != f, folds == f
+            xs, ys, ws = _rows(x[train], pos[train], neg[train])
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")   # the refit on all data shows warnings
+                    cal = self.candidate(name).fit(xs, ys, sample_weight=ws)
+                p[test] = cal.predict(x[test])
+            except (ValueError, ArithmeticError, RuntimeError, np.linalg.LinAlgError) as exc:
+                return None, None, None, f"{type(exc).__name__}: {short_repr(str(exc))}"
+            sizes.append(cal.map_.size)
+        loss_pos, loss_neg = _row_log_losses(p)
+        return loss_pos, loss_neg, sizes, None
+
+    # -- JSON ----------------------------------------------------------------------------------
+    def _extra_to_dict(self) -> dict[str, Any]:
+        info = getattr(self, "selection_", None)
+        # documents never alias the fitted attribute
+        return {} if info is None else {"fit_info": copy.deepcopy(info)}
+
+    def _extra_from_dict(self, doc: dict) -> None:
+        if "fit_info" in doc:
+            self.selection_ = check_selection(doc["fit_info"])
+            self.chosen_ = self.selection_["chosen"]
+
+
+def _rows(x: np.ndarray, pos: np.ndarray, neg: np.ndarray):
+    """Tie-collapsed points as weighted rows: one positive and one negative row per score
+    (rows of zero weight left out)."""
+    s = np.concatenate((x[pos > 0], x[neg > 0]))
+    y = np.concatenate((np.ones(int(np.count_nonzero(pos > 0))),
+                        np.zeros(int(np.count_nonzero(neg > 0)))))
+    return s, y, np.concatenate((pos[pos > 0], neg[neg > 0]))
+
+
+def _paired_se(d_pos: np.ndarray, d_neg: np.ndarray, pos: np.ndarray, neg: np.ndarray,
+               total: float, full_weight: float) -> float:
+    """Standard error of the weighted mean of per-row loss differences (frequency weights),
+    at the size ``full_weight`` of the whole data (``total`` is the cross-validated weight)."""
+    mean = (np.sum(pos * d_pos) + np.sum(neg * d_neg)) / total
+    var = (np.sum(pos * (d_pos - mean) ** 2) + np.sum(neg * (d_neg - mean) ** 2)) / total
+    return float(np.sqrt(var / full_weight))
+
+
+_ROW_KEYS = {"method": str, "status": str, "complexity": float, "cv_log_loss": float,
+             "se": float}
+_TOP_KEYS = {"version": int, "rule": str, "se_rule": float, "n_folds": int, "seed": int,
+             "n_points": int, "n_unique": int, "candidates": list, "best": (str, type(None)), "chosen": str,
+             "reason": str}
+
+
+def _check_fields(obj: Any, spec: dict, where: str, required: tuple[str, ...]) -> None:
+    if not isinstance(obj, dict):
+        raise CalibratorFormatError(f"calibrator document: {where} must be an object")
+    unknown = sorted(set(obj) - set(spec))
+    missing = [key for key in required if key not in obj]
+    if unknown or missing:
+        raise CalibratorFormatError(f"calibrator document: {where} has unknown fields "
+                                    f"{short_repr(unknown)} or lacks {short_repr(missing)}")
+    for key, value in obj.items():
+        kind = spec[key]
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+              and np.isfinite(value)) if kind is float else (
+            isinstance(value, kind) and not (kind is int and isinstance(value, bool)))
+        if not ok:
+            raise CalibratorFormatError(f"calibrator document: {where} field {key!r} has a "
+                                        f"wrong type: {short_repr(value)}")
+
+
+def check_selection(info: Any) -> dict[str, Any]:
+    """Validate the ``"fit_info"`` of an auto document (:class:`CalibratorFormatError`)."""
+    _check_fields(info, _TOP_KEYS, "fit_info", tuple(_TOP_KEYS))
+    for row in info["candidates"]:
+        _check_fields(row, _ROW_KEYS, "fit_info candidate", ("method", "status"))
+    if info["chosen"] not in [r["method"] for r in info["candidates"]]:
+        raise CalibratorFormatError("calibrator document: fit_info 'chosen' is not a candidate")
+    return info

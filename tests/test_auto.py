@@ -1,0 +1,244 @@
+"""``auto``: method selection by cross-validated log loss with the one-standard-error rule."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.metrics import log_loss
+
+import mlcal
+from mlcal.calibrators import catalog
+from mlcal.calibrators._params import InvalidParameterError
+from mlcal.calibrators.auto import DEFAULT_CANDIDATES, EPS, SMALL_DATA_MAX_UNIQUE, assign_folds
+from mlcal.calibrators.base import BaseCalibrator, CalibratorFormatError
+from support.synthetic import calibration_set
+
+
+def logistic_data(n=3000, seed=0):
+    rng = np.random.default_rng(seed)
+    s = rng.normal(size=n)
+    return s, (rng.random(n) < 1.0 / (1.0 + np.exp(-2.0 * s))).astype(int)
+
+
+def step_data(n=4000, seed=1):
+    """P(y=1|s) jumps from 0.05 to 0.95 at s = 0.5: a sigmoid in s fits it badly."""
+    rng = np.random.default_rng(seed)
+    s = rng.random(n)
+    return s, (rng.random(n) < np.where(s < 0.5, 0.05, 0.95)).astype(int)
+
+
+def test_cv_log_loss_matches_a_brute_force_cross_validation():
+    # no ties, unit weights: the collapsed points are the rows; refit every fold by hand
+    s, y = logistic_data(800, seed=3)
+    cal = mlcal.get_calibrator("auto", candidates=["platt", "isotonic"], n_folds=4,
+                               seed=7, bound_smoothing=None).fit(s, y)
+    order = np.argsort(s)
+    folds = np.empty(s.size, dtype=int)
+    folds[order] = assign_folds(s.size, 4, 7)
+    rows = {r["method"]: r for r in cal.selection_["candidates"]}
+    for name in ["platt", "isotonic"]:
+        p = np.empty(s.size)
+        for f in range(4):
+            fitted = mlcal.get_calibrator(name).fit(s[folds != f], y[folds != f])
+            p[folds == f] = fitted.predict(s[folds == f])
+        expected = log_loss(y, np.clip(p, EPS, 1 - EPS))
+        assert rows[name]["cv_log_loss"] == pytest.approx(expected, rel=1e-12)
+
+
+def test_standard_error_is_that_of_the_paired_row_differences():
+    s, y = logistic_data(600, seed=4)
+    cal = mlcal.get_calibrator("auto", candidates=["platt", "histogram", "isotonic"],
+                               n_folds=3, seed=1).fit(s, y)
+    order = np.argsort(s)
+    folds = np.empty(s.size, dtype=int)
+    folds[order] = assign_folds(s.size, 3, 1)
+
+    def row_losses(name):
+        p = np.empty(s.size)
+        for f in range(3):
+            p[folds == f] = cal.candidate(name).fit(
+                s[folds != f], y[folds != f]).predict(s[folds == f])
+        q = np.clip(p, EPS, 1 - EPS)
+        return -(y * np.log(q) + (1 - y) * np.log(1 - q))
+
+    losses = {n: row_losses(n) for n in ["platt", "histogram", "isotonic"]}
+    best = min(losses, key=lambda n: losses[n].mean())
+    assert cal.selection_["best"] == best
+    for row in cal.selection_["candidates"]:
+        d = losses[row["method"]] - losses[best]
+        assert row["se"] == pytest.approx(d.std() / np.sqrt(d.size), rel=1e-9, abs=1e-15)
+
+
+def test_simple_map_chosen_when_the_truth_is_a_sigmoid():
+    s, y = logistic_data()
+    cal = mlcal.get_calibrator("auto", candidates=["isotonic", "enir", "platt"]).fit(s, y)
+    assert cal.chosen_ == "platt" and isinstance(cal.map_, mlcal.SigmoidMap)
+    # the refit is the chosen method on all the data
+    assert cal.map_ == mlcal.Platt().fit(s, y).map_
+
+
+def test_flexible_map_chosen_when_a_sigmoid_cannot_fit():
+    s, y = step_data()
+    cal = mlcal.get_calibrator("auto", candidates=["platt", "isotonic"]).fit(s, y)
+    rows = {r["method"]: r for r in cal.selection_["candidates"]}
+    assert rows["platt"]["cv_log_loss"] - rows["isotonic"]["cv_log_loss"] > 2 * rows["platt"]["se"]
+    assert cal.chosen_ == "isotonic"
+    assert cal.map_ == mlcal.Isotonic(bound_smoothing=0.5).fit(s, y).map_
+
+
+def test_one_se_rule_and_its_limits():
+    s, y = calibration_set(3000, 2, beta=(2.0, 5.0), link_power=0.7)
+    names = ["platt", "histogram", "isotonic", "enir"]
+    exact = mlcal.get_calibrator("auto", candidates=names, se_rule=0.0).fit(s, y)
+    rows = exact.selection_["candidates"]
+    assert exact.chosen_ == min(rows, key=lambda r: r["cv_log_loss"])["method"]
+    lenient = mlcal.get_calibrator("auto", candidates=names, se_rule=1e9).fit(s, y)
+    assert lenient.chosen_ == min(rows, key=lambda r: r["complexity"])["method"] == "platt"
+    one = mlcal.get_calibrator("auto", candidates=names).fit(s, y).selection_
+    best = min(rows, key=lambda r: r["cv_log_loss"])
+    within = [r for r in one["candidates"]
+              if r["cv_log_loss"] - best["cv_log_loss"] <= r["se"]]
+    assert one["chosen"] == min(within, key=lambda r: r["complexity"])["method"]
+
+
+def test_candidates_get_bound_smoothing_where_they_have_it():
+    auto = mlcal.AutoCalibrator(bound_smoothing=2.0)
+    assert auto.candidate("isotonic").bound_smoothing == 2.0
+    assert auto.candidate("platt").get_params() == mlcal.Platt().get_params()
+    assert mlcal.AutoCalibrator(bound_smoothing=None).candidate("enir").bound_smoothing is None
+    s, y = step_data(2000)
+    cal = mlcal.AutoCalibrator(candidates=["isotonic"]).fit(s, y)
+    p = cal.predict(np.linspace(-1, 2, 301))
+    assert p.min() > 0 and p.max() < 1
+
+
+def test_folds_hold_each_fold_once_per_block_and_depend_on_the_seed():
+    f = assign_folds(103, 5, 0)
+    assert f.size == 103
+    for b in range(20):
+        assert sorted(f[5 * b:5 * b + 5]) == [0, 1, 2, 3, 4]
+    assert not np.array_equal(f, assign_folds(103, 5, 1))
+    assert np.array_equal(f, assign_folds(103, 5, 0))
+
+
+def test_same_json_under_row_permutation_and_weights_as_repeated_rows():
+    s, y, w = calibration_set(1500, 9, beta=(2.0, 3.0), decimals=2, weights="integer")
+    docs = set()
+    for k in range(3):
+        p = np.random.default_rng(k).permutation(s.size) if k else np.arange(s.size)
+        docs.add(mlcal.AutoCalibrator(candidates=["platt", "isotonic"]).fit(
+            s[p], y[p], sample_weight=w[p]).to_json())
+    assert len(docs) == 1
+    rep = np.repeat(np.arange(s.size), w.astype(int))
+    repeated = mlcal.AutoCalibrator(candidates=["platt", "isotonic"]).fit(s[rep], y[rep])
+    a, b = json.loads(docs.pop())["fit_info"], json.loads(repeated.to_json())["fit_info"]
+    assert a["chosen"] == b["chosen"]
+    for ra, rb in zip(a["candidates"], b["candidates"]):
+        assert ra["cv_log_loss"] == pytest.approx(rb["cv_log_loss"], rel=1e-12)
+
+
+def test_cv_subset_above_cv_max_points():
+    s, y = logistic_data(5000, seed=5)
+    cal = mlcal.AutoCalibrator(candidates=["platt", "isotonic"], cv_max_points=1000).fit(s, y)
+    info = cal.selection_
+    assert info["n_unique"] == 5000 and info["n_points"] == 1000
+    # the same comparison run directly on the subset's rows: same losses, SE larger by
+    # sqrt(5000 / 1000) (the SE recorded is that of the full-size comparison)
+    order = np.argsort(s)
+    sub = order[int(np.random.default_rng(0).integers(5))::5]
+    direct = mlcal.AutoCalibrator(candidates=["platt", "isotonic"]).fit(s[sub], y[sub])
+    for a, b in zip(info["candidates"], direct.selection_["candidates"]):
+        assert a["cv_log_loss"] == b["cv_log_loss"]
+        assert a["se"] == pytest.approx(b["se"] * np.sqrt(1000 / 5000), rel=1e-12)
+    # the refit still uses every row
+    assert cal.map_ == cal.candidate(cal.chosen_).fit(s, y).map_
+
+
+def test_json_round_trip_keeps_the_selection():
+    s, y = step_data(1500)
+    cal = mlcal.AutoCalibrator(candidates=["platt", "isotonic", "histogram"]).fit(s, y)
+    back = mlcal.load_calibrator(cal.to_json())
+    assert isinstance(back, mlcal.AutoCalibrator)
+    assert back.selection_ == cal.selection_ and back.chosen_ == cal.chosen_
+    assert back.to_json() == cal.to_json()
+    np.testing.assert_array_equal(back.predict(s), cal.predict(s))
+
+
+@pytest.mark.parametrize("tamper", [
+    lambda d: d["fit_info"].update(chosen="kde"),
+    lambda d: d["fit_info"].update(surprise=1),
+    lambda d: d["fit_info"].pop("reason"),
+    lambda d: d["fit_info"].update(n_folds="5"),
+    lambda d: d["fit_info"]["candidates"][0].update(cv_log_loss="low"),
+    lambda d: d["fit_info"].update(candidates=[1, 2]),
+    lambda d: d.update(fit_info=[]),
+])
+def test_bad_fit_info_is_rejected(tamper):
+    s, y = step_data(600)
+    doc = mlcal.AutoCalibrator(candidates=["platt", "isotonic"]).fit(s, y).to_dict()
+    tamper(doc)
+    with pytest.raises(CalibratorFormatError, match="fit_info"):
+        mlcal.load_calibrator(doc)
+
+
+def test_other_methods_reject_fit_info():
+    s, y = step_data(300)
+    doc = mlcal.Isotonic().fit(s, y).to_dict()
+    assert "fit_info" not in doc
+    doc["fit_info"] = {}
+    with pytest.raises(CalibratorFormatError, match="fit_info"):
+        BaseCalibrator.from_dict(doc)
+
+
+@pytest.mark.parametrize("candidates, match", [(["isotonic", "nope"], "registered"),
+                                               (["auto"], "registered"),
+                                               ([], "non-empty"),
+                                               (["platt", "platt"], "twice")])
+def test_bad_candidates_are_named(candidates, match):
+    s, y = step_data(300)
+    with pytest.raises(InvalidParameterError, match=f"candidates.*{match}"):
+        mlcal.AutoCalibrator(candidates=candidates).fit(s, y)
+
+
+def test_default_candidates_are_the_registered_defaults():
+    registered = set(mlcal.available_calibrators())
+    names = mlcal.AutoCalibrator().candidate_names()
+    assert names == [c for c in DEFAULT_CANDIDATES if c in registered]
+    assert {"platt", "isotonic"} <= set(names) and "elite" not in names
+    small = mlcal.AutoCalibrator().candidate_names(SMALL_DATA_MAX_UNIQUE)
+    assert small == names + ["elite"]
+    assert mlcal.AutoCalibrator().candidate_names(SMALL_DATA_MAX_UNIQUE + 1) == names
+    s, y = step_data(1000)
+    info = mlcal.AutoCalibrator().fit(s, y).selection_
+    assert [r["method"] for r in info["candidates"]] == small
+
+
+def test_too_few_unique_scores_fall_back_to_the_first_candidate():
+    s = np.repeat([0.1, 0.4, 0.6, 0.9], 50)
+    y = (np.arange(200) % 3 == 0).astype(int)
+    cal = mlcal.AutoCalibrator(candidates=["isotonic", "platt"]).fit(s, y)
+    assert cal.chosen_ == "isotonic" and cal.selection_["best"] is None
+    assert "no 5-fold cross-validation" in cal.selection_["reason"]
+
+
+@pytest.fixture()
+def failing_method():
+    class AlwaysFails(BaseCalibrator):
+        def _fit(self, scores, y, w):
+            raise ValueError("this method cannot fit")
+
+    catalog.register_calibrator("test-always-fails")(AlwaysFails)
+    yield "test-always-fails"
+    del catalog._CATALOG["test-always-fails"]
+
+
+def test_a_failing_candidate_is_recorded_and_skipped(failing_method):
+    s, y = step_data(800)
+    cal = mlcal.AutoCalibrator(candidates=[failing_method, "isotonic"]).fit(s, y)
+    rows = {r["method"]: r for r in cal.selection_["candidates"]}
+    assert rows[failing_method]["status"].startswith("failed: ValueError")
+    assert cal.chosen_ == "isotonic"
+    with pytest.raises(ValueError, match="every candidate failed"):
+        mlcal.AutoCalibrator(candidates=[failing_method]).fit(s, y)

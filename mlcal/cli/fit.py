@@ -41,14 +41,8 @@ def run_multiclass(args) -> int:
             raise ValueError(f"{exc}; multiclass methods: {', '.join(MULTICLASS_METHODS)}") \
                 from None
         cal = OneVsRest(binary if params else key)   # a plain name stays a name in the JSON
-    weights = data[args.weight_column] if args.weight_column else None
-    cal.fit(scores, y, sample_weight=weights)
-    save_calibrator(cal, args.out, overwrite=args.force)
-    m = cal.map_
-    print(f"fitted {type(cal).__name__} on {scores.shape[0]} rows and {scores.shape[1]} classes: "
-          f"{m.kind} map of size {m.size}")
-    print(f"saved {args.out}")
-    return 0
+    return _fit_and_save(cal, scores, y, data, args,
+                         f"{scores.shape[0]} rows and {scores.shape[1]} classes")
 
 
 def run(args) -> int:
@@ -59,12 +53,19 @@ def run(args) -> int:
     cols = [args.score_column, args.label_column] + ([args.weight_column] if args.weight_column else [])
     data = read_columns(args.data, cols)
     cal = get_calibrator(args.method, **_parse_params(args.param))
+    return _fit_and_save(cal, data[args.score_column], data[args.label_column], data, args,
+                         f"{len(data[args.label_column])} rows", show_transform=True)
+
+
+def _fit_and_save(cal, scores, y, data, args, what: str, show_transform: bool = False) -> int:
+    """Fit (with the weight column if given), save without overwriting unless --force, and
+    print a one-line summary of the fitted map."""
     weights = data[args.weight_column] if args.weight_column else None
-    cal.fit(data[args.score_column], data[args.label_column], sample_weight=weights)
+    cal.fit(scores, y, sample_weight=weights)
     save_calibrator(cal, args.out, overwrite=args.force)
     m = cal.map_
-    print(f"fitted {type(cal).__name__} on {len(data[args.label_column])} rows: {m.kind} map "
-          f"of size {m.size}, input transform {m.input_transform}")
+    extra = f", input transform {m.input_transform}" if show_transform else ""
+    print(f"fitted {type(cal).__name__} on {what}: {m.kind} map of size {m.size}{extra}")
     print(f"saved {args.out}")
     return 0
 

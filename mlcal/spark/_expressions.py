@@ -32,14 +32,15 @@ from mlcal._solvers import detmath as dm
 from mlcal.maps import LinearMap, SigmoidMap, StepMap
 
 
-def _let(value: Column, body: Callable[[Column], Column]) -> Column:
-    """``body(v)`` with ``v = value`` computed once per row."""
-    return F.element_at(F.transform(F.array(value), body), 1)
+def _let(body: Callable[..., Column], **values: Column) -> Column:
+    """``body(**values)`` with each value computed once per row.
 
-
-def _let2(a: Column, b: Column, body: Callable[[Column, Column], Column]) -> Column:
-    pair = F.struct(a.alias("a"), b.alias("b"))
-    return F.element_at(F.transform(F.array(pair), lambda p: body(p["a"], p["b"])), 1)
+    Every binding is a nested lambda, and Spark's analyzer resolves one nesting level per pass
+    (at most ``spark.sql.analyzer.maxIterations``, 100 by default), so callers bind several
+    values per level and inline what is cheap (lambda variables, small arithmetic)."""
+    names = list(values)
+    pair = F.struct(*[values[k].alias(k) for k in names])
+    return F.element_at(F.transform(F.array(pair), lambda p: body(**{k: p[k] for k in names})), 1)
 
 
 def _double_sql(v: float) -> str:
@@ -90,33 +91,38 @@ def pow2(m: Column) -> Column:
     return F.element_at(_doubles(np.ldexp(1.0, np.arange(-1022, 1024))), index)
 
 
-def _exp_parts(x: Column, body: Callable[[Column, Column, Column], Column]) -> Column:
-    """``body(m, t, lo)`` with ``exp(x) = 2^m (t + lo)`` as :func:`detmath._exp_parts`."""
+def _exp_parts(x: Column, body: Callable[..., Column]) -> Column:
+    """``body(m=, t=, lo=)`` with ``exp(x) = 2^m (t + lo)``, as :func:`detmath._exp_parts`."""
     shifter = F.lit(dm._SHIFTER)
 
-    def with_n(n):
-        def with_r(r1, r2):
-            return _let(r1 + r2, lambda r: _let(
-                r * r * (F.lit(0.5) + r * (F.lit(1.0 / 6.0) + r * (F.lit(1.0 / 24.0) + r * (
-                    F.lit(1.0 / 120.0) + r * F.lit(1.0 / 720.0))))),
-                lambda q: _let2(r1 + (r2 + q), n.cast("long"), lambda p, k: _let2(
-                    F.shiftright(k, 7), F.element_at(_doubles(dm._EXP_HI), (k.bitwiseAND(127) + 1).cast("int")),
-                    lambda m, t: body(m, t, F.element_at(_doubles(dm._EXP_LO), (k.bitwiseAND(127) + 1).cast("int")) + t * p)))))
-        return _let2(x - n * F.lit(dm._RED_HI), -n * F.lit(dm._RED_LO), with_r)
+    def reduced(n):
+        return _let(lambda r1, r2: parts(n, r1, r2),
+                    r1=x - n * F.lit(dm._RED_HI), r2=-n * F.lit(dm._RED_LO))
 
-    return _let((x * F.lit(dm._INV_STEP) + shifter) - shifter, with_n)
+    def parts(n, r1, r2):
+        r = r1 + r2
+        q = r * r * (F.lit(0.5) + r * (F.lit(1.0 / 6.0) + r * (F.lit(1.0 / 24.0) + r * (
+            F.lit(1.0 / 120.0) + r * F.lit(1.0 / 720.0)))))
+        k = n.cast("long")
+        j = (k.bitwiseAND(127) + 1).cast("int")
+        t = F.element_at(_doubles(dm._EXP_HI), j)
+        return _let(body, m=F.shiftright(k, 7), t=t,
+                    lo=F.element_at(_doubles(dm._EXP_LO), j) + t * (r1 + (r2 + q)))
+
+    return _let(reduced, n=(x * F.lit(dm._INV_STEP) + shifter) - shifter)
 
 
 def _subnormal_exp(m: Column, t: Column, lo: Column) -> Column:
     """:func:`detmath._subnormal_exp`: ``2^m (t + lo)`` rounded once onto the subnormal grid."""
     two52 = F.lit(dm._TWO_52)
+    y = t + lo
 
-    def with_y(y):
-        return _let2(y * pow2(m + 1074), ((t - y) + lo) * pow2(m + 1074), lambda a, ea: _let(
-            (a + two52) - two52, lambda r: _let((a - r) + ea, lambda w: (
-                F.when(w > 0.5, r + 1.0).when(w < -0.5, r - 1.0).otherwise(r)
-                * F.lit(2.0 ** -52)) * F.lit(2.0 ** -1022))))
-    return _let(t + lo, with_y)
+    def rounded(a, ea):
+        r = (a + two52) - two52
+        w = (a - r) + ea
+        return (F.when(w > 0.5, r + 1.0).when(w < -0.5, r - 1.0).otherwise(r)
+                * F.lit(2.0 ** -52)) * F.lit(2.0 ** -1022)
+    return _let(rounded, a=y * pow2(m + 1074), ea=((t - y) + lo) * pow2(m + 1074))
 
 
 def _exp_column(x: Column) -> Column:
@@ -126,29 +132,34 @@ def _exp_column(x: Column) -> Column:
     return F.when(x < F.lit(dm._EXP_UNDERFLOW), F.lit(0.0)).otherwise(_exp_parts(x, body))
 
 
-def _two_prod(a: Column, b: Column, body: Callable[[Column, Column], Column]) -> Column:
-    """Dekker's exact product ``a*b = p + e`` (Veltkamp splitting), as detmath._two_prod."""
-    split = F.lit(dm._SPLITTER)
-
-    def halves(v, then):
-        return _let(split * v, lambda t: _let(t - (t - v), lambda h: then(h, v - h)))
-
-    return halves(a, lambda ah, al: halves(b, lambda bh, bl: _let(a * b, lambda p: body(
-        p, ((ah * bh - p) + ah * bl + al * bh) + al * bl))))
+def _split(v: Column) -> Column:
+    """Veltkamp's high half of ``v`` (``v - hi`` is the exact low half)."""
+    t = F.lit(dm._SPLITTER) * v
+    return t - (t - v)
 
 
 def expit_column(x: Column) -> Column:
     """:func:`detmath.det_expit` in Spark SQL arithmetic, bit-identical for finite ``x``."""
     def central(m, t, lo):
-        def with_h(h):
-            return _let2(h * pow2(m), ((t - h) + lo) * pow2(m), lambda e_hi, e_lo: _let(
-                F.lit(1.0) + e_hi, lambda s: _let2(
-                    ((F.lit(1.0) - s) + e_hi) + e_lo,
-                    F.when(x >= 0.0, F.lit(1.0) / s).otherwise(e_hi / s),
-                    lambda s_err, q: _two_prod(q, s, lambda p, pe: q + F.when(
-                        x >= 0.0, ((F.lit(1.0) - p) - pe) - q * s_err).otherwise(
-                        (((e_hi - p) - pe) + e_lo) - q * s_err) / s))))
-        return _let(t + lo, with_h)
+        h = t + lo
+        return _let(quotient, e_hi=h * pow2(m), e_lo=((t - h) + lo) * pow2(m))
+
+    def quotient(e_hi, e_lo):
+        return _let(lambda q, s: _let(lambda qh, sh: newton(qh, sh, q, s, e_hi, e_lo),
+                                      qh=_split(q), sh=_split(s)),
+                    q=F.when(x >= 0.0, F.lit(1.0) / (F.lit(1.0) + e_hi))
+                    .otherwise(e_hi / (F.lit(1.0) + e_hi)), s=F.lit(1.0) + e_hi)
+
+    def newton(qh, sh, q, s, e_hi, e_lo):
+        # Dekker's exact product q * s = p + pe (detmath._two_prod), then one Newton step on
+        # the residual; 1 + exp(-|x|) = s + s_err exactly (Fast2Sum)
+        ql, sl = q - qh, s - sh
+        p = q * s
+        pe = ((qh * sh - p) + qh * sl + ql * sh) + ql * sl
+        s_err = ((F.lit(1.0) - s) + e_hi) + e_lo
+        r = F.when(x >= 0.0, ((F.lit(1.0) - p) - pe) - q * s_err).otherwise(
+            (((e_hi - p) - pe) + e_lo) - q * s_err)
+        return q + r / s
 
     return (F.when(x > 40.0, F.lit(1.0)).when(x < -40.0, _exp_column(x))
             .otherwise(_exp_parts(-F.abs(x), central)))
@@ -181,7 +192,7 @@ def _(m: LinearMap, u: Column) -> Column:
                  + F.element_at(_doubles(v), j))
         return (F.when(pos == 0, F.lit(float(v[0])))
                 .when(pos == x.size, F.lit(float(v[-1]))).otherwise(inner))
-    return _let(count_leq(u, x), interp)
+    return _let(interp, pos=count_leq(u, x))
 
 
 @map_column.register

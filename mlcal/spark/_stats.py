@@ -87,19 +87,21 @@ def _nonfinite(c) -> F.Column:
 def _validate(df: DataFrame, s, y, w) -> dict:
     """One Spark job: size, range, distinct scores and every input error, reported like the
     in-memory checks (mlcal._validation) report them."""
+    cols = df.select(s.alias("s"), y.alias("y"), *([] if w is None else [w.alias("w")]))
+    s, y = F.col("s"), F.col("y")
+    w = None if w is None else F.col("w")
     finite = ~_nonfinite(s)
+    carries = F.lit(True) if w is None else w > 0
     aggs = [F.count(F.lit(1)).alias("n"), _count(s.isNull()).alias("s_null"),
             _count(_nonfinite(s)).alias("s_bad"),
             _count(y.isNull() | ~y.isin(0.0, 1.0)).alias("y_bad"),
             F.min(F.when(finite, s)).alias("s_min"), F.max(F.when(finite, s)).alias("s_max"),
-            F.countDistinct(s).alias("n_distinct")]
-    carries = F.lit(True) if w is None else w > 0
-    aggs += [_count(carries & (y == 1.0)).alias("n_pos"), _count(carries & (y == 0.0)).alias("n_neg")]
+            F.countDistinct(s).alias("n_distinct"),
+            _count(carries & (y == 1.0)).alias("n_pos"), _count(carries & (y == 0.0)).alias("n_neg")]
     if w is not None:
         aggs += [_count(w.isNull()).alias("w_null"), _count(_nonfinite(w)).alias("w_bad"),
                  _count(w < 0).alias("w_neg")]
-    r = df.select(s.alias("s"), y.alias("y"), *([] if w is None else [w.alias("w")])) \
-        .agg(*[a for a in aggs]).first().asDict()
+    r = cols.agg(*aggs).first().asDict()
     n = r["n"]
     if n == 0:
         raise ValueError("the DataFrame is empty")

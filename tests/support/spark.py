@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 
 import pytest
 
@@ -21,7 +22,11 @@ def _missing(reason: str):
 
 
 def local_spark():
-    """Start (or reuse) a quiet 2-core local session with few shuffle partitions, no UI."""
+    """Start (or reuse) a quiet 2-core local session with few shuffle partitions, no UI.
+
+    Python workers (MLflow's spark_udf) run this interpreter, not whatever ``python3`` is on
+    PATH (which lacks the test environment's packages)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     java_home = os.environ.get("JAVA_HOME")
     if shutil.which("java") is None and not (java_home and os.path.exists(
             os.path.join(java_home, "bin", "java"))):

@@ -33,6 +33,9 @@ class GridInfo:
         midpoint).
     max_shift : float
         The largest distance a score is moved (half the widest cell).
+    uniform_cells : int or None
+        ``n`` when the edges are exactly ``s_min + (s_max - s_min) * (i / n)``, i = 1..n-1
+        (Spark then finds a cell by arithmetic instead of a search through an edge table).
     """
 
     edges: np.ndarray
@@ -40,15 +43,18 @@ class GridInfo:
     upper: np.ndarray
     representatives: np.ndarray
     max_shift: float
+    uniform_cells: int | None = None
 
 
 def make_grid(grid, s_min: float, s_max: float) -> GridInfo:
     """Build the grid: ``grid`` is a number of equal cells over ``[s_min, s_max]`` or an array
     of strictly increasing finite edges (edges outside the range are dropped)."""
+    uniform = None
     if isinstance(grid, (int, np.integer)) and not isinstance(grid, bool):
         if grid < 1:
             raise ValueError(f"grid must be a positive number of cells, got {grid}")
-        edges = s_min + (s_max - s_min) * (np.arange(1, int(grid)) / int(grid))
+        uniform = int(grid)
+        edges = uniform_edges(s_min, s_max, uniform)
     else:
         try:
             edges = np.asarray(grid, dtype=np.float64)
@@ -58,12 +64,20 @@ def make_grid(grid, s_min: float, s_max: float) -> GridInfo:
         if edges.ndim != 1 or not np.isfinite(edges).all() or np.any(np.diff(edges) <= 0):
             raise ValueError("grid edges must be a 1-D array of finite, strictly increasing "
                              "numbers")
-    edges = np.unique(edges[(edges > s_min) & (edges <= s_max)])
+    kept = np.unique(edges[(edges > s_min) & (edges <= s_max)])
+    if kept.size != edges.size:
+        uniform = None          # a range too narrow for n distinct edges: use the edge table
+    edges = kept
     lower = np.concatenate(([s_min], edges))
     upper = np.concatenate((edges, [s_max]))
     reps = lower + 0.5 * (upper - lower)
     shift = float(np.max(np.maximum(reps - lower, upper - reps)))
-    return GridInfo(edges, lower, upper, reps, shift)
+    return GridInfo(edges, lower, upper, reps, shift, uniform)
+
+
+def uniform_edges(s_min: float, s_max: float, n: int) -> np.ndarray:
+    """The interior edges of ``n`` equal cells (the formula Spark evaluates per cell too)."""
+    return s_min + (s_max - s_min) * (np.arange(1, n) / n)
 
 
 @functools.singledispatch

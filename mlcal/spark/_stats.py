@@ -130,6 +130,27 @@ def _weight_exponent(w):
             .otherwise(guess))
 
 
+def _grid_key(s, g: GridInfo, s_min: float, s_max: float):
+    """Each score's cell midpoint: by arithmetic on a uniform grid (a guess off by at most one
+    cell, corrected by comparing with the two edges computed exactly as numpy computes them),
+    else by a binary search through the edge table (planning cost grows with the table)."""
+    n = g.uniform_cells
+    if n is None or n < 3:
+        return step_lookup(s, g.edges, g.representatives)
+    lo, span = F.lit(s_min), F.lit(s_max - s_min)
+
+    def edge(i):                     # uniform_edges' arithmetic, i = 1..n-1
+        return lo + span * (i.cast("double") / F.lit(float(n)))
+
+    guess = F.least(F.greatest(F.floor((s - lo) / span * float(n)).cast("int"), F.lit(0)),
+                    F.lit(n - 1))
+    cell = (F.when((guess >= 1) & (s < edge(guess)), guess - 1)
+            .when((guess <= n - 2) & (s >= edge(guess + 1)), guess + 1).otherwise(guess))
+    lower = F.when(cell == 0, lo).otherwise(edge(cell))
+    upper = F.when(cell == n - 1, F.lit(s_max)).otherwise(edge(cell + 1))
+    return lower + F.lit(0.5) * (upper - lower)
+
+
 def _aggregate(df: DataFrame, key, y, w) -> "pandas.DataFrame":  # noqa: F821
     base = df.select(key.alias("s"), y.alias("y"), *([] if w is None else [w.alias("w")]))
     if w is None:
@@ -207,7 +228,7 @@ def collect_statistics(df: DataFrame, score_col: str, label_col: str,
     key = s
     if grid is not None:
         grid_info = make_grid(grid, float(info["s_min"]), float(info["s_max"]))
-        key = step_lookup(s, grid_info.edges, grid_info.representatives)
+        key = _grid_key(s, grid_info, float(info["s_min"]), float(info["s_max"]))
     pdf = _aggregate(df, key, y, w)
     if w is None:
         rows = (pdf["s"].to_numpy(np.float64), pdf["y"].to_numpy(np.float64),

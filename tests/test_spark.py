@@ -47,7 +47,7 @@ def test_nonnegative_expansion_sums_exactly_to_the_combined_value():
         mant, exps = [], []
         for v in w:
             m, e = math.frexp(v)                  # v = m 2^e, 0.5 <= m < 1
-            e = max(e - 1, -1022)
+            e = (max(e - 1, -1022) // 10) * 10    # a class of 10 exponents, as in Spark
             mant.append(int(Fraction(v) / Fraction(2) ** (e - 52)))
             exps.append(e)
         n, k = combine(mant, exps)

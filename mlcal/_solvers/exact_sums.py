@@ -26,13 +26,20 @@ def combine(mantissa_sums, exponents) -> tuple[int, int]:
     mantissa_sums : iterable of int
         Non-negative integer sums ``M_i`` of the mantissas of one exponent class each.
     exponents : iterable of int
-        The class exponents ``e_i`` (``>= -1022``).
+        The class exponents ``e_i``. Each ``M_i * 2^(e_i - 52)`` must be a sum of doubles
+        (a multiple of ``2^-1074``), so ``k >= -1074`` in the result.
     """
     pairs = [(int(m), int(e)) for m, e in zip(mantissa_sums, exponents) if int(m) != 0]
     if not pairs:
         return 0, 0
     low = min(e for _, e in pairs)
-    return sum(m << (e - low) for m, e in pairs), low - (_MANT_BITS - 1)
+    n, k = sum(m << (e - low) for m, e in pairs), low - (_MANT_BITS - 1)
+    if k < MIN_UNIT_EXPONENT:                  # a class below the subnormal unit: drop zeros
+        shift = MIN_UNIT_EXPONENT - k
+        if n & ((1 << shift) - 1):
+            raise ValueError("the mantissa sums are not a sum of doubles")
+        n, k = n >> shift, MIN_UNIT_EXPONENT
+    return n, k
 
 
 def nonnegative_expansion(n: int, k: int) -> list[float]:

@@ -6,9 +6,10 @@ keeps, per distinct score and label, an exact total, and hands the local fit row
 sums are those totals:
 
 * without a weight column: row counts (Spark sums integers exactly);
-* with one: each weight ``w = m * 2^(e - 52)`` (integer ``m < 2^53``) is split in Spark into its
-  exponent class ``e`` and the integer ``m`` (as two 26/27-bit halves, whose long sums cannot
-  overflow below 2^36 rows per group); the driver combines the classes into one exact integer
+* with one: each weight ``w`` is written as ``m * 2^(c - 52)`` with ``c`` its binary exponent
+  rounded down to a multiple of 10 (the class) and ``m < 2^62`` an integer, exact in a long;
+  Spark sums ``m`` per (score, label, class) as two 31-bit halves, whose long sums cannot
+  overflow below 2^32 rows per group; the driver combines the classes into one exact integer
   and writes it back as a few non-negative doubles (:mod:`mlcal._solvers.exact_sums`).
 
 Spark's ``sum`` of doubles is not used anywhere: its result depends on the partitioning.
@@ -30,7 +31,8 @@ from mlcal.spark._grid import GridInfo, make_grid
 
 #: default limit on distinct scores collected to the driver before grid mode takes over
 DEFAULT_MAX_DISTINCT = 1_000_000
-_HALF_BITS = 26
+_HALF_BITS = 31
+_CLASS_WIDTH = 10          # exponents per class: m = w * 2^(52 - c) < 2^(53 + 9) fits a long
 _ARROW_CONF = "spark.sql.execution.arrow.pyspark.enabled"
 
 
@@ -156,8 +158,10 @@ def _aggregate(df: DataFrame, key, y, w) -> "pandas.DataFrame":  # noqa: F821
     if w is None:
         agg = base.groupBy("s", "y").agg(F.count(F.lit(1)).alias("n"))
     else:
-        parts = base.withColumn("e", F.when(F.col("w") > 0, _weight_exponent(F.col("w")))
-                                .otherwise(F.lit(0)))
+        exponent = _weight_exponent(F.col("w"))
+        parts = base.withColumn("e", F.when(
+            F.col("w") > 0, (F.floor(exponent / _CLASS_WIDTH) * _CLASS_WIDTH).cast("int"))
+            .otherwise(F.lit(0)))
         k = F.lit(52) - F.col("e")
         half = F.shiftright(k, 1)          # 2^k in two exact steps: 2^1074 is not a double
         m = ((F.col("w") * pow2(half)) * pow2(k - half)).cast("long")
@@ -178,7 +182,8 @@ def _aggregate(df: DataFrame, key, y, w) -> "pandas.DataFrame":  # noqa: F821
 
 
 def _weighted_rows(pdf) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per (score, label): the exact weight sum over its exponent classes, as rows."""
+    """Per (score, label): the exact weight sum over its exponent classes, as rows (column
+    ``e`` holds the class ``c``: the group's value is ``sum(m) * 2^(c - 52)``)."""
     pdf = pdf.sort_values(["s", "y", "e"], kind="stable").reset_index(drop=True)
     s, y = pdf["s"].to_numpy(np.float64), pdf["y"].to_numpy(np.float64)
     e = pdf["e"].to_numpy(np.int64)
@@ -187,8 +192,8 @@ def _weighted_rows(pdf) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     new[1:] = (s[1:] != s[:-1]) | (y[1:] != y[:-1])
     starts = np.flatnonzero(new)
     sizes = np.diff(np.append(starts, s.size))
-    # one class whose integer fits a double: the sum is m * 2^(e - 52) exactly
-    fast = (sizes == 1) & (hi[starts] < (1 << (53 - _HALF_BITS)))
+    # one class whose integer is below 2^53 (both halves checked): m * 2^(c - 52) is exact
+    fast = (sizes == 1) & (hi[starts] < (1 << (52 - _HALF_BITS))) & (lo[starts] < (1 << 52))
     fs = starts[fast]
     out_s, out_y = [s[fs]], [y[fs]]
     out_w = [np.ldexp(hi[fs].astype(np.float64) * 2.0 ** _HALF_BITS + lo[fs], e[fs] - 52)]

@@ -135,7 +135,7 @@ def test_public_fit_matches_the_in_memory_fit_with_parameters(spark, data):
 # -- grid mode ------------------------------------------------------------------------------
 def test_grid_fit_is_the_exact_fit_of_the_rounded_scores_and_its_bound_holds(spark):
     import mlcal.spark
-    from mlcal.spark._stats import ScoreGridWarning
+    from mlcal.spark import ScoreGridWarning
 
     s, y = calibration_set(3000, seed=11, power=1.5)          # 3000 distinct scores
     df = _frame(spark, s=s, y=y)

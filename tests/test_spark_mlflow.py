@@ -57,4 +57,5 @@ def test_spark_udf_struct_matches_the_model_and_the_sql_expression(spark, sqlite
     assert np.array_equal(out["score_uncalibrated"].to_numpy(), raw)
     assert np.array_equal(out["p_calibrated"].to_numpy(), p)
     assert np.array_equal(out["sql"].to_numpy().view(np.int64), p.view(np.int64))
-    assert np.array_equal(out["label"].to_numpy(), model.classes_[(p >= model.threshold).astype(int)])
+    labels = model.classes_[(p >= model.threshold).astype(int)]
+    assert np.array_equal(out["label"].to_numpy(), labels)

@@ -20,6 +20,9 @@ from mlcal._optional import require
 require("spark", feature="mlcal.spark")
 
 from mlcal.spark._api import calibrated_column, fit  # noqa: E402
-from mlcal.spark._stats import GridInfo, SufficientStatistics  # noqa: E402
+from mlcal.spark._grid import GridInfo  # noqa: E402
+from mlcal.spark._stats import (DEFAULT_MAX_DISTINCT, ScoreGridWarning,  # noqa: E402
+                                SufficientStatistics)
 
-__all__ = ["fit", "calibrated_column", "SufficientStatistics", "GridInfo"]
+__all__ = ["fit", "calibrated_column", "SufficientStatistics", "GridInfo", "ScoreGridWarning",
+           "DEFAULT_MAX_DISTINCT"]

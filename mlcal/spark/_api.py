@@ -6,6 +6,7 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from sklearn.base import clone
 
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.catalog import get_calibrator
@@ -38,7 +39,7 @@ def fit(df: DataFrame, score_col: str, label_col: str, method: str | BaseCalibra
         probabilities: ``scipy.special.expit(np.linspace(-10, 10, 2001))``). Each score becomes
         its cell's midpoint. ``None`` (default): exact, unless the data hold more than
         ``max_distinct`` distinct scores, in which case ``max_distinct`` equal cells are used and
-        a :class:`~mlcal.spark._stats.ScoreGridWarning` is issued.
+        a :class:`~mlcal.spark.ScoreGridWarning` is issued.
     max_distinct : int or None, default=1_000_000
         Most distinct scores aggregated exactly; ``None`` never switches to a grid.
     **params
@@ -56,7 +57,7 @@ def fit(df: DataFrame, score_col: str, label_col: str, method: str | BaseCalibra
     if isinstance(method, BaseCalibrator):
         if params:
             raise TypeError("pass parameters either on the calibrator or as keywords, not both")
-        cal = method.__class__(**method.get_params(deep=False))
+        cal = clone(method)
     elif isinstance(method, str):
         cal = get_calibrator(method, **params)
     else:

@@ -99,7 +99,8 @@ def _validate(df: DataFrame, s, y, w) -> dict:
             _count(y.isNull() | ~y.isin(0.0, 1.0)).alias("y_bad"),
             F.min(F.when(finite, s)).alias("s_min"), F.max(F.when(finite, s)).alias("s_max"),
             F.countDistinct(s).alias("n_distinct"),
-            _count(carries & (y == 1.0)).alias("n_pos"), _count(carries & (y == 0.0)).alias("n_neg")]
+            _count(carries & (y == 1.0)).alias("n_pos"),
+            _count(carries & (y == 0.0)).alias("n_neg")]
     if w is not None:
         aggs += [_count(w.isNull()).alias("w_null"), _count(_nonfinite(w)).alias("w_bad"),
                  _count(w < 0).alias("w_neg")]

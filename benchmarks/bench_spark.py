@@ -7,9 +7,10 @@ Tables printed:
 1. Fitting statistics (``mlcal.spark._stats.collect_statistics``, i.e. ``mlcal.spark.fit``
    without the local fit) on ``n`` rows generated with ``spark.range``: wall time, rows of the
    aggregate brought to the driver, and the driver Python's peak RSS (``ru_maxrss``; the JVM
-   heap is the ``--driver-memory`` setting, its used part is printed too). Reference, same run:
-   Spark's own ``groupBy(score).agg(sum(label), count)`` collected with Arrow (float sums, not
-   exact, no validation pass); ratio = time / reference.
+   heap is the ``--driver-memory`` setting, its used part is printed too; both read right after
+   the timed call, before the reference runs). Reference, same run:
+   Spark's own ``groupBy(score).agg(sum(label), count)`` (grid case: by ``floor(score * cells)``)
+   collected with Arrow (float sums, not exact, no validation pass); ratio = time / reference.
 2. Scoring ``n`` rows (forced with the ``noop`` sink): ``calibrated_column`` (JVM only), a
    pandas UDF calling ``predict`` (Python workers, calibration only) and MLflow's ``spark_udf``
    of the logged model (base model + calibration, struct of raw and calibrated values).
@@ -66,12 +67,13 @@ def _data(spark, n: int, decimals: int | None):
                      (F.col("s") * 4 - 2).alias("x0"), (F.rand(seed=5) - 0.5).alias("x1"))
 
 
-def _reference_groupby(df):
+def _reference_groupby(df, cells: int | None):
     from pyspark.sql import functions as F
 
     spark = df.sparkSession
     spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
-    return len(df.groupBy("s").agg(F.sum("y"), F.count(F.lit(1))).toPandas())
+    key = F.col("s") if cells is None else F.floor(F.col("s") * cells)   # naive grid cell
+    return len(df.groupBy(key.alias("k")).agg(F.sum("y"), F.count(F.lit(1))).toPandas())
 
 
 def fit_table(spark, n: int) -> None:
@@ -86,12 +88,15 @@ def fit_table(spark, n: int) -> None:
     for name, decimals, weight, kw in cases:
         df = _data(spark, n, decimals).cache()
         df.count()                                   # materialise once, outside the timings
-        ref, _ = _timed(lambda: _reference_groupby(df))
         collect_statistics(df, "s", "y", weight, max_distinct=None, **kw)    # warm-up
         t, st = _timed(lambda: collect_statistics(df, "s", "y", weight, max_distinct=None, **kw))
+        # ru_maxrss is a high-water mark: read it before the reference collects its own rows
+        # (cases run from the smallest aggregate up, so each reading is this case's peak)
+        rss = _rss_mb()
         used = (runtime.totalMemory() - runtime.freeMemory()) / 2 ** 20
+        ref, _ = _timed(lambda: _reference_groupby(df, kw.get("grid")))
         print(f"{name:<26}{t:>9.2f}{ref:>8.2f}{t / ref:>7.2f}{st.n_distinct:>11}"
-              f"{st.n_aggregated:>11}{_rss_mb():>11.0f}{used:>13.0f}")
+              f"{st.n_aggregated:>11}{rss:>11.0f}{used:>13.0f}")
         df.unpersist()
 
 

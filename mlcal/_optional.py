@@ -1,4 +1,5 @@
-"""Optional integrations: MLflow (``mlcal[mlflow]``) and ONNX (``mlcal[onnx]``).
+"""Optional integrations: MLflow (``mlcal[mlflow]``), ONNX (``mlcal[onnx]``), Spark
+(``mlcal[spark]``).
 
 The core (calibrators, maps, metrics, ``CalibratedModel``) needs neither; the integration
 packages call :func:`require` first, so a missing one is an ``ImportError`` that says which
@@ -10,7 +11,8 @@ from __future__ import annotations
 import importlib
 
 #: extra name -> the distributions it installs (import names)
-EXTRAS = {"mlflow": ("mlflow",), "onnx": ("onnx", "skl2onnx", "onnxruntime")}
+EXTRAS = {"mlflow": ("mlflow",), "onnx": ("onnx", "skl2onnx", "onnxruntime"),
+          "spark": ("pyspark",)}
 
 
 class MissingExtraError(ImportError):

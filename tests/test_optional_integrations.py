@@ -21,7 +21,7 @@ from mlcal._safe_json import dumps_safe, loads_strict
 from mlcal.labels import positive_indicator
 
 ROOT = Path(__file__).resolve().parents[1]
-INTEGRATIONS = ("mlflow", "onnx", "skl2onnx", "onnxruntime")
+INTEGRATIONS = ("mlflow", "onnx", "skl2onnx", "onnxruntime", "pyspark")
 
 _WITHOUT_INTEGRATIONS = r"""
 import sys
@@ -45,7 +45,7 @@ cal = mlcal.Platt().fit(rng.random(200), (rng.random(200) < 0.5).astype(float))
 save_calibrator(cal, sys.argv[1])
 same = np.array_equal(load_calibrator(sys.argv[1]).predict([0.1, 0.7]), cal.predict([0.1, 0.7]))
 errors = {}
-for module in ("mlcal.mlflow", "mlcal.onnx", "mlcal.mlflow.gate"):
+for module in ("mlcal.mlflow", "mlcal.onnx", "mlcal.mlflow.gate", "mlcal.spark"):
     try:
         __import__(module)
     except ImportError as exc:
@@ -83,7 +83,8 @@ def test_core_fits_predicts_and_saves_without_mlflow_or_onnx(without_integration
 
 
 @pytest.mark.parametrize("module,extra", [("mlcal.mlflow", "mlflow"), ("mlcal.onnx", "onnx"),
-                                          ("mlcal.mlflow.gate", "mlflow")])
+                                          ("mlcal.mlflow.gate", "mlflow"),
+                                          ("mlcal.spark", "spark")])
 def test_using_a_missing_integration_names_the_extra(without_integrations, module, extra):
     out, _ = without_integrations
     kind, message = out["errors"][module]
@@ -107,7 +108,8 @@ def test_core_dependencies_leave_the_integrations_to_extras():
     extras = project["optional-dependencies"]
     assert any(d.startswith("mlflow") for d in extras["mlflow"])
     assert {d.split(">")[0] for d in extras["onnx"]} == {"onnx", "skl2onnx", "onnxruntime"}
-    assert "mlcal[mlflow,onnx]" in extras["dev"]
+    assert extras["spark"] == ["pyspark>=3.5"]
+    assert "mlcal[mlflow,onnx,spark]" in extras["dev"]
     readme = (ROOT / "README.md").read_text().splitlines()
     assert '-e ".[mlflow,onnx]"' in readme[3] and '-e ".[dev]"' in readme[4]
 

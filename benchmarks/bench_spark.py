@@ -1,0 +1,175 @@
+"""mlcal.spark at 1e7 rows on local Spark: the exact aggregation of ``fit`` and SQL scoring.
+
+Run: ``python benchmarks/bench_spark.py [--n 10000000] [--cores 2] [--driver-memory 4g]``
+
+Tables printed:
+
+1. Fitting statistics (``mlcal.spark._stats.collect_statistics``, i.e. ``mlcal.spark.fit``
+   without the local fit) on ``n`` rows generated with ``spark.range``: wall time, rows of the
+   aggregate brought to the driver, and the driver Python's peak RSS (``ru_maxrss``; the JVM
+   heap is the ``--driver-memory`` setting, its used part is printed too; both read right after
+   the timed call, before the reference runs). Reference, same run:
+   Spark's own ``groupBy(score).agg(sum(label), count)`` (grid case: by ``floor(score * cells)``)
+   collected with Arrow (float sums, not exact, no validation pass); ratio = time / reference.
+2. Scoring ``n`` rows (forced with the ``noop`` sink): ``calibrated_column`` (JVM only), a
+   pandas UDF calling ``predict`` (Python workers, calibration only) and MLflow's ``spark_udf``
+   of the logged model (base model + calibration, struct of raw and calibrated values).
+   Reference: the same pass that only reads the score column; ratio = time / reference.
+
+Times are single runs after one warm-up on a shared machine: compare the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pandas as pd
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0   # kB on Linux
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def _session(cores: int, memory: str):
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master(f"local[{cores}]").appName("bench_spark")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.memory", memory)
+             .config("spark.sql.shuffle.partitions", str(4 * cores)).getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _data(spark, n: int, decimals: int | None):
+    from pyspark.sql import functions as F
+
+    s = F.rand(seed=1)
+    if decimals is not None:
+        s = F.round(s, decimals)
+    df = spark.range(n).select(s.alias("s"), F.rand(seed=2).alias("u"),
+                               (F.rand(seed=3) * 10.0 ** (F.floor(F.rand(seed=4) * 6) - 3))
+                               .alias("w"))
+    return df.select("s", (F.col("u") < F.col("s") ** 2).cast("double").alias("y"), "w",
+                     (F.col("s") * 4 - 2).alias("x0"), (F.rand(seed=5) - 0.5).alias("x1"))
+
+
+def _reference_groupby(df, cells: int | None):
+    from pyspark.sql import functions as F
+
+    spark = df.sparkSession
+    spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
+    key = F.col("s") if cells is None else F.floor(F.col("s") * cells)   # naive grid cell
+    return len(df.groupBy(key.alias("k")).agg(F.sum("y"), F.count(F.lit(1))).toPandas())
+
+
+def fit_table(spark, n: int) -> None:
+    from mlcal.spark._stats import collect_statistics
+
+    cases = [("4 decimals, counts", 4, None, {}), ("4 decimals, weights", 4, "w", {}),
+             ("all distinct -> grid 1e5", None, None, {"grid": 100_000})]
+    print(f"\n1. fit statistics, n = {n:.0e} rows")
+    print(f"{'case':<26}{'seconds':>9}{'ref s':>8}{'ratio':>7}{'distinct':>11}{'aggregated':>11}"
+          f"{'driver MB':>11}{'JVM used MB':>13}")
+    runtime = spark._jvm.java.lang.Runtime.getRuntime()
+    for name, decimals, weight, kw in cases:
+        df = _data(spark, n, decimals).cache()
+        df.count()                                   # materialise once, outside the timings
+        collect_statistics(df, "s", "y", weight, max_distinct=None, **kw)    # warm-up
+        t, st = _timed(lambda: collect_statistics(df, "s", "y", weight, max_distinct=None, **kw))
+        # ru_maxrss is a high-water mark: read it before the reference collects its own rows
+        # (cases run from the smallest aggregate up, so each reading is this case's peak)
+        rss = _rss_mb()
+        used = (runtime.totalMemory() - runtime.freeMemory()) / 2 ** 20
+        ref, _ = _timed(lambda: _reference_groupby(df, kw.get("grid")))
+        print(f"{name:<26}{t:>9.2f}{ref:>8.2f}{t / ref:>7.2f}{st.n_distinct:>11}"
+              f"{st.n_aggregated:>11}{rss:>11.0f}{used:>13.0f}")
+        df.unpersist()
+
+
+def score_table(spark, n: int) -> None:
+    import mlflow
+    from pyspark.sql import functions as F
+    from sklearn.linear_model import LogisticRegression
+
+    import mlcal.mlflow
+    from mlcal.model import CalibratedModel
+    from mlcal.spark import calibrated_column
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"x0": rng.random(4000) * 4 - 2, "x1": rng.random(4000) - 0.5})
+    y = (rng.random(4000) < 1 / (1 + np.exp(-3 * X["x0"]))).astype(int)
+    df = _data(spark, n, None).select("x0", "x1").cache()
+    df.count()
+    tmp = tempfile.mkdtemp(prefix="bench_spark_")
+    mlflow.set_tracking_uri(f"sqlite:///{tmp}/mlflow.db")
+    print(f"\n2. scoring, n = {n:.0e} rows (noop sink)")
+    print(f"{'map':<10}{'scorer':<34}{'seconds':>9}{'ratio':>8}")
+    for method in ("isotonic", "platt"):
+        model = CalibratedModel(LogisticRegression().fit(X[:2000], y[:2000]), method)
+        model.fit(X[2000:], y[2000:])
+        coef, icpt = model.base_estimator.coef_[0], model.base_estimator.intercept_[0]
+        # the raw score as a column: the logistic regression's probability (what predict uses)
+        raw = 1.0 / (1.0 + F.exp(-(F.col("x0") * float(coef[0]) + F.col("x1") * float(coef[1])
+                                  + float(icpt))))
+        scored = df.select(raw.alias("raw")).cache()
+        scored.count()
+        cal = model.calibrator_
+
+        @F.pandas_udf("double")
+        def predict_udf(s: pd.Series) -> pd.Series:
+            return pd.Series(cal.predict(s.to_numpy()))
+
+        with mlflow.start_run():
+            info = mlcal.mlflow.log_model(model, name="m", input_example=X[:3],
+                                          pip_requirements=["scikit-learn", "numpy", "pandas"])
+        udf = mlflow.pyfunc.spark_udf(
+            spark, info.model_uri, env_manager="local", params={"return_uncalibrated": True},
+            result_type="struct<p_calibrated: double, label: bigint, score_uncalibrated: double>")
+        runs = {"reference: read the raw score": lambda: scored.select("raw"),
+                "calibrated_column (SQL, JVM)": lambda: scored.select(
+                    calibrated_column(cal, "raw")),
+                "pandas_udf(predict)": lambda: scored.select(predict_udf("raw")),
+                "mlflow spark_udf (base + cal)": lambda: df.select(udf(F.struct("x0", "x1")))}
+        times = {}
+        for name, build in runs.items():
+            build().write.format("noop").mode("overwrite").save()       # warm-up
+            times[name], _ = _timed(
+                lambda: build().write.format("noop").mode("overwrite").save())
+        ref = times["reference: read the raw score"]
+        for name, t in times.items():
+            print(f"{method:<10}{name:<34}{t:>9.2f}{t / ref:>8.2f}")
+        scored.unpersist()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=10_000_000)
+    ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--driver-memory", default="4g")
+    ap.add_argument("--skip-scoring", action="store_true")
+    args = ap.parse_args()
+    spark = _session(args.cores, args.driver_memory)
+    print(f"local[{args.cores}], spark.driver.memory={args.driver_memory}, "
+          f"driver Python peak RSS before: {_rss_mb():.0f} MB")
+    fit_table(spark, args.n)
+    if not args.skip_scoring:
+        score_table(spark, args.n)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""The public entry points of :mod:`mlcal.spark`: ``fit`` and ``calibrated_column``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from sklearn.base import clone
+
+from mlcal.calibrators.base import BaseCalibrator
+from mlcal.calibrators.catalog import get_calibrator
+from mlcal.maps import CalibrationMap, map_from_dict
+from mlcal.spark._expressions import expit_column, map_column
+from mlcal.spark._grid import grid_error
+from mlcal.spark._stats import DEFAULT_MAX_DISTINCT, collect_statistics
+
+
+def fit(df: DataFrame, score_col: str, label_col: str, method: str | BaseCalibrator = "isotonic",
+        weight_col: str | None = None, grid=None, *,
+        max_distinct: int | None = DEFAULT_MAX_DISTINCT, **params: Any) -> BaseCalibrator:
+    """Fit a calibrator on a Spark DataFrame: statistics in Spark, the fit on the driver.
+
+    Parameters
+    ----------
+    df : pyspark.sql.DataFrame
+        The calibration set.
+    score_col, label_col : str
+        Numeric column of uncalibrated scores (finite, not null) and of 0/1 labels (numeric or
+        boolean).
+    method : str or BaseCalibrator, default="isotonic"
+        A registered method name (``mlcal.available_calibrators()``) or an unfitted calibrator
+        whose parameters are used (it is not modified).
+    weight_col : str, optional
+        Non-negative finite sample weights.
+    grid : int or array-like, optional
+        Round the scores to a grid before aggregating: a number of equal cells over the observed
+        score range, or strictly increasing cell edges (e.g. uniform in log-odds for
+        probabilities: ``scipy.special.expit(np.linspace(-10, 10, 2001))``). Each score becomes
+        its cell's midpoint. ``None`` (default): exact, unless the data hold more than
+        ``max_distinct`` distinct scores, in which case ``max_distinct`` equal cells are used and
+        a :class:`~mlcal.spark.ScoreGridWarning` is issued.
+    max_distinct : int or None, default=1_000_000
+        Most distinct scores aggregated exactly; ``None`` never switches to a grid.
+    **params
+        Parameters of ``method`` when it is a name.
+
+    Returns
+    -------
+    BaseCalibrator
+        Fitted. Without a grid, its ``to_json()`` is byte-identical to
+        ``get_calibrator(method, **params).fit(scores, y, sample_weight)`` on the same rows.
+        ``spark_statistics_`` holds the :class:`~mlcal.spark.SufficientStatistics`; with a grid,
+        ``grid_error_`` is the largest oscillation of the fitted map over a grid cell, which
+        bounds ``|predict(s) - predict(cell midpoint of s)|`` for every score in the range.
+    """
+    if isinstance(method, BaseCalibrator):
+        if params:
+            raise TypeError("pass parameters either on the calibrator or as keywords, not both")
+        cal = clone(method)
+    elif isinstance(method, str):
+        cal = get_calibrator(method, **params)
+    else:
+        raise TypeError(f"method must be a method name or a calibrator, got "
+                        f"{type(method).__name__}")
+    cal._validate_params()
+    stats = collect_statistics(df, score_col, label_col, weight_col, grid=grid,
+                               max_distinct=max_distinct)
+    cal.fit(stats.scores, stats.labels, stats.weights)
+    cal.spark_statistics_ = stats
+    if stats.grid is not None:
+        cal.grid_error_ = grid_error(cal.map_, stats.grid)
+    return cal
+
+
+def _as_map(calibrator) -> CalibrationMap:
+    if isinstance(calibrator, BaseCalibrator):
+        calibrator._check_fitted()
+        return calibrator.map_
+    if isinstance(calibrator, dict):
+        return map_from_dict(calibrator)
+    if isinstance(calibrator, CalibrationMap):
+        return calibrator
+    raise TypeError(f"calibrated_column needs a fitted binary calibrator, a calibration map or "
+                    f"a map dict, got {type(calibrator).__name__}")
+
+
+def calibrated_column(calibrator: BaseCalibrator | CalibrationMap | dict,
+                      score_col: str | Column) -> Column:
+    """The calibrated probability of ``score_col`` as a Spark SQL expression (no UDF).
+
+    Parameters
+    ----------
+    calibrator : BaseCalibrator, CalibrationMap or dict
+        A fitted binary calibrator, its ``map_``, or a map's ``to_dict()``.
+    score_col : str or Column
+        The uncalibrated scores (cast to double).
+
+    Returns
+    -------
+    pyspark.sql.Column
+        ``predict(score)`` bit for bit (float64) for finite scores, including the map's
+        ``input_transform``; ``null`` for a null, NaN or infinite score (where ``predict``
+        raises).
+    """
+    m = _as_map(calibrator)
+    s = (F.col(score_col) if isinstance(score_col, str) else score_col).cast("double")
+    finite = ~(F.isnan(s) | (F.abs(s) == float("inf")))
+    u = expit_column(s) if m.input_transform == "sigmoid" else s
+    return F.when(s.isNotNull() & finite, map_column(m, u))

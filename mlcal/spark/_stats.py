@@ -1,0 +1,245 @@
+"""A Spark calibration set -> its sufficient statistics, exactly.
+
+Every mlcal calibrator sees its data only through :func:`mlcal._solvers.ties.sort_and_collapse`:
+per distinct score, the correctly rounded total weight and positive weight. So the aggregation
+keeps, per distinct score and label, an exact total, and hands the local fit rows whose exact
+sums are those totals:
+
+* without a weight column: row counts (Spark sums integers exactly);
+* with one: each weight ``w`` is written as ``m * 2^(c - 52)`` with ``c`` its binary exponent
+  rounded down to a multiple of 10 (the class) and ``m < 2^62`` an integer, exact in a long;
+  Spark sums ``m`` per (score, label, class) as two 31-bit halves, whose long sums cannot
+  overflow below 2^32 rows per group; the driver combines the classes into one exact integer
+  and writes it back as a few non-negative doubles (:mod:`mlcal._solvers.exact_sums`).
+
+Spark's ``sum`` of doubles is not used anywhere: its result depends on the partitioning.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, NumericType
+
+from mlcal._solvers.exact_sums import combine, nonnegative_expansion
+from mlcal.spark._expressions import pow2, step_lookup
+from mlcal.spark._grid import GridInfo, make_grid
+
+#: default limit on distinct scores collected to the driver before grid mode takes over
+DEFAULT_MAX_DISTINCT = 1_000_000
+_HALF_BITS = 31
+_CLASS_WIDTH = 10          # exponents per class: m = w * 2^(52 - c) < 2^(53 + 9) fits a long
+_ARROW_CONF = "spark.sql.execution.arrow.pyspark.enabled"
+
+
+class ScoreGridWarning(UserWarning):
+    """The scores were rounded to a grid before fitting (too many distinct scores)."""
+
+
+@dataclass(frozen=True)
+class SufficientStatistics:
+    """What :func:`collect_statistics` brings back to the driver.
+
+    Attributes
+    ----------
+    scores, labels, weights : ndarray
+        Rows equivalent to the calibration set for every calibrator: per (rounded) score the
+        same exact positive and total weight.
+    n_rows : int
+        Rows of the Spark DataFrame.
+    n_distinct : int
+        Distinct scores in it (before any grid).
+    n_aggregated : int
+        Rows of the aggregate collected to the driver.
+    grid : GridInfo or None
+        The grid the scores were rounded to (``None``: exact).
+    """
+
+    scores: np.ndarray
+    labels: np.ndarray
+    weights: np.ndarray
+    n_rows: int
+    n_distinct: int
+    n_aggregated: int
+    grid: GridInfo | None
+
+
+def _numeric_column(df: DataFrame, name: str, what: str, allow_bool: bool = False):
+    if not isinstance(name, str) or name not in df.columns:
+        raise ValueError(f"{what} column {name!r} is not in the DataFrame (columns: "
+                         f"{df.columns})")
+    dtype = df.schema[name].dataType
+    if not (isinstance(dtype, NumericType) or (allow_bool and isinstance(dtype, BooleanType))):
+        raise ValueError(f"{what} column {name!r} must be numeric, got {dtype.simpleString()}")
+    return F.col(name).cast("double")
+
+
+def _count(cond) -> F.Column:
+    return F.sum(F.when(cond, 1).otherwise(0))
+
+
+def _nonfinite(c) -> F.Column:
+    return F.isnan(c) | (F.abs(c) == float("inf"))
+
+
+def _validate(df: DataFrame, s, y, w) -> dict:
+    """One Spark job: size, range, distinct scores and every input error, reported like the
+    in-memory checks (mlcal._validation) report them."""
+    cols = df.select(s.alias("s"), y.alias("y"), *([] if w is None else [w.alias("w")]))
+    s, y = F.col("s"), F.col("y")
+    w = None if w is None else F.col("w")
+    finite = ~_nonfinite(s)
+    carries = F.lit(True) if w is None else w > 0
+    aggs = [F.count(F.lit(1)).alias("n"), _count(s.isNull()).alias("s_null"),
+            _count(_nonfinite(s)).alias("s_bad"),
+            _count(y.isNull() | ~y.isin(0.0, 1.0)).alias("y_bad"),
+            F.min(F.when(finite, s)).alias("s_min"), F.max(F.when(finite, s)).alias("s_max"),
+            F.countDistinct(s).alias("n_distinct"),
+            _count(carries & (y == 1.0)).alias("n_pos"),
+            _count(carries & (y == 0.0)).alias("n_neg")]
+    if w is not None:
+        aggs += [_count(w.isNull()).alias("w_null"), _count(_nonfinite(w)).alias("w_bad"),
+                 _count(w < 0).alias("w_neg")]
+    r = cols.agg(*aggs).first().asDict()
+    n = r["n"]
+    if n == 0:
+        raise ValueError("the DataFrame is empty")
+    if r["s_null"] or r["s_bad"]:
+        raise ValueError(f"scores contain {r['s_null']} null and {r['s_bad']} non-finite "
+                         "value(s); remove or impute them before calibrating")
+    if r["y_bad"]:
+        raise ValueError(f"labels must be 0 or 1 (not null); {r['y_bad']} row(s) are not")
+    if w is not None and (r["w_null"] or r["w_bad"] or r["w_neg"]):
+        raise ValueError(f"sample weights contain {r['w_null']} null, {r['w_bad']} non-finite "
+                         f"and {r['w_neg']} negative value(s)")
+    if not (r["n_pos"] and r["n_neg"]):
+        only = "0" if not r["n_pos"] else "1"
+        raise ValueError(f"y contains a single class (only label {only}) among rows of positive "
+                         "weight; calibration needs both positives and negatives")
+    return r
+
+
+def _weight_exponent(w):
+    """``e`` with ``w = m * 2^(e - 52)`` for an integer ``2^52 <= m < 2^53`` (``w > 0``; ``e``
+    is clamped at -1022 for subnormals, whose ``m`` is then smaller). ``log2`` only guesses
+    ``e``; comparisons with exact powers of two correct the guess."""
+    guess = F.least(F.greatest(F.floor(F.log2(w)).cast("int"), F.lit(-1022)), F.lit(1023))
+    return (F.when((guess > -1022) & (pow2(guess) > w), guess - 1)
+            .when((guess < 1023) & (pow2(F.least(guess + 1, F.lit(1023))) <= w), guess + 1)
+            .otherwise(guess))
+
+
+def _grid_key(s, g: GridInfo, s_min: float, s_max: float):
+    """Each score's cell midpoint: by arithmetic on a uniform grid (a guess off by at most one
+    cell, corrected by comparing with the two edges computed exactly as numpy computes them),
+    else by a binary search through the edge table (planning cost grows with the table)."""
+    n = g.uniform_cells
+    if n is None or n < 3:
+        return step_lookup(s, g.edges, g.representatives)
+    lo, span = F.lit(s_min), F.lit(s_max - s_min)
+
+    def edge(i):                     # uniform_edges' arithmetic, i = 1..n-1
+        return lo + span * (i.cast("double") / F.lit(float(n)))
+
+    guess = F.least(F.greatest(F.floor((s - lo) / span * float(n)).cast("int"), F.lit(0)),
+                    F.lit(n - 1))
+    cell = (F.when((guess >= 1) & (s < edge(guess)), guess - 1)
+            .when((guess <= n - 2) & (s >= edge(guess + 1)), guess + 1).otherwise(guess))
+    lower = F.when(cell == 0, lo).otherwise(edge(cell))
+    upper = F.when(cell == n - 1, F.lit(s_max)).otherwise(edge(cell + 1))
+    return lower + F.lit(0.5) * (upper - lower)
+
+
+def _aggregate(df: DataFrame, key, y, w) -> "pandas.DataFrame":  # noqa: F821
+    base = df.select(key.alias("s"), y.alias("y"), *([] if w is None else [w.alias("w")]))
+    if w is None:
+        agg = base.groupBy("s", "y").agg(F.count(F.lit(1)).alias("n"))
+    else:
+        exponent = _weight_exponent(F.col("w"))
+        parts = base.withColumn("e", F.when(
+            F.col("w") > 0, (F.floor(exponent / _CLASS_WIDTH) * _CLASS_WIDTH).cast("int"))
+            .otherwise(F.lit(0)))
+        k = F.lit(52) - F.col("e")
+        half = F.shiftright(k, 1)          # 2^k in two exact steps: 2^1074 is not a double
+        m = ((F.col("w") * pow2(half)) * pow2(k - half)).cast("long")
+        parts = parts.withColumn("m", F.when(F.col("w") > 0, m).otherwise(F.lit(0).cast("long")))
+        agg = parts.groupBy("s", "y", "e").agg(
+            F.sum(F.shiftright("m", _HALF_BITS)).alias("m_hi"),
+            F.sum(F.col("m").bitwiseAND((1 << _HALF_BITS) - 1)).alias("m_lo"))
+    spark = df.sparkSession
+    previous = spark.conf.get(_ARROW_CONF, None)
+    spark.conf.set(_ARROW_CONF, "true")
+    try:
+        return agg.toPandas()
+    finally:
+        if previous is None:
+            spark.conf.unset(_ARROW_CONF)
+        else:
+            spark.conf.set(_ARROW_CONF, previous)
+
+
+def _weighted_rows(pdf) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (score, label): the exact weight sum over its exponent classes, as rows (column
+    ``e`` holds the class ``c``: the group's value is ``sum(m) * 2^(c - 52)``)."""
+    pdf = pdf.sort_values(["s", "y", "e"], kind="stable").reset_index(drop=True)
+    s, y = pdf["s"].to_numpy(np.float64), pdf["y"].to_numpy(np.float64)
+    e = pdf["e"].to_numpy(np.int64)
+    hi, lo = pdf["m_hi"].to_numpy(np.int64), pdf["m_lo"].to_numpy(np.int64)
+    new = np.ones(s.size, dtype=bool)
+    new[1:] = (s[1:] != s[:-1]) | (y[1:] != y[:-1])
+    starts = np.flatnonzero(new)
+    sizes = np.diff(np.append(starts, s.size))
+    # one class whose integer is below 2^53 (both halves checked): m * 2^(c - 52) is exact
+    fast = (sizes == 1) & (hi[starts] < (1 << (52 - _HALF_BITS))) & (lo[starts] < (1 << 52))
+    fs = starts[fast]
+    out_s, out_y = [s[fs]], [y[fs]]
+    out_w = [np.ldexp(hi[fs].astype(np.float64) * 2.0 ** _HALF_BITS + lo[fs], e[fs] - 52)]
+    slow_s, slow_y, slow_w = [], [], []
+    for g in np.flatnonzero(~fast):
+        a, b = starts[g], starts[g] + sizes[g]
+        mant = [(int(h) << _HALF_BITS) + int(l) for h, l in zip(hi[a:b], lo[a:b])]
+        terms = nonnegative_expansion(*combine(mant, e[a:b])) or [0.0]
+        slow_s += [s[a]] * len(terms)
+        slow_y += [y[a]] * len(terms)
+        slow_w += terms
+    return (np.concatenate(out_s + [np.asarray(slow_s, dtype=np.float64)]),
+            np.concatenate(out_y + [np.asarray(slow_y, dtype=np.float64)]),
+            np.concatenate(out_w + [np.asarray(slow_w, dtype=np.float64)]))
+
+
+def collect_statistics(df: DataFrame, score_col: str, label_col: str,
+                       weight_col: str | None = None, *, grid=None,
+                       max_distinct: int | None = DEFAULT_MAX_DISTINCT) -> SufficientStatistics:
+    """Aggregate a Spark calibration set to rows with the same exact per-score statistics.
+
+    See :func:`mlcal.spark.fit` for the parameters.
+    """
+    s = _numeric_column(df, score_col, "score")
+    y = _numeric_column(df, label_col, "label", allow_bool=True)
+    w = None if weight_col is None else _numeric_column(df, weight_col, "weight")
+    info = _validate(df, s, y, w)
+    n_distinct = int(info["n_distinct"])
+    grid_info = None
+    if grid is None and max_distinct is not None and n_distinct > max_distinct:
+        grid = int(max_distinct)
+        warnings.warn(
+            f"{n_distinct} distinct scores exceed max_distinct={max_distinct}: rounding them to "
+            f"a grid of {grid} equal cells over [{info['s_min']:.6g}, {info['s_max']:.6g}] "
+            "before fitting (see docs/spark.md for the error bound); pass grid= to choose the "
+            "grid, or raise max_distinct", ScoreGridWarning, stacklevel=3)
+    key = s
+    if grid is not None:
+        grid_info = make_grid(grid, float(info["s_min"]), float(info["s_max"]))
+        key = _grid_key(s, grid_info, float(info["s_min"]), float(info["s_max"]))
+    pdf = _aggregate(df, key, y, w)
+    if w is None:
+        rows = (pdf["s"].to_numpy(np.float64), pdf["y"].to_numpy(np.float64),
+                pdf["n"].to_numpy(np.float64))
+    else:
+        rows = _weighted_rows(pdf)
+    return SufficientStatistics(*rows, n_rows=int(info["n"]), n_distinct=n_distinct,
+                                n_aggregated=int(len(pdf)), grid=grid_info)

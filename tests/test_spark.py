@@ -1,0 +1,281 @@
+"""mlcal.spark on a real local Spark (JDK + pyspark): exact statistics, grid mode, SQL scoring.
+
+References are independent of the Spark code: the in-memory fit of the very same rows
+(``get_calibrator(method).fit``), ``predict``, detmath's expit, and exact rational arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+from support.spark import local_spark
+from support.synthetic import calibration_set
+
+from mlcal._solvers.detmath import det_expit_array
+from mlcal._solvers.exact_sums import combine, nonnegative_expansion
+from mlcal.calibrators.catalog import available_calibrators, get_calibrator
+from mlcal.maps import LinearMap, SigmoidMap, StepMap
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = local_spark()
+    yield session
+    session.stop()
+
+
+def _frame(spark, **cols):
+    # several partitions and a shuffled row order: nothing may depend on either
+    return spark.createDataFrame(pd.DataFrame(cols)).repartition(3)
+
+
+def _bits(a) -> np.ndarray:
+    return np.asarray(a, dtype=np.float64).view(np.int64)
+
+
+# -- exact sums (pure Python, no Spark) -----------------------------------------------------
+def test_nonnegative_expansion_sums_exactly_to_the_combined_value():
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        w = rng.random(rng.integers(1, 30)) * 10.0 ** rng.integers(-300, 300, 1)
+        w = np.append(w, [5e-324, 2.0 ** -1060][: rng.integers(0, 3)])
+        mant, exps = [], []
+        for v in w:
+            m, e = math.frexp(v)                  # v = m 2^e, 0.5 <= m < 1
+            e = (max(e - 1, -1022) // 10) * 10    # a class of 10 exponents, as in Spark
+            mant.append(int(Fraction(v) / Fraction(2) ** (e - 52)))
+            exps.append(e)
+        n, k = combine(mant, exps)
+        terms = nonnegative_expansion(n, k)
+        exact = sum(Fraction(v) for v in w)
+        assert sum(Fraction(t) for t in terms) == exact == n * Fraction(2) ** k
+        assert all(t > 0 for t in terms) and terms == sorted(terms, reverse=True)
+        assert terms[0] == float(exact) or terms[0] < float(exact)   # the largest double below
+
+
+def test_expansion_of_an_overflowing_sum_is_an_error():
+    with pytest.raises(OverflowError):
+        nonnegative_expansion(1 << 60, 1000)
+
+
+# -- data sets ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def data():
+    """Tied probability scores, and tied raw margins some of which (> 40) the sigmoid input
+    transform maps onto the same value 1.0, so ties are merged again after the transform.
+    Weights span 16 decades (several exponent classes per score, where a double sum would
+    depend on the order), with zero weights and a score that has only zero weight."""
+    s, y = calibration_set(2400, seed=7, decimals=2)
+    rng = np.random.default_rng(8)
+    margin = np.round(rng.normal(0.0, 3.0, s.size), 1)
+    margin[:30] = rng.choice([41.0, 45.5, 50.0, 60.0], 30)
+    w = rng.random(s.size) * 10.0 ** rng.integers(-8, 8, s.size)
+    w[rng.random(s.size) < 0.03] = 0.0
+    whole = rng.random(s.size) < 0.2
+    w[whole] = rng.integers(1, 5, int(whole.sum()))    # some integer weights
+    s[-1], w[-1] = 0.123456, 0.0
+    # the weights are adversarial: some score's float sum changes with the order of its rows
+    order_matters = any(np.sum(w[s == v]) != np.sum(w[s == v][::-1]) for v in np.unique(s))
+    assert order_matters
+    return {"s": s, "margin": margin, "y": y, "w": w}
+
+
+@pytest.fixture(scope="module")
+def stats(spark, data):
+    from mlcal.spark._stats import collect_statistics
+
+    df = _frame(spark, **data)
+    return {(col, weighted): collect_statistics(df, col, "y", "w" if weighted else None)
+            for col in ("s", "margin") for weighted in (False, True)}
+
+
+def _outcome(run):
+    """The JSON, or the error a fit raises (the in-memory KDE's boxcar sweep divides by zero on
+    weights spanning 16 decades: then the Spark path must fail the same way)."""
+    try:
+        return run()
+    except ArithmeticError as exc:
+        return (type(exc).__name__, str(exc))
+
+
+@pytest.mark.parametrize("method", available_calibrators())
+@pytest.mark.parametrize("col", ["s", "margin"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["counts", "weights"])
+def test_spark_statistics_fit_every_method_to_the_same_json_bytes(data, stats, method, col,
+                                                                  weighted):
+    st = stats[(col, weighted)]
+    w = data["w"] if weighted else None
+    expected = _outcome(lambda: get_calibrator(method).fit(data[col], data["y"], w).to_json())
+    got = _outcome(lambda: get_calibrator(method).fit(st.scores, st.labels, st.weights).to_json())
+    assert got == expected
+    assert st.grid is None and st.n_rows == data["s"].size
+    assert st.n_distinct == np.unique(data[col]).size
+    assert st.n_aggregated <= st.n_distinct * (2 if not weighted else 2 * 40)
+
+
+def test_public_fit_matches_the_in_memory_fit_with_parameters(spark, data):
+    import mlcal.spark
+
+    df = _frame(spark, **data)
+    cal = mlcal.spark.fit(df, "margin", "y", "isotonic", weight_col="w", interpolate=False)
+    expected = get_calibrator("isotonic", interpolate=False).fit(
+        data["margin"], data["y"], data["w"]).to_json()
+    assert cal.to_json() == expected
+    assert cal.spark_statistics_.n_rows == data["s"].size
+    template = get_calibrator("platt", smooth_targets=False)
+    cal = mlcal.spark.fit(df, "s", "y", template)
+    assert cal.to_json() == template.fit(data["s"], data["y"]).to_json()
+
+
+# -- grid mode ------------------------------------------------------------------------------
+def test_grid_fit_is_the_exact_fit_of_the_rounded_scores_and_its_bound_holds(spark):
+    import mlcal.spark
+    from mlcal.spark import ScoreGridWarning
+
+    s, y = calibration_set(3000, seed=11, power=1.5)          # 3000 distinct scores
+    df = _frame(spark, s=s, y=y)
+    with pytest.warns(ScoreGridWarning, match="3000 distinct scores exceed max_distinct=200"):
+        cal = mlcal.spark.fit(df, "s", "y", "isotonic", max_distinct=200)
+    g = cal.spark_statistics_.grid
+    assert g.representatives.size == 200
+    rounded = g.representatives[np.searchsorted(g.edges, s, side="right")]
+    assert np.max(np.abs(rounded - s)) <= g.max_shift
+    assert g.max_shift <= 0.5 * (s.max() - s.min()) / 200 * (1 + 1e-12)
+    # exactly the in-memory fit of the rounded rows
+    assert cal.to_json() == get_calibrator("isotonic").fit(rounded, y).to_json()
+    # the stated bound: |f(s) - f(midpoint of s's cell)| <= grid_error_, on a dense sweep
+    sweep = np.linspace(s.min(), s.max(), 200_001)
+    mid = g.representatives[np.searchsorted(g.edges, sweep, side="right")]
+    gap = np.abs(cal.predict(sweep) - cal.predict(mid))
+    assert gap.max() <= cal.grid_error_
+    assert gap.max() >= 0.5 * cal.grid_error_    # and it is not a loose bound here
+
+
+def test_explicit_log_odds_grid_and_no_grid_below_the_limit(spark):
+    import mlcal.spark
+
+    s, y = calibration_set(2000, seed=12, decimals=3)
+    df = _frame(spark, s=s, y=y)
+    edges = det_expit_array(np.linspace(-6.0, 6.0, 121))
+    cal = mlcal.spark.fit(df, "s", "y", "platt", grid=edges)
+    g = cal.spark_statistics_.grid
+    rounded = g.representatives[np.searchsorted(g.edges, s, side="right")]
+    assert cal.to_json() == get_calibrator("platt").fit(rounded, y).to_json()
+    sweep = np.linspace(s.min(), s.max(), 50_001)
+    mid = g.representatives[np.searchsorted(g.edges, sweep, side="right")]
+    assert np.max(np.abs(cal.predict(sweep) - cal.predict(mid))) <= cal.grid_error_
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", category=UserWarning)   # no grid warning below the limit
+        exact = mlcal.spark.fit(df, "s", "y", "platt", max_distinct=5000)
+    assert exact.spark_statistics_.grid is None
+    with pytest.raises(ValueError, match="strictly increasing"):
+        mlcal.spark.fit(df, "s", "y", "platt", grid=[0.5, 0.2])
+
+
+# -- input errors ---------------------------------------------------------------------------
+def test_bad_inputs_are_named(spark):
+    import mlcal.spark
+
+    pdf = pd.DataFrame({"s": [0.1, 0.2, 0.3, 0.4], "y": [0.0, 1.0, 0.0, 1.0],
+                        "w": [1.0, 2.0, 1.0, 1.0], "txt": ["a", "b", "c", "d"]})
+    cases = [({"y": [0.0, 1.0, 2.0, 1.0]}, {}, "labels must be 0 or 1"),
+             ({"w": [1.0, -2.0, 1.0, 1.0]}, {"weight_col": "w"}, "1 negative"),
+             ({"w": [0.0, 2.0, 0.0, 1.0]}, {"weight_col": "w"}, "single class"),
+             ({}, {"weight_col": "nope"}, "weight column 'nope' is not in the DataFrame"),
+             ({}, {"score_col": "txt"}, "score column 'txt' must be numeric")]
+    for change, kwargs, message in cases:
+        df = spark.createDataFrame(pdf.assign(**change))
+        args = {"score_col": "s", "label_col": "y", **kwargs}
+        with pytest.raises(ValueError, match=message):
+            mlcal.spark.fit(df, method="platt", **args)
+    rows = [(0.1, 1.0), (None, 0.0), (float("nan"), 1.0), (float("-inf"), 0.0), (0.3, 0.0)]
+    bad = spark.createDataFrame(rows, "s double, y double")
+    with pytest.raises(ValueError, match="scores contain 1 null and 2 non-finite"):
+        mlcal.spark.fit(bad, "s", "y", "platt")
+
+
+# -- the SQL expression ---------------------------------------------------------------------
+def _edge_scores(extra) -> np.ndarray:
+    rng = np.random.default_rng(21)
+    fixed = [0.0, -0.0, 5e-324, -5e-324, 1e-300, 0.5, 1.0, -1.0, 40.0, -40.0, 40.0000001,
+             -40.0000001, 700.0, -700.0, -708.5, -720.0, -744.0, -745.1, -746.0, 1e300, -1e300]
+    extra = extra[np.isfinite(extra)]
+    return np.concatenate([fixed, extra, np.nextafter(extra, np.inf),
+                           np.nextafter(extra, -np.inf), rng.normal(0, 5, 3000),
+                           rng.random(3000), rng.normal(0, 400, 1000)])
+
+
+def _maps():
+    rng = np.random.default_rng(22)
+    t = np.sort(rng.random(300))
+    v = np.sort(rng.random(301))
+    knots = np.sort(np.unique(np.round(rng.random(200), 4)))
+    lv = np.clip(np.cumsum(rng.random(knots.size)) / knots.size, 0, 1)
+    out = {}
+    for tr in ("identity", "sigmoid"):
+        out[f"step-{tr}"] = StepMap(t, v, input_transform=tr)
+        out[f"linear-{tr}"] = LinearMap(knots, lv, input_transform=tr)
+        out[f"sigmoid-{tr}"] = SigmoidMap(-7.3, 2.1, input_transform=tr)
+    out["one-knot"] = LinearMap([0.3], [0.25])
+    out["one-bin"] = StepMap([], [0.75])
+    out["steep-sigmoid"] = SigmoidMap(-3.0e3, 1.0)
+    return out
+
+
+def test_calibrated_column_equals_predict_bit_for_bit(spark, data):
+    from mlcal.spark import calibrated_column
+
+    maps = _maps()
+    fitted = {m: get_calibrator(m).fit(data["margin"], data["y"]) for m in
+              ("isotonic", "histogram", "platt", "elite", "bbq", "kde")}
+    knots = np.concatenate([m.knots if isinstance(m, LinearMap) else
+                            m.thresholds if isinstance(m, StepMap) else []
+                            for m in [*maps.values(), *(c.map_ for c in fitted.values())]])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logits = np.log(knots / (1 - knots))       # where the sigmoid-transformed maps break
+    scores = _edge_scores(np.concatenate([knots, logits]))
+    df = spark.createDataFrame(pd.DataFrame({"s": scores}))
+    cols = {name: calibrated_column(m, "s") for name, m in maps.items()}
+    cols.update({f"fit-{k}": calibrated_column(c, "s") for k, c in fitted.items()})
+    cols["as-dict"] = calibrated_column(maps["linear-sigmoid"].to_dict(), df["s"])
+    out = df.select("s", *[c.alias(k) for k, c in cols.items()]).toPandas()
+    s = out["s"].to_numpy()
+    assert np.array_equal(_bits(s), _bits(scores))
+    for name, m in maps.items():
+        assert np.array_equal(_bits(out[name]), _bits(m(s))), name
+    for name, c in fitted.items():
+        assert np.array_equal(_bits(out[f"fit-{name}"]), _bits(c.predict(s))), name
+    assert np.array_equal(_bits(out["as-dict"]), _bits(maps["linear-sigmoid"](s)))
+
+
+def test_expit_column_is_detmath_expit_to_the_bit(spark):
+    from mlcal.spark._expressions import expit_column
+
+    rng = np.random.default_rng(23)
+    x = np.concatenate([np.linspace(-760, 60, 20001), rng.normal(0, 20, 20000),
+                        -np.logspace(-320, 2.9, 3000), np.logspace(-320, 2.9, 3000),
+                        [0.0, -0.0, 40.0, -40.0, -708.39641853226408, -745.2, -745.13321910194]])
+    df = spark.createDataFrame(pd.DataFrame({"x": x}))
+    got = df.select(expit_column(df["x"]).alias("p")).toPandas()["p"].to_numpy()
+    expected = det_expit_array(x)
+    assert np.array_equal(_bits(got), _bits(expected))
+    assert (expected[x < -708] > 0).any() and (expected[x < -708] < 2.3e-308).any()  # subnormals
+
+
+def test_non_finite_and_null_scores_give_null(spark):
+    from mlcal.spark import calibrated_column
+
+    m = StepMap([0.5], [0.2, 0.8])
+    df = spark.createDataFrame([(0.7,), (None,), (float("nan"),), (float("inf"),),
+                                (float("-inf"),)], "s double")
+    got = [r[0] for r in df.select(calibrated_column(m, "s")).collect()]
+    assert got == [0.8, None, None, None, None]
+    with pytest.raises(ValueError, match="non-finite"):
+        m(np.array([np.nan]))     # what predict does instead
+    with pytest.raises(TypeError, match="fitted binary calibrator, a calibration map"):
+        calibrated_column(object(), "s")

@@ -211,3 +211,51 @@ def test_multiclass_documents_are_validated_on_load():
     with pytest.raises(NotFittedError):
         VectorScaling().to_json()
 
+
+
+def _digits_calibration_split(seed):
+    """The benchmark's digits split: logistic regression base, ~450 calibration rows on which
+    the classes are nearly separable."""
+    from sklearn.datasets import load_digits
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import train_test_split
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_digits(return_X_y=True)
+    X_tr, X_rest, y_tr, y_rest = train_test_split(X, y, train_size=0.5, stratify=y,
+                                                  random_state=seed)
+    X_cal, _, y_cal, _ = train_test_split(X_rest, y_rest, train_size=0.5, stratify=y_rest,
+                                          random_state=seed)
+    base = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)).fit(X_tr, y_tr)
+    return base.predict_proba(X_cal), y_cal
+
+
+def test_matrix_scaling_converges_on_nearly_separable_digits():
+    # split 6 made the former L-BFGS fit stop at 10000 iterations without converging
+    p, y = _digits_calibration_split(6)
+    K, lam, mu = 10, 1e-2, 1e-2
+    cal = MatrixScaling(input_kind="probabilities").fit(p, y)
+    x = np.log(np.maximum(p, 1e-300))
+    off = 1.0 - np.eye(K)
+    onehot = np.eye(K)[y]
+
+    def objective_and_gradient(t):
+        W, b = t[:K * K].reshape(K, K), t[K * K:]
+        z = x @ W.T + b
+        q = softmax(z, axis=1)
+        f = (_nll(z, y, np.ones(len(y))) + lam / (K * (K - 1)) * np.sum((W * off) ** 2)
+             + mu / K * np.sum(b ** 2))
+        r = (q - onehot) / len(y)
+        gW = r.T @ x + 2 * lam / (K * (K - 1)) * W * off
+        return f, np.concatenate([gW.ravel(), r.sum(axis=0) + 2 * mu / K * b])
+
+    mine = np.concatenate([cal.map_.weights.ravel(), cal.map_.bias])
+    f_mine, g_mine = objective_and_gradient(mine)
+    assert np.max(np.abs(g_mine)) <= 1e-7   # stationary: the unique optimum of a convex fit
+    ref = minimize(objective_and_gradient, np.concatenate([np.eye(K).ravel(), np.zeros(K)]),
+                   jac=True, method="BFGS", options={"gtol": 1e-9, "maxiter": 20000})
+    assert f_mine <= ref.fun + 1e-12
+    assert cal.objective_ == pytest.approx(f_mine, rel=1e-10)
+    np.testing.assert_allclose(cal.predict_proba(p), softmax(x @ ref.x[:K * K].reshape(K, K).T
+                                                             + ref.x[K * K:], axis=1), atol=1e-4)

@@ -84,9 +84,25 @@ def nll_and_gradient(x, y, w, W, b, full):
 
 def canonical_order(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Row permutation sorting by (x columns, y, w): sums taken in this order do not depend
-    on the order the caller passed the rows in (identical rows are interchangeable)."""
-    keys = [w, y] + [x[:, j] for j in range(x.shape[1] - 1, -1, -1)]
-    return np.lexsort(keys)
+    on the order the caller passed the rows in (identical rows are interchangeable).
+
+    Sorts by the first column, then re-sorts only the rows that tie on it by all keys (a full
+    lexicographic sort of K + 2 keys costs K sorts of all rows; real-valued scores rarely tie).
+    """
+    first = x[:, 0]
+    order = np.argsort(first, kind="stable")
+    v = first[order]
+    eq = v[1:] == v[:-1]
+    tied = np.zeros(len(v), dtype=bool)
+    tied[1:] |= eq
+    tied[:-1] |= eq
+    if tied.any():
+        # tie groups are contiguous and stay in place: re-sort their rows by (x0, x1, ..., y, w)
+        pos = np.flatnonzero(tied)
+        rows = order[pos]
+        keys = [w[rows], y[rows]] + [x[rows, j] for j in range(x.shape[1] - 1, 0, -1)]
+        order[pos] = rows[np.lexsort(keys + [v[pos]])]
+    return order
 
 
 #: relative predicted decrease below which L-BFGS stops (objective within ~1e-14 of optimal)

@@ -20,7 +20,7 @@ and thread count. Callers sort the rows first (``softmax_affine.canonical_order`
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, uint64
 
 from mlcal._solvers.detmath import det_exp, det_log, det_log1p
 
@@ -117,13 +117,17 @@ _BLOCK = 64
 @njit(cache=True, nogil=True)
 def _rank_one_down(H, V, wv, rows):
     """Upper triangle of ``H -= sum_r wv[r] V[r] V[r]^T`` over the first ``rows`` buffered rows;
-    every entry still accumulates the rows in order."""
+    every entry still accumulates the rows in order. The unsigned inner index lets LLVM
+    vectorise the loop (elementwise multiply and subtract: the same roundings at any width;
+    no fast-math, so no fused multiply-add)."""
     P = V.shape[1]
     for a in range(P):
+        Ha = H[a]
         for r in range(rows):
-            va = wv[r] * V[r, a]
-            for b in range(a, P):
-                H[a, b] -= va * V[r, b]
+            Vr = V[r]
+            va = wv[r] * Vr[a]
+            for b in range(uint64(a), uint64(P)):
+                Ha[b] -= va * Vr[b]
 
 
 @njit(cache=True, nogil=True)

@@ -432,8 +432,11 @@ class MatrixScaling(_SoftmaxScaling):
     + bias_penalty / K * sum_k b_k^2``
 
     where NLL is the weighted *mean* negative log-likelihood. The diagonal is free, so the
-    penalty pulls the map towards vector scaling, not towards a constant; both penalties
-    positive make the objective strictly convex with a unique optimum.
+    penalty pulls the map towards vector scaling, not towards a constant. Fitted by Newton's
+    method with the exact Hessian up to K = 22 (:data:`MAX_NEWTON_PARAMETERS`), by L-BFGS
+    above. As the diagonal is free, on calibration rows that a per-class scaling of the scores
+    already separates the objective has no finite minimiser and the fit stops, like
+    :class:`VectorScaling`, once the remaining possible decrease is below 1e-14.
 
     Parameters
     ----------

@@ -8,7 +8,7 @@ first (:func:`canonical_order`) so it does not depend on the row order either.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from mlcal._solvers.detmath import det_exp, det_log
 
@@ -51,6 +51,19 @@ def softmax_affine(x, W, b, temperature):
         _, s = _shifted_exp(z, row)
         for k in range(K):
             row[k] /= s
+    return out
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def floored_log(s, floor):
+    """``det_log(max(s, floor))`` elementwise over an (n, K) array, rows in parallel (each
+    element is computed alone, so the threads cannot change a bit)."""
+    n, K = s.shape
+    out = np.empty((n, K))
+    for i in prange(n):
+        for k in range(K):
+            v = s[i, k]
+            out[i, k] = det_log(v if v > floor else floor)
     return out
 
 

@@ -131,6 +131,31 @@ def _rank_one_down(H, V, wv, rows):
 
 
 @njit(cache=True, nogil=True)
+def _partials(P, hessian):
+    """Per-block sums: objective, weight, gradient and (upper-triangle) Hessian."""
+    return (np.zeros(N_CHUNKS), np.zeros(N_CHUNKS), np.zeros((N_CHUNKS, P)),
+            np.zeros((N_CHUNKS, P, P) if hessian else (N_CHUNKS, 0, 0)))
+
+
+@njit(cache=True, nogil=True)
+def _row_buffers(K, P):
+    """Scratch of one block: logits, exponentials, residuals, buffered Hessian rows, weights."""
+    return np.empty(K), np.empty(K), np.empty(K), np.empty((_BLOCK, P)), np.empty(_BLOCK)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _push_row(H, V, wv, buffered, wi, last):
+    """Record row weight ``wi`` for the buffered Hessian row; apply the buffer when it is full
+    or at the block's last row. Returns the new buffer fill."""
+    wv[buffered] = wi
+    buffered += 1
+    if buffered == _BLOCK or last:
+        _rank_one_down(H, V, wv, buffered)
+        return 0
+    return buffered
+
+
+@njit(cache=True, nogil=True)
 def _finish(fp, gp, Hp, wsp, hessian):
     """Add the block partials in block order, divide by the total weight, mirror ``H``."""
     P = gp.shape[1]
@@ -164,17 +189,10 @@ def vector_derivatives(x, y, w, d, b, hessian):
     ``H_db = diag(p x) - u p^T``, ``H_bb = diag(p) - p p^T`` (row means)."""
     n, K = x.shape
     P = 2 * K
-    fp = np.zeros(N_CHUNKS)
-    wsp = np.zeros(N_CHUNKS)
-    gp = np.zeros((N_CHUNKS, P))
-    Hp = np.zeros((N_CHUNKS, P, P) if hessian else (N_CHUNKS, 0, 0))
+    fp, wsp, gp, Hp = _partials(P, hessian)
     for chunk in prange(N_CHUNKS):
         lo, hi = _bounds(n, chunk)
-        z = np.empty(K)
-        e = np.empty(K)
-        r = np.empty(K)
-        V = np.empty((_BLOCK, P))
-        wv = np.empty(_BLOCK)
+        z, e, r, V, wv = _row_buffers(K, P)
         buffered = 0
         g = gp[chunk]
         H = Hp[chunk]
@@ -201,11 +219,7 @@ def vector_derivatives(x, y, w, d, b, hessian):
                     H[k, k] += wi * pk * xk * xk
                     H[k, K + k] += wi * pk * xk
                     H[K + k, K + k] += wi * pk
-                wv[buffered] = wi
-                buffered += 1
-                if buffered == _BLOCK or i == hi - 1:
-                    _rank_one_down(H, V, wv, buffered)
-                    buffered = 0
+                buffered = _push_row(H, V, wv, buffered, wi, i == hi - 1)
         fp[chunk] = f
         wsp[chunk] = ws
     return _finish(fp, gp, Hp, wsp, hessian)
@@ -218,17 +232,10 @@ def matrix_derivatives(x, y, w, W, b, hessian):
     ``x~ = (x, 1)`` mapped to that parameter order."""
     n, K = x.shape
     P = K * K + K
-    fp = np.zeros(N_CHUNKS)
-    wsp = np.zeros(N_CHUNKS)
-    gp = np.zeros((N_CHUNKS, P))
-    Hp = np.zeros((N_CHUNKS, P, P) if hessian else (N_CHUNKS, 0, 0))
+    fp, wsp, gp, Hp = _partials(P, hessian)
     for chunk in prange(N_CHUNKS):
         lo, hi = _bounds(n, chunk)
-        z = np.empty(K)
-        e = np.empty(K)
-        r = np.empty(K)
-        V = np.empty((_BLOCK, P))
-        wv = np.empty(_BLOCK)
+        z, e, r, V, wv = _row_buffers(K, P)
         buffered = 0
         g = gp[chunk]
         H = Hp[chunk]
@@ -265,11 +272,7 @@ def matrix_derivatives(x, y, w, W, b, hessian):
                         for m in range(j, K + 1):
                             xm = x[i, m] if m < K else 1.0
                             A[k, j, m] += wp * xj * xm
-                wv[buffered] = wi
-                buffered += 1
-                if buffered == _BLOCK or i == hi - 1:
-                    _rank_one_down(H, V, wv, buffered)
-                    buffered = 0
+                buffered = _push_row(H, V, wv, buffered, wi, i == hi - 1)
         if hessian:
             for k in range(K):
                 for j in range(K + 1):

@@ -12,8 +12,8 @@ and, where the installed version has it, temperature) with a prefit base model
 its checks. Each fit runs once (numba kernels are compiled beforehand); ``x skl-iso`` is the
 time over scikit-learn isotonic at the same K and N. Fits that would take minutes each on a
 shared 2-core machine are skipped, with the reason printed (``--uncapped`` runs them): matrix
-scaling (K^2 + K parameters, each objective evaluation costs N K^2) above N K^2 = 2e7, vector
-scaling above N K = 1e7, and scikit-learn sigmoid (about 25 us per row and class here) above
+scaling (K^2 + K parameters, each objective evaluation costs N K^2, its exact Hessian
+N K^4 / 2) above N K^2 = 1e8, vector scaling above N K = 1e8, and scikit-learn sigmoid (about 25 us per row and class here) above
 N K = 2e6.
 
 Quality (test split, mean over ``--splits`` random train/calibration/test splits with fixed
@@ -52,8 +52,8 @@ MLCAL_METHODS = {
 }
 #: method -> (cost measure, its limit) above which the timing grid skips the fit
 WORK_CAPS = {"sklearn sigmoid": ("N K", lambda n, k: n * k, 2e6),
-             "mlcal vector": ("N K", lambda n, k: n * k, 1e7),
-             "mlcal matrix": ("N K^2", lambda n, k: n * k * k, 2e7)}
+             "mlcal vector": ("N K", lambda n, k: n * k, 1e8),
+             "mlcal matrix": ("N K^2", lambda n, k: n * k * k, 1e8)}
 SKLEARN_METHODS = [m for m in ("isotonic", "sigmoid", "temperature")
                    if m in CalibratedClassifierCV._parameter_constraints["method"][0].options]
 

@@ -15,8 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from mlcal._solvers.detmath import det_log_array
-from mlcal._solvers.softmax_affine import softmax_affine
+from mlcal._solvers.softmax_affine import floored_log, softmax_affine
 from mlcal.maps import (_BaseMap, MapFormatError, _float_array, _float_scalar, _short,
                         map_from_dict)
 
@@ -207,8 +206,7 @@ class SoftmaxAffineMap(_BaseMap):
         """The map's ``x`` for validated scores ``s`` (log of floored probabilities or ``s``)."""
         if self.input == "logits":
             return s
-        flat = np.maximum(s, PROBABILITY_FLOOR).reshape(-1)
-        return det_log_array(np.ascontiguousarray(flat)).reshape(s.shape)
+        return floored_log(np.ascontiguousarray(s, dtype=np.float64), PROBABILITY_FLOOR)
 
     def __call__(self, scores) -> np.ndarray:
         """Calibrated probabilities, shape (n, K); rows sum to 1."""

@@ -211,3 +211,108 @@ def test_multiclass_documents_are_validated_on_load():
     with pytest.raises(NotFittedError):
         VectorScaling().to_json()
 
+
+
+def _digits_calibration_split(seed):
+    """The benchmark's digits split: logistic regression base, ~450 calibration rows on which
+    the classes are nearly separable."""
+    from sklearn.datasets import load_digits
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import train_test_split
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_digits(return_X_y=True)
+    X_tr, X_rest, y_tr, y_rest = train_test_split(X, y, train_size=0.5, stratify=y,
+                                                  random_state=seed)
+    X_cal, _, y_cal, _ = train_test_split(X_rest, y_rest, train_size=0.5, stratify=y_rest,
+                                          random_state=seed)
+    base = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)).fit(X_tr, y_tr)
+    return base.predict_proba(X_cal), y_cal
+
+
+def test_matrix_scaling_converges_on_nearly_separable_digits():
+    # split 6 made the former L-BFGS fit stop at 10000 iterations without converging
+    p, y = _digits_calibration_split(6)
+    K, lam, mu = 10, 1e-2, 1e-2
+    cal = MatrixScaling(input_kind="probabilities").fit(p, y)
+    x = np.log(np.maximum(p, 1e-300))
+    off = 1.0 - np.eye(K)
+    onehot = np.eye(K)[y]
+
+    def objective_and_gradient(t):
+        W, b = t[:K * K].reshape(K, K), t[K * K:]
+        z = x @ W.T + b
+        q = softmax(z, axis=1)
+        f = (_nll(z, y, np.ones(len(y))) + lam / (K * (K - 1)) * np.sum((W * off) ** 2)
+             + mu / K * np.sum(b ** 2))
+        r = (q - onehot) / len(y)
+        gW = r.T @ x + 2 * lam / (K * (K - 1)) * W * off
+        return f, np.concatenate([gW.ravel(), r.sum(axis=0) + 2 * mu / K * b])
+
+    mine = np.concatenate([cal.map_.weights.ravel(), cal.map_.bias])
+    f_mine, g_mine = objective_and_gradient(mine)
+    assert np.max(np.abs(g_mine)) <= 1e-7   # stationary: the unique optimum of a convex fit
+    ref = minimize(objective_and_gradient, np.concatenate([np.eye(K).ravel(), np.zeros(K)]),
+                   jac=True, method="BFGS", options={"gtol": 1e-9, "maxiter": 20000})
+    assert f_mine <= ref.fun + 1e-12
+    assert cal.objective_ == pytest.approx(f_mine, rel=1e-10)
+    np.testing.assert_allclose(cal.predict_proba(p), softmax(x @ ref.x[:K * K].reshape(K, K).T
+                                                             + ref.x[K * K:], axis=1), atol=1e-4)
+
+
+def _softmax_hessian_reference(z, jac, w):
+    """mean_i w_i J_i^T (diag(p_i) - p_i p_i^T) J_i, the Hessian of the weighted mean NLL in
+    parameters whose logits have Jacobian ``jac`` (n, K, P)."""
+    p = softmax(z, axis=1)
+    h_z = np.einsum("ik,kl->ikl", p, np.eye(z.shape[1])) - np.einsum("ik,il->ikl", p, p)
+    return np.einsum("i,ikp,ikl,ilq->pq", w, jac, h_z, jac) / np.sum(w)
+
+
+def test_newton_kernels_return_the_exact_hessian():
+    from mlcal._solvers.softmax_derivatives import (matrix_derivatives,
+                                                    temperature_derivatives,
+                                                    vector_derivatives)
+    z, y, w = _data(n=700, K=4, seed=9)
+    n, K = z.shape
+    rng = np.random.default_rng(10)
+    d, b, W = rng.normal(size=K), rng.normal(size=K), rng.normal(size=(K, K))
+    # vector scaling: dz_k / dd_k = x_k, dz_k / db_k = 1
+    jac = np.concatenate([np.einsum("ik,kl->ikl", z, np.eye(K)),
+                          np.broadcast_to(np.eye(K), (n, K, K))], axis=2)
+    f, g, H = vector_derivatives(z, y, w, d, b, True)
+    assert f == pytest.approx(_nll(z * d + b, y, w), rel=1e-13)
+    np.testing.assert_allclose(H, _softmax_hessian_reference(z * d + b, jac, w), rtol=1e-10,
+                               atol=1e-14)
+    # matrix scaling: dz_k / dW_kj = x_j, dz_k / db_k = 1 (parameters W row-major, then b)
+    jac = np.zeros((n, K, K * K + K))
+    for k in range(K):
+        jac[:, k, k * K:(k + 1) * K] = z
+        jac[:, k, K * K + k] = 1.0
+    logits = z @ W.T + b
+    f, g, H = matrix_derivatives(z, y, w, W, b, True)
+    assert f == pytest.approx(_nll(logits, y, w), rel=1e-13)
+    np.testing.assert_allclose(H, _softmax_hessian_reference(logits, jac, w), rtol=1e-10,
+                               atol=1e-14)
+    # temperature: f'' is the Hessian with the Jacobian x
+    f, d1, d2 = temperature_derivatives(z, y, w, 0.7)
+    assert d2 == pytest.approx(_softmax_hessian_reference(0.7 * z, z[:, :, None], w)[0, 0],
+                               rel=1e-10)
+    eps = 1e-6   # and f' is the derivative of the independent NLL
+    assert d1 == pytest.approx((_nll((0.7 + eps) * z, y, w) - _nll((0.7 - eps) * z, y, w))
+                               / (2 * eps), rel=1e-6)
+
+
+@pytest.mark.parametrize("make", [TemperatureScaling, VectorScaling, MatrixScaling])
+def test_fitted_json_does_not_depend_on_the_thread_count(make):
+    import numba
+
+    z, y, w = _data(n=3000, K=5, seed=11)
+    before = numba.get_num_threads()
+    a = make().fit(z, y, sample_weight=w).to_json()
+    try:
+        numba.set_num_threads(1)
+        b = make().fit(z, y, sample_weight=w).to_json()
+    finally:
+        numba.set_num_threads(before)
+    assert a == b

@@ -8,7 +8,7 @@ first (:func:`canonical_order`) so it does not depend on the row order either.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from mlcal._solvers.detmath import det_exp, det_log
 
@@ -54,6 +54,19 @@ def softmax_affine(x, W, b, temperature):
     return out
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def floored_log(s, floor):
+    """``det_log(max(s, floor))`` elementwise over an (n, K) array, rows in parallel (each
+    element is computed alone, so the threads cannot change a bit)."""
+    n, K = s.shape
+    out = np.empty((n, K))
+    for i in prange(n):
+        for k in range(K):
+            v = s[i, k]
+            out[i, k] = det_log(v if v > floor else floor)
+    return out
+
+
 @njit(cache=True, nogil=True)
 def nll_and_gradient(x, y, w, W, b, full):
     """Weighted mean negative log-likelihood of ``softmax(W x + b)`` against class indices
@@ -84,9 +97,25 @@ def nll_and_gradient(x, y, w, W, b, full):
 
 def canonical_order(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Row permutation sorting by (x columns, y, w): sums taken in this order do not depend
-    on the order the caller passed the rows in (identical rows are interchangeable)."""
-    keys = [w, y] + [x[:, j] for j in range(x.shape[1] - 1, -1, -1)]
-    return np.lexsort(keys)
+    on the order the caller passed the rows in (identical rows are interchangeable).
+
+    Sorts by the first column, then re-sorts only the rows that tie on it by all keys (a full
+    lexicographic sort of K + 2 keys costs K sorts of all rows; real-valued scores rarely tie).
+    """
+    first = x[:, 0]
+    order = np.argsort(first, kind="stable")
+    v = first[order]
+    eq = v[1:] == v[:-1]
+    tied = np.zeros(len(v), dtype=bool)
+    tied[1:] |= eq
+    tied[:-1] |= eq
+    if tied.any():
+        # tie groups are contiguous and stay in place: re-sort their rows by (x0, x1, ..., y, w)
+        pos = np.flatnonzero(tied)
+        rows = order[pos]
+        keys = [w[rows], y[rows]] + [x[rows, j] for j in range(x.shape[1] - 1, 0, -1)]
+        order[pos] = rows[np.lexsort(keys + [v[pos]])]
+    return order
 
 
 #: relative predicted decrease below which L-BFGS stops (objective within ~1e-14 of optimal)

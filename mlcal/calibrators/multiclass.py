@@ -21,7 +21,10 @@ import numpy as np
 from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 
+from mlcal._solvers.convex_newton import newton
 from mlcal._solvers.softmax_affine import canonical_order, lbfgs, nll_and_gradient
+from mlcal._solvers.softmax_derivatives import (matrix_derivatives, temperature_derivatives,
+                                                vector_derivatives)
 from mlcal._validation import as_weights
 from mlcal.calibrators._params import (Constraint, Options, Real, short_repr,
                                        validate_params)
@@ -295,10 +298,14 @@ class OneVsRest(MulticlassCalibrator):
 
 
 class _SoftmaxScaling(MulticlassCalibrator):
-    """Shared fitting of ``softmax(W x + b)`` by deterministic L-BFGS (see
-    :mod:`mlcal._solvers.softmax_affine`) on the weighted mean negative log-likelihood."""
+    """Shared fitting of ``softmax(W x + b)`` on the weighted mean negative log-likelihood by
+    deterministic damped Newton with the exact Hessian (:mod:`mlcal._solvers.convex_newton`,
+    kernels in :mod:`mlcal._solvers.softmax_derivatives`). Newton's method is affine
+    invariant, so the scale and offset of the scores need no standardisation; it stops once
+    the Newton decrement predicts a gap to the optimum below 1e-14 relative to the objective
+    (then takes that last step). Subclasses return ``(evaluate, theta0, build, solver)``."""
 
-    def _objective(self, x, y, w, K):  # pragma: no cover - abstract
+    def _problem(self, x, y, w, K):  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _fit(self, s, y, w, probabilities):
@@ -308,15 +315,39 @@ class _SoftmaxScaling(MulticlassCalibrator):
         order = canonical_order(x, y, w)
         x, y, w = (np.ascontiguousarray(x[order]), np.ascontiguousarray(y[order]),
                    np.ascontiguousarray(w[order]))
-        fun, theta0, build = self._problem(x, y, w, K)
-        theta, self.n_iter_, converged = lbfgs(fun, theta0, max_iter=self._max_iter)
+        evaluate, theta0, build, solver = self._problem(x, y, w, K)
+        theta, self.n_iter_, converged = solver(evaluate, theta0)
         if not converged:
             raise ValueError(f"{type(self).__name__}: the fit did not converge in "
-                             f"{self._max_iter} iterations (separable data?)")
-        self.objective_ = float(fun(theta)[0])
+                             f"{self.n_iter_} iterations (separable data?)")
+        self.objective_ = float(evaluate(theta, False)[0])
         return build(theta, inp)
 
-    _max_iter = 10_000   # weakly penalised matrix scaling can need a few thousand steps
+
+def _newton(evaluate, theta0):
+    return newton(evaluate, theta0, max_iter=_NEWTON_MAX_ITER)
+
+
+def _lbfgs(evaluate, theta0):
+    return lbfgs(lambda t: evaluate(t, False)[:2], theta0, max_iter=_LBFGS_MAX_ITER)
+
+
+#: Newton iterations allowed (a strictly convex fit needs about 5-15; a separable vector
+#: scaling fit, whose likelihood has no finite maximiser, a few dozen)
+_NEWTON_MAX_ITER = 500
+#: L-BFGS iterations for matrix scaling above :data:`MAX_NEWTON_PARAMETERS`
+_LBFGS_MAX_ITER = 10_000
+#: matrix scaling with more parameters (K^2 + K; K > 22) uses L-BFGS: its Hessian costs
+#: (K^2 + K)^2 / 2 per row and memory per row block
+MAX_NEWTON_PARAMETERS = 506
+
+
+def _fix_bias_shift(H: np.ndarray, start: int) -> None:
+    """Add ``c 1 1^T`` on the bias block ``H[start:, start:]``: the NLL is flat along a common
+    shift of all biases, and with the gradient orthogonal to that direction the Newton step
+    solved with this term is the one within ``sum(b) = const`` (the optimum is unchanged)."""
+    K = H.shape[0] - start
+    H[start:, start:] += float(np.sum(np.diag(H)[start:])) / K
 
 
 class TemperatureScaling(_SoftmaxScaling):
@@ -343,11 +374,11 @@ class TemperatureScaling(_SoftmaxScaling):
         self.input_kind = input_kind
 
     def _problem(self, x, y, w, K):
-        eye, zero = np.eye(K), np.zeros(K)
+        zero = np.zeros(K)
 
-        def fun(theta):
-            f, dW, _ = nll_and_gradient(x, y, w, theta[0] * eye, zero, False)
-            return f, np.array([float(np.sum(np.diag(dW)))])
+        def evaluate(theta, hessian):
+            f, d1, d2 = temperature_derivatives(x, y, w, float(theta[0]))
+            return f, np.array([d1]), np.array([[d2]])
 
         def build(theta, inp):
             if not theta[0] > 0.0:
@@ -355,7 +386,7 @@ class TemperatureScaling(_SoftmaxScaling):
                                  "positive (the scores are anti-correlated with the labels)")
             return SoftmaxAffineMap(np.ones(K), zero, 1.0 / float(theta[0]), inp)
 
-        return fun, np.array([1.0]), build
+        return evaluate, np.array([1.0]), build, _newton
 
 
 class VectorScaling(_SoftmaxScaling):
@@ -381,14 +412,16 @@ class VectorScaling(_SoftmaxScaling):
         self.input_kind = input_kind
 
     def _problem(self, x, y, w, K):
-        def fun(theta):
-            f, dW, db = nll_and_gradient(x, y, w, np.diag(theta[:K]), theta[K:], False)
-            return f, np.concatenate([np.diag(dW), db])
+        def evaluate(theta, hessian):
+            f, g, H = vector_derivatives(x, y, w, theta[:K].copy(), theta[K:].copy(), hessian)
+            if hessian:
+                _fix_bias_shift(H, K)
+            return f, g, H
 
         def build(theta, inp):
             return SoftmaxAffineMap(theta[:K].copy(), theta[K:].copy(), 1.0, inp)
 
-        return fun, np.concatenate([np.ones(K), np.zeros(K)]), build
+        return evaluate, np.concatenate([np.ones(K), np.zeros(K)]), build, _newton
 
 
 class MatrixScaling(_SoftmaxScaling):
@@ -399,8 +432,11 @@ class MatrixScaling(_SoftmaxScaling):
     + bias_penalty / K * sum_k b_k^2``
 
     where NLL is the weighted *mean* negative log-likelihood. The diagonal is free, so the
-    penalty pulls the map towards vector scaling, not towards a constant; both penalties
-    positive make the objective strictly convex with a unique optimum.
+    penalty pulls the map towards vector scaling, not towards a constant. Fitted by Newton's
+    method with the exact Hessian up to K = 22 (:data:`MAX_NEWTON_PARAMETERS`), by L-BFGS
+    above. As the diagonal is free, on calibration rows that a per-class scaling of the scores
+    already separates the objective has no finite minimiser and the fit stops, like
+    :class:`VectorScaling`, once the remaining possible decrease is below 1e-14.
 
     Parameters
     ----------
@@ -429,18 +465,31 @@ class MatrixScaling(_SoftmaxScaling):
         lam = float(self.off_diagonal_penalty) / (K * (K - 1))
         mu = float(self.bias_penalty) / K
 
-        def fun(theta):
-            W, b = theta[:K * K].reshape(K, K), theta[K * K:]
-            f, dW, db = nll_and_gradient(x, y, w, np.ascontiguousarray(W), b, True)
+        penalty_diag = np.concatenate([2.0 * lam * off.reshape(-1), np.full(K, 2.0 * mu)])
+        use_newton = K * K + K <= MAX_NEWTON_PARAMETERS
+
+        def evaluate(theta, hessian):
+            W, b = np.ascontiguousarray(theta[:K * K].reshape(K, K)), theta[K * K:].copy()
+            if use_newton:
+                f, g, H = matrix_derivatives(x, y, w, W, b, hessian)
+            else:
+                f, dW, db = nll_and_gradient(x, y, w, W, b, True)
+                g, H = np.concatenate([dW.reshape(-1), db]), None
             Wo = W * off
             f += lam * float(np.sum(Wo * Wo)) + mu * float(np.sum(b * b))
-            return f, np.concatenate([(dW + 2.0 * lam * Wo).reshape(-1), db + 2.0 * mu * b])
+            g = g + penalty_diag * theta
+            if hessian:
+                H[np.diag_indices_from(H)] += penalty_diag
+                if mu == 0.0:
+                    _fix_bias_shift(H, K * K)
+            return f, g, H
 
         def build(theta, inp):
             return SoftmaxAffineMap(theta[:K * K].reshape(K, K).copy(), theta[K * K:].copy(),
                                     1.0, inp)
 
-        return fun, np.concatenate([np.eye(K).reshape(-1), np.zeros(K)]), build
+        return (evaluate, np.concatenate([np.eye(K).reshape(-1), np.zeros(K)]), build,
+                _newton if use_newton else _lbfgs)
 
 
 #: multiclass method names accepted by :func:`multiclass_calibrator` (besides binary names)

@@ -8,7 +8,7 @@ first (:func:`canonical_order`) so it does not depend on the row order either.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from mlcal._solvers.detmath import det_exp, det_log
 
@@ -54,13 +54,13 @@ def softmax_affine(x, W, b, temperature):
     return out
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True)
 def floored_log(s, floor):
-    """``det_log(max(s, floor))`` elementwise over an (n, K) array, rows in parallel (each
-    element is computed alone, so the threads cannot change a bit)."""
+    """``det_log(max(s, floor))`` elementwise over an (n, K) array (serial: see the note on
+    threads in :mod:`mlcal._solvers.softmax_derivatives`)."""
     n, K = s.shape
     out = np.empty((n, K))
-    for i in prange(n):
+    for i in range(n):
         for k in range(K):
             v = s[i, k]
             out[i, k] = det_log(v if v > floor else floor)

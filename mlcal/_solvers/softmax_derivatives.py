@@ -12,15 +12,17 @@ The loss is evaluated as ``log1p(sum_{k != c} e_k / e_c)`` (``e_k = exp(z_k - ma
 and ``r_c = -(sum_{k != c} e_k) / s`` for the same reason.
 
 Determinism: rows are split into :data:`N_CHUNKS` fixed blocks (bounds depend only on ``n``);
-each block's partial sums are a sequential loop over its rows (numba ``prange`` runs the blocks
-in parallel) and the blocks are added in block order, so the result is the same on every CPU
-and thread count. Callers sort the rows first (``softmax_affine.canonical_order``).
+each block's partial sums are a sequential loop over its rows and the blocks are added in block
+order, so the result is the same on every CPU. The blocks run one after the other: numba's
+``parallel=True`` would use GNU OpenMP here, which aborts a process forked after a parallel
+region ran (``multiprocessing`` with fork, prefork servers), a trap a calibration library must
+not set for its users; the fixed blocks keep the door open for a fork-safe threading layer. Callers sort the rows first (``softmax_affine.canonical_order``).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange, uint64
+from numba import njit, uint64
 
 from mlcal._solvers.detmath import det_exp, det_log, det_log1p
 
@@ -58,13 +60,13 @@ def _bounds(n, chunk):
     return (chunk * n) // N_CHUNKS, ((chunk + 1) * n) // N_CHUNKS
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True)
 def temperature_derivatives(x, y, w, beta):
     """``(f, f', f'')`` of the weighted mean NLL of ``softmax(beta x)`` in ``beta``:
     ``f' = mean(E_p[x] - x_c)`` and ``f'' = mean(Var_p[x])`` (so ``f`` is convex in ``beta``)."""
     n, K = x.shape
     part = np.zeros((N_CHUNKS, 4))
-    for chunk in prange(N_CHUNKS):
+    for chunk in range(N_CHUNKS):
         lo, hi = _bounds(n, chunk)
         z = np.empty(K)
         e = np.empty(K)
@@ -182,7 +184,7 @@ def _finish(fp, gp, Hp, wsp, hessian):
     return f / ws, g, H
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True)
 def vector_derivatives(x, y, w, d, b, hessian):
     """Weighted mean NLL of ``softmax(d * x + b)``, its gradient in ``theta = (d, b)`` and, when
     ``hessian``, its Hessian: with ``u = p * x``, ``H_dd = diag(p x^2) - u u^T``,
@@ -190,7 +192,7 @@ def vector_derivatives(x, y, w, d, b, hessian):
     n, K = x.shape
     P = 2 * K
     fp, wsp, gp, Hp = _partials(P, hessian)
-    for chunk in prange(N_CHUNKS):
+    for chunk in range(N_CHUNKS):
         lo, hi = _bounds(n, chunk)
         z, e, r, V, wv = _row_buffers(K, P)
         buffered = 0
@@ -225,7 +227,7 @@ def vector_derivatives(x, y, w, d, b, hessian):
     return _finish(fp, gp, Hp, wsp, hessian)
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True)
 def matrix_derivatives(x, y, w, W, b, hessian):
     """Weighted mean NLL of ``softmax(W x + b)``, its gradient in ``theta = (W row-major, b)``
     and, when ``hessian``, its Hessian ``mean((diag(p) - p p^T) kron (x~ x~^T))`` with
@@ -233,7 +235,7 @@ def matrix_derivatives(x, y, w, W, b, hessian):
     n, K = x.shape
     P = K * K + K
     fp, wsp, gp, Hp = _partials(P, hessian)
-    for chunk in prange(N_CHUNKS):
+    for chunk in range(N_CHUNKS):
         lo, hi = _bounds(n, chunk)
         z, e, r, V, wv = _row_buffers(K, P)
         buffered = 0

@@ -247,3 +247,10 @@ def test_a_failing_candidate_is_recorded_and_skipped(failing_method):
     assert cal.chosen_ == "isotonic"
     with pytest.raises(ValueError, match="every candidate failed"):
         mlcal.AutoCalibrator(candidates=[failing_method]).fit(s, y)
+
+
+@pytest.mark.parametrize("n_folds", [1, 0, 2.5, "3"])
+def test_bad_n_folds_is_named(n_folds):
+    s, y = step_data(300)
+    with pytest.raises(InvalidParameterError, match="n_folds"):
+        mlcal.AutoCalibrator(n_folds=n_folds).fit(s, y)

@@ -42,7 +42,7 @@ FIT_INFO_VERSION = 1
 DEFAULT_CV_MAX_POINTS = 10_000
 #: folds of ``n_folds=None``: on all the points, and on the subset of large data, where fold
 #: models trained on 2/3 of ``cv_max_points`` points are nearly as good as on 4/5 and three
-#: folds halve the cost of the comparison (keeping ``auto`` within 20x isotonic at 1e5 rows)
+#: folds halve the cost of the comparison (measurements in docs/auto.md)
 DEFAULT_FOLDS = 5
 SUBSET_FOLDS = 3
 

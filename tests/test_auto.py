@@ -144,11 +144,16 @@ def test_cv_subset_above_cv_max_points():
     cal = mlcal.AutoCalibrator(candidates=["platt", "isotonic"], cv_max_points=1000).fit(s, y)
     info = cal.selection_
     assert info["n_unique"] == 5000 and info["n_points"] == 1000
-    # the same comparison run directly on the subset's rows: same losses, SE larger by
-    # sqrt(5000 / 1000) (the SE recorded is that of the full-size comparison)
+    # n_folds=None: 3 folds on a subset, 5 on all the points
+    assert info["n_folds"] == 3
+    # the same comparison run directly on the subset's rows (3 folds): same losses, SE larger
+    # by sqrt(5000 / 1000) (the SE recorded is that of the full-size comparison)
     order = np.argsort(s)
     sub = order[int(np.random.default_rng(0).integers(5))::5]
-    direct = mlcal.AutoCalibrator(candidates=["platt", "isotonic"]).fit(s[sub], y[sub])
+    direct = mlcal.AutoCalibrator(candidates=["platt", "isotonic"], n_folds=3).fit(s[sub],
+                                                                                   y[sub])
+    assert mlcal.AutoCalibrator(candidates=["platt"]).fit(
+        s[sub], y[sub]).selection_["n_folds"] == 5
     for a, b in zip(info["candidates"], direct.selection_["candidates"]):
         assert a["cv_log_loss"] == b["cv_log_loss"]
         assert a["se"] == pytest.approx(b["se"] * np.sqrt(1000 / 5000), rel=1e-12)
@@ -242,3 +247,10 @@ def test_a_failing_candidate_is_recorded_and_skipped(failing_method):
     assert cal.chosen_ == "isotonic"
     with pytest.raises(ValueError, match="every candidate failed"):
         mlcal.AutoCalibrator(candidates=[failing_method]).fit(s, y)
+
+
+@pytest.mark.parametrize("n_folds", [1, 0, 2.5, "3"])
+def test_bad_n_folds_is_named(n_folds):
+    s, y = step_data(300)
+    with pytest.raises(InvalidParameterError, match="n_folds"):
+        mlcal.AutoCalibrator(n_folds=n_folds).fit(s, y)

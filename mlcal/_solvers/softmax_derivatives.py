@@ -146,6 +146,23 @@ def _row_buffers(K, P):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _block(n, chunk, K, P, gp, Hp):
+    """Row range and scratch of block ``chunk``, with its gradient and Hessian partials."""
+    lo, hi = _bounds(n, chunk)
+    z, e, r, V, wv = _row_buffers(K, P)
+    return lo, hi, z, e, r, V, wv, gp[chunk], Hp[chunk]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _row_terms(z, c, e, r):
+    """Loss of a row with logits ``z`` and label ``c``, filling ``e`` and the residual ``r``;
+    returns ``(loss, s)`` with ``s = sum(e)``."""
+    loss, s, other = _row_loss(z, c, e)
+    _residual(e, s, other, c, r)
+    return loss, s
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _push_row(H, V, wv, buffered, wi, last):
     """Record row weight ``wi`` for the buffered Hessian row; apply the buffer when it is full
     or at the block's last row. Returns the new buffer fill."""
@@ -193,20 +210,15 @@ def vector_derivatives(x, y, w, d, b, hessian):
     P = 2 * K
     fp, wsp, gp, Hp = _partials(P, hessian)
     for chunk in range(N_CHUNKS):
-        lo, hi = _bounds(n, chunk)
-        z, e, r, V, wv = _row_buffers(K, P)
+        lo, hi, z, e, r, V, wv, g, H = _block(n, chunk, K, P, gp, Hp)
         buffered = 0
-        g = gp[chunk]
-        H = Hp[chunk]
         f = 0.0
         ws = 0.0
         for i in range(lo, hi):
-            c = y[i]
             wi = w[i]
             for k in range(K):
                 z[k] = d[k] * x[i, k] + b[k]
-            loss, s, other = _row_loss(z, c, e)
-            _residual(e, s, other, c, r)
+            loss, s = _row_terms(z, y[i], e, r)
             f += wi * loss
             ws += wi
             for k in range(K):
@@ -236,25 +248,20 @@ def matrix_derivatives(x, y, w, W, b, hessian):
     P = K * K + K
     fp, wsp, gp, Hp = _partials(P, hessian)
     for chunk in range(N_CHUNKS):
-        lo, hi = _bounds(n, chunk)
-        z, e, r, V, wv = _row_buffers(K, P)
+        lo, hi, z, e, r, V, wv, g, H = _block(n, chunk, K, P, gp, Hp)
         buffered = 0
-        g = gp[chunk]
-        H = Hp[chunk]
         # per-class blocks sum_i w p_k x~ x~^T, scattered into H after the loop
         A = np.zeros((K, K + 1, K + 1) if hessian else (0, 0, 0))
         f = 0.0
         ws = 0.0
         for i in range(lo, hi):
-            c = y[i]
             wi = w[i]
             for k in range(K):
                 acc = 0.0
                 for j in range(K):
                     acc += W[k, j] * x[i, j]
                 z[k] = acc + b[k]
-            loss, s, other = _row_loss(z, c, e)
-            _residual(e, s, other, c, r)
+            loss, s = _row_terms(z, y[i], e, r)
             f += wi * loss
             ws += wi
             for k in range(K):

@@ -154,15 +154,11 @@ public final class Json {
     }
 
     private Map<String, Object> object(int depth) {
-        checkDepth(depth);
-        pos++;
         Map<String, Object> out = new LinkedHashMap<>();
-        skipSpace();
-        if (pos < text.length() && text.charAt(pos) == '}') {
-            pos++;
+        if (openContainer(depth, '}')) {
             return out;
         }
-        while (true) {
+        do {
             skipSpace();
             if (pos >= text.length() || text.charAt(pos) != '"') {
                 throw error("expected a string key");
@@ -177,36 +173,43 @@ public final class Json {
                         + " in an object");
             }
             out.put(key, v);
-            skipSpace();
-            if (pos < text.length() && text.charAt(pos) == ',') {
-                pos++;
-                continue;
-            }
-            expect('}');
-            return out;
-        }
+        } while (nextItem('}'));
+        return out;
     }
 
     private List<Object> array(int depth) {
-        checkDepth(depth);
-        pos++;
         List<Object> out = new ArrayList<>();
-        skipSpace();
-        if (pos < text.length() && text.charAt(pos) == ']') {
-            pos++;
+        if (openContainer(depth, ']')) {
             return out;
         }
-        while (true) {
+        do {
             skipSpace();
             out.add(value(depth + 1));
-            skipSpace();
-            if (pos < text.length() && text.charAt(pos) == ',') {
-                pos++;
-                continue;
-            }
-            expect(']');
-            return out;
+        } while (nextItem(']'));
+        return out;
+    }
+
+    /** Step over the opening bracket; true (with {@code close} consumed) when it is empty. */
+    private boolean openContainer(int depth, char close) {
+        checkDepth(depth);
+        pos++;
+        skipSpace();
+        if (pos < text.length() && text.charAt(pos) == close) {
+            pos++;
+            return true;
         }
+        return false;
+    }
+
+    /** After an item: true past a comma, false past the closing {@code close}. */
+    private boolean nextItem(char close) {
+        skipSpace();
+        if (pos < text.length() && text.charAt(pos) == ',') {
+            pos++;
+            return true;
+        }
+        expect(close);
+        return false;
     }
 
     private void expect(char c) {
@@ -277,9 +280,7 @@ public final class Json {
         if (pos < text.length() && text.charAt(pos) == '0') {
             pos++;
         } else if (pos < text.length() && isDigit(text.charAt(pos))) {
-            while (pos < text.length() && isDigit(text.charAt(pos))) {
-                pos++;
-            }
+            skipDigits();
         } else {
             if (text.startsWith("Infinity", pos)) {
                 throw error("non-finite numbers are not allowed");
@@ -291,11 +292,7 @@ public final class Json {
         if (pos < text.length() && text.charAt(pos) == '.') {
             integer = false;
             pos++;
-            int d = pos;
-            while (pos < text.length() && isDigit(text.charAt(pos))) {
-                pos++;
-            }
-            if (pos == d) {
+            if (skipDigits() == 0) {
                 throw error("invalid number");
             }
         }
@@ -305,11 +302,7 @@ public final class Json {
             if (pos < text.length() && (text.charAt(pos) == '+' || text.charAt(pos) == '-')) {
                 pos++;
             }
-            int d = pos;
-            while (pos < text.length() && isDigit(text.charAt(pos))) {
-                pos++;
-            }
-            if (pos == d) {
+            if (skipDigits() == 0) {
                 throw error("invalid number");
             }
         }
@@ -325,6 +318,15 @@ public final class Json {
                     : lit) + " is out of the range of a 64-bit float");
         }
         return n;
+    }
+
+    /** Step over a run of digits and return its length. */
+    private int skipDigits() {
+        int start = pos;
+        while (pos < text.length() && isDigit(text.charAt(pos))) {
+            pos++;
+        }
+        return pos - start;
     }
 
     private static boolean isDigit(char c) {

@@ -17,7 +17,7 @@ public final class BetaMap extends BinaryMap {
     private final double c;
 
     BetaMap(double a, double b, double c, Maps.Common common) {
-        super(common);
+        super("beta", common);
         this.a = a;
         this.b = b;
         this.c = c;
@@ -26,11 +26,6 @@ public final class BetaMap extends BinaryMap {
     static BetaMap fromDoc(Map<String, Object> doc, String where, Maps.Common common) {
         return new BetaMap(Maps.floatScalar(doc, "a", where), Maps.floatScalar(doc, "b", where),
                 Maps.floatScalar(doc, "c", where), common);
-    }
-
-    @Override
-    public String kind() {
-        return "beta";
     }
 
     @Override

@@ -10,12 +10,19 @@ package io.mlcal;
  * outside it are evaluated, as in Python.
  */
 public abstract class BinaryMap implements CalibrationMap {
+    private final String kind;
     private final boolean sigmoidInput;
     private final double[] domain;
 
-    protected BinaryMap(Maps.Common common) {
+    protected BinaryMap(String kind, Maps.Common common) {
+        this.kind = kind;
         this.sigmoidInput = common.inputTransform.equals("sigmoid");
         this.domain = common.domain;
+    }
+
+    @Override
+    public final String kind() {
+        return kind;
     }
 
     /** {@code "identity"} or {@code "sigmoid"}. */

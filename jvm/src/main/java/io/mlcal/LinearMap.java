@@ -9,34 +9,30 @@ import java.util.Map;
  * {@code slope * (s - x[j]) + y[j]} with {@code slope = (y[j+1] - y[j]) / (x[j+1] - x[j])};
  * a score equal to a knot takes the knot's value.
  */
-public final class LinearMap extends BinaryMap {
-    private final double[] knots;
-    private final double[] values;
+public final class LinearMap extends PiecewiseMap {
     private final double[] slopes;
 
     LinearMap(double[] knots, double[] values, Maps.Common common) {
-        super(common);
-        String where = "linear map";
-        if (knots.length == 0) {
-            throw new MapFormatException(where + ": needs at least one knot");
-        }
-        if (knots.length != values.length) {
-            throw new MapFormatException(where + ": " + knots.length + " knots but "
-                    + values.length + " values");
-        }
-        Maps.checkIncreasing(knots, "knots", where);
-        Maps.checkUnitValues(values, where);
+        super("linear", "knots", knots, values, sizeProblem(knots, values), common);
         slopes = new double[Math.max(knots.length - 1, 0)];
         for (int j = 0; j < slopes.length; j++) {
             // the same two roundings as numpy's slope: dy first, then divide by dx
             slopes[j] = (values[j + 1] - values[j]) / (knots[j + 1] - knots[j]);
             if (!Double.isFinite(slopes[j])) {
-                throw new MapFormatException(where + ": knots are so close that a slope "
+                throw new MapFormatException("linear map: knots are so close that a slope "
                         + "overflows");
             }
         }
-        this.knots = knots;
-        this.values = values;
+    }
+
+    private static String sizeProblem(double[] knots, double[] values) {
+        if (knots.length == 0) {
+            return "needs at least one knot";
+        }
+        if (knots.length != values.length) {
+            return knots.length + " knots but " + values.length + " values";
+        }
+        return null;
     }
 
     static LinearMap fromDoc(Map<String, Object> doc, String where, Maps.Common common) {
@@ -45,17 +41,12 @@ public final class LinearMap extends BinaryMap {
     }
 
     @Override
-    public String kind() {
-        return "linear";
-    }
-
-    @Override
     protected double evaluate(double s) {
-        int last = knots.length - 1;
-        if (s < knots[0]) {
+        int last = xs.length - 1;
+        if (s < xs[0]) {
             return values[0];
         }
-        if (s > knots[last]) {
+        if (s > xs[last]) {
             return values[last];
         }
         // j: last knot <= s
@@ -63,21 +54,21 @@ public final class LinearMap extends BinaryMap {
         int hi = last;
         while (lo < hi) {
             int mid = (lo + hi + 1) >>> 1;
-            if (knots[mid] <= s) {
+            if (xs[mid] <= s) {
                 lo = mid;
             } else {
                 hi = mid - 1;
             }
         }
         int j = lo;
-        if (j == last || knots[j] == s) {
+        if (j == last || xs[j] == s) {
             return values[j];
         }
         double slope = slopes[j];
-        double r = slope * (s - knots[j]) + values[j];
+        double r = slope * (s - xs[j]) + values[j];
         if (Double.isNaN(r)) {
             // numpy's fallback: 0 * inf when s - x[j] overflows; try the other end
-            r = slope * (s - knots[j + 1]) + values[j + 1];
+            r = slope * (s - xs[j + 1]) + values[j + 1];
             if (Double.isNaN(r) && values[j] == values[j + 1]) {
                 r = values[j];
             }

@@ -1,6 +1,7 @@
 package io.mlcal;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -159,6 +160,28 @@ public final class Maps {
         return ((Json.Number) raw).value;
     }
 
+    /**
+     * A required string field that must be one of {@code options}; only its type is checked
+     * here, {@link #checkChoice} checks the value later, in mlcal's order of validation.
+     */
+    static String choiceField(Map<String, Object> doc, String key, String where,
+                              String... options) {
+        Object raw = doc.get(key);
+        if (!(raw instanceof String)) {
+            throw new MapFormatException(where + ": field '" + key + "' must be one of "
+                    + pyTuple(options));
+        }
+        return (String) raw;
+    }
+
+    /** Raise unless {@code value} (the field {@code key}) is one of {@code options}. */
+    static void checkChoice(String value, String key, String where, String... options) {
+        if (!Arrays.asList(options).contains(value)) {
+            throw new MapFormatException(where + ": unknown " + key + " " + shortRepr(value)
+                    + "; expected one of " + pyTuple(options));
+        }
+    }
+
     static void checkIncreasing(double[] a, String what, String where) {
         for (int i = 1; i < a.length; i++) {
             if (!(a[i] - a[i - 1] > 0)) {
@@ -231,6 +254,14 @@ public final class Maps {
             return "bool";
         }
         return "NoneType";
+    }
+
+    private static String pyTuple(String[] items) {
+        StringBuilder sb = new StringBuilder("(");
+        for (int i = 0; i < items.length; i++) {
+            sb.append(i == 0 ? "'" : ", '").append(items[i]).append('\'');
+        }
+        return sb.append(items.length == 1 ? ",)" : ")").toString();
     }
 
     private static String pyList(List<String> items) {

@@ -2,6 +2,17 @@ package io.mlcal;
 
 /** A multiclass map: an (n, K) score matrix in, an (n, K) probability matrix out. */
 public abstract class MultiMap implements CalibrationMap {
+    private final String kind;
+
+    protected MultiMap(String kind) {
+        this.kind = kind;
+    }
+
+    @Override
+    public final String kind() {
+        return kind;
+    }
+
     /** Number of classes K. */
     public abstract int nClasses();
 

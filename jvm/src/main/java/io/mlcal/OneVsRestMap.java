@@ -11,11 +11,14 @@ import java.util.Map;
 public final class OneVsRestMap extends MultiMap {
     private static final java.util.Set<String> MULTICLASS_KINDS =
             java.util.Set.of("multiclass-ovr", "softmax-affine");
+    private static final String KIND = "multiclass-ovr";
+    private static final String[] NORMALISATIONS = {"sum"};
     private final BinaryMap[] maps;
 
     OneVsRestMap(BinaryMap[] maps) {
+        super(KIND);
         if (maps.length < 2) {
-            throw new MapFormatException("multiclass-ovr map: needs at least 2 class maps, got "
+            throw new MapFormatException(KIND + " map: needs at least 2 class maps, got "
                     + maps.length);
         }
         this.maps = maps;
@@ -46,23 +49,11 @@ public final class OneVsRestMap extends MultiMap {
             }
             maps[k] = (BinaryMap) m;
         }
-        Object norm = doc.get("normalisation");
-        if (!(norm instanceof String)) {
-            throw new MapFormatException(where + ": field 'normalisation' must be one of "
-                    + "('sum',)");
-        }
-        common.requireUnset("multiclass-ovr");
+        String norm = Maps.choiceField(doc, "normalisation", where, NORMALISATIONS);
+        common.requireUnset(KIND);
         OneVsRestMap out = new OneVsRestMap(maps);
-        if (!norm.equals("sum")) {
-            throw new MapFormatException("multiclass-ovr map: unknown normalisation "
-                    + Maps.shortRepr(norm) + "; expected one of ('sum',)");
-        }
+        Maps.checkChoice(norm, "normalisation", where, NORMALISATIONS);
         return out;
-    }
-
-    @Override
-    public String kind() {
-        return "multiclass-ovr";
     }
 
     @Override

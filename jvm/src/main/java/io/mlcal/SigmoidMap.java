@@ -11,7 +11,7 @@ public final class SigmoidMap extends BinaryMap {
     private final double b;
 
     SigmoidMap(double a, double b, Maps.Common common) {
-        super(common);
+        super("sigmoid", common);
         this.a = a;
         this.b = b;
     }
@@ -19,11 +19,6 @@ public final class SigmoidMap extends BinaryMap {
     static SigmoidMap fromDoc(Map<String, Object> doc, String where, Maps.Common common) {
         return new SigmoidMap(Maps.floatScalar(doc, "a", where), Maps.floatScalar(doc, "b", where),
                 common);
-    }
-
-    @Override
-    public String kind() {
-        return "sigmoid";
     }
 
     @Override

@@ -14,6 +14,8 @@ import java.util.Map;
 public final class SoftmaxAffineMap extends MultiMap {
     /** the floor of mlcal's PROBABILITY_FLOOR before the log of a "log-probabilities" map */
     static final double PROBABILITY_FLOOR = 1e-300;
+    private static final String KIND = "softmax-affine";
+    private static final String[] INPUTS = {"logits", "log-probabilities"};
 
     private final double[][] weights;
     private final double[] bias;
@@ -22,6 +24,7 @@ public final class SoftmaxAffineMap extends MultiMap {
 
     private SoftmaxAffineMap(double[][] weights, double[] bias, double temperature,
                              boolean logProbabilities) {
+        super(KIND);
         this.weights = weights;
         this.bias = bias;
         this.temperature = temperature;
@@ -45,14 +48,10 @@ public final class SoftmaxAffineMap extends MultiMap {
         } else {
             diagonal = Maps.floatArray(doc, "weights", where);
         }
-        Object inp = doc.get("input");
-        if (!(inp instanceof String)) {
-            throw new MapFormatException(where + ": field 'input' must be one of "
-                    + "('logits', 'log-probabilities')");
-        }
+        String inp = Maps.choiceField(doc, "input", where, INPUTS);
         double[] bias = Maps.floatArray(doc, "bias", where);
         double temperature = Maps.floatScalar(doc, "temperature", where);
-        common.requireUnset("softmax-affine");
+        common.requireUnset(KIND);
         int nk = bias.length;
         if (nk < 2) {
             throw new MapFormatException(where + ": needs at least 2 classes, got a bias of "
@@ -75,16 +74,8 @@ public final class SoftmaxAffineMap extends MultiMap {
             throw new MapFormatException(where + ": temperature must be a finite positive "
                     + "number");
         }
-        boolean logProb;
-        if (inp.equals("logits")) {
-            logProb = false;
-        } else if (inp.equals("log-probabilities")) {
-            logProb = true;
-        } else {
-            throw new MapFormatException(where + ": unknown input " + Maps.shortRepr(inp)
-                    + "; expected one of ('logits', 'log-probabilities')");
-        }
-        return new SoftmaxAffineMap(full, bias, temperature, logProb);
+        Maps.checkChoice(inp, "input", where, INPUTS);
+        return new SoftmaxAffineMap(full, bias, temperature, inp.equals("log-probabilities"));
     }
 
     private static boolean allLists(List<?> list) {
@@ -94,11 +85,6 @@ public final class SoftmaxAffineMap extends MultiMap {
             }
         }
         return true;
-    }
-
-    @Override
-    public String kind() {
-        return "softmax-affine";
     }
 
     @Override

@@ -6,24 +6,20 @@ import java.util.Map;
  * Piecewise-constant map {@code values[searchsorted(thresholds, s, side="right")]}: a score
  * equal to a threshold takes the upper bin's value.
  */
-public final class StepMap extends BinaryMap {
-    private final double[] thresholds;
-    private final double[] values;
-
+public final class StepMap extends PiecewiseMap {
     StepMap(double[] thresholds, double[] values, Maps.Common common) {
-        super(common);
-        String where = "step map";
+        super("step", "thresholds", thresholds, values, sizeProblem(thresholds, values), common);
+    }
+
+    private static String sizeProblem(double[] thresholds, double[] values) {
         if (values.length == 0) {
-            throw new MapFormatException(where + ": needs at least one value");
+            return "needs at least one value";
         }
         if (thresholds.length != values.length - 1) {
-            throw new MapFormatException(where + ": " + thresholds.length + " thresholds need "
-                    + (thresholds.length + 1) + " values, got " + values.length);
+            return thresholds.length + " thresholds need " + (thresholds.length + 1)
+                    + " values, got " + values.length;
         }
-        Maps.checkIncreasing(thresholds, "thresholds", where);
-        Maps.checkUnitValues(values, where);
-        this.thresholds = thresholds;
-        this.values = values;
+        return null;
     }
 
     static StepMap fromDoc(Map<String, Object> doc, String where, Maps.Common common) {
@@ -32,18 +28,13 @@ public final class StepMap extends BinaryMap {
     }
 
     @Override
-    public String kind() {
-        return "step";
-    }
-
-    @Override
     protected double evaluate(double s) {
-        // number of thresholds <= s (IEEE comparison: -0.0 == 0.0, as numpy's searchsorted)
+        // number of thresholds xs <= s (IEEE comparison: -0.0 == 0.0, as numpy's searchsorted)
         int lo = 0;
-        int hi = thresholds.length;
+        int hi = xs.length;
         while (lo < hi) {
             int mid = (lo + hi) >>> 1;
-            if (thresholds[mid] <= s) {
+            if (xs[mid] <= s) {
                 lo = mid + 1;
             } else {
                 hi = mid;

@@ -6,8 +6,6 @@ a free port, awaited via /ping, stopped by its PID; its uvicorn child is checked
 
 import json
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import mlflow
@@ -19,20 +17,11 @@ from sklearn.linear_model import LogisticRegression
 from mlcal.calibrators.platt import Platt
 from mlcal.datasets import make_circular
 from mlcal.mlflow import save_model
+from support.http import post
 from support.serving import LocalServer, pid_alive
 from mlcal.model import CalibratedModel
 
 BIN_DIR = Path(sys.executable).parent
-
-
-def _post(url: str, body: str | bytes, content_type: str = "application/json"):
-    data = body.encode() if isinstance(body, str) else body
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": content_type})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +72,7 @@ def test_every_accepted_payload_matches_local_predict(served, fmt):
     rows = served["df"].iloc[:200]
     local = served["pyfunc"].predict(rows)
     content_type, body = _payloads(rows)[fmt]
-    status, text = _post(f"{served['url']}/invocations", body, content_type)
+    status, text = post(f"{served['url']}/invocations", body, content_type)
     assert status == 200, text
     preds = pd.DataFrame(json.loads(text)["predictions"])
     assert list(preds.columns) == ["p_calibrated", "label"]
@@ -94,7 +83,7 @@ def test_every_accepted_payload_matches_local_predict(served, fmt):
 
 def test_served_probabilities_match_the_native_model_and_platt_formula(served):
     rows = served["df"].iloc[:300]
-    status, text = _post(f"{served['url']}/invocations",
+    status, text = post(f"{served['url']}/invocations",
                          json.dumps({"dataframe_split": {"columns": list(rows.columns),
                                                          "data": rows.to_numpy().tolist()},
                                      "params": {"return_uncalibrated": True}}))
@@ -111,7 +100,7 @@ def test_served_probabilities_match_the_native_model_and_platt_formula(served):
 
 def test_single_row_request(served):
     row = served["df"].iloc[[7]]
-    status, text = _post(f"{served['url']}/invocations",
+    status, text = post(f"{served['url']}/invocations",
                          json.dumps({"inputs": row.to_dict(orient="records")}))
     assert status == 200, text
     (pred,) = json.loads(text)["predictions"]
@@ -134,7 +123,7 @@ def test_single_row_request(served):
     ('x1,x2,radius\n0.1,abc,1.0\n', "text/csv", "Failed to parse input"),
 ])
 def test_malformed_payloads_get_a_4xx_with_a_message(served, body, content_type, fragment):
-    status, text = _post(f"{served['url']}/invocations", body, content_type)
+    status, text = post(f"{served['url']}/invocations", body, content_type)
     assert 400 <= status < 500, (status, text)
     message = json.loads(text)["message"]
     assert fragment in message, message

@@ -11,6 +11,7 @@ from sklearn.naive_bayes import GaussianNB  # noqa: E402
 
 from mlcal import metrics  # noqa: E402
 from mlcal.datasets import load_breast_cancer_binary  # noqa: E402
+from support.evaluation import evaluate_calibrated  # noqa: E402
 
 
 @pytest.fixture()
@@ -67,21 +68,11 @@ def test_quantile_strategy_and_prefix_are_configurable(store, data):
 
 
 def test_mlcal_calibrated_model_metrics_equal_mlcal_metrics(store, data):
-    import mlcal.mlflow
-    from mlcal import CalibratedModel
-
     model, test = data
-    X, y = test.drop(columns=["y"]), test["y"].to_numpy()
-    cal = CalibratedModel(model, "isotonic").fit(X.iloc[:120], y[:120])
-    holdout = test.iloc[120:]
-    with mlflow.start_run() as run:
-        info = mlcal.mlflow.log_model(cal, name="cal", pip_requirements=["mlcal"],
-                                      input_example=X.iloc[:2])
-        mlflow.models.evaluate(info.model_uri, holdout, targets="y", model_type="classifier",
-                               evaluators=["calibration"])
+    cal, holdout, run_id = evaluate_calibrated(model, test, "isotonic", 120, ["mlcal"])
     p = cal.predict_proba(holdout.drop(columns=["y"]))[:, 1]
     expected = metrics.compute_all(holdout["y"].to_numpy(), p)
-    got = logged(run.info.run_id)
+    got = logged(run_id)
     for name in ("ece", "mce", "brier", "log_loss"):
         assert got[f"calibration_{name}"] == pytest.approx(expected[name], abs=1e-12)
 

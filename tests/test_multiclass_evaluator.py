@@ -13,6 +13,7 @@ from sklearn.naive_bayes import GaussianNB  # noqa: E402
 from mlcal.calibrators.multiclass import MissingClassError  # noqa: E402
 from mlcal.labels import MissingLabelError, UnknownLabelError  # noqa: E402
 from mlcal.multiclass_metrics import classwise_ece, top_label_ece  # noqa: E402
+from support.evaluation import evaluate_calibrated  # noqa: E402
 
 NAMES = np.array(["barolo", "grignolino", "barbera"])
 
@@ -66,20 +67,10 @@ def test_sklearn_multiclass_model(store, data):
 
 
 def test_mlcal_multiclass_model_via_flavour(store, data):
-    import mlcal.mlflow
-    from mlcal import CalibratedModel
-
     model, test = data
-    X, y = test.drop(columns=["y"]), test["y"].to_numpy()
-    cal = CalibratedModel(model, "temperature").fit(X.iloc[:50], y[:50])
-    holdout = test.iloc[50:]
-    with mlflow.start_run() as run:
-        info = mlcal.mlflow.log_model(cal, name="cal", pip_requirements=["scikit-learn"],
-                                      input_example=X.iloc[:2])
-        mlflow.models.evaluate(info.model_uri, holdout, targets="y", model_type="classifier",
-                               evaluators=["calibration"],
-                               evaluator_config={"calibration": {"min_rows": 50}})
-    _check_metrics(run.info.run_id, cal.predict_proba(holdout.drop(columns=["y"])), holdout,
+    cal, holdout, run_id = evaluate_calibrated(model, test, "temperature", 50, ["scikit-learn"],
+                                               {"calibration": {"min_rows": 50}})
+    _check_metrics(run_id, cal.predict_proba(holdout.drop(columns=["y"])), holdout,
                    cal.classes_)
 
 

@@ -217,10 +217,8 @@ def multiclass_labels(y, classes: Sequence, *, min_rows: int = DEFAULT_MIN_ROWS,
         Labels as given by the user (any label type; "1" is not 1).
     classes : sequence of K >= 3 labels
         The model's classes in column order, e.g. ``classes_``.
-    min_rows : int, default=DEFAULT_MIN_ROWS
-        Fewest rows accepted.
-    name : str
-        How the labels are named in error messages.
+    min_rows, name
+        As in :func:`binary_labels`.
 
     Returns
     -------

@@ -16,10 +16,10 @@ import pytest
 from support.spark import local_spark
 from support.synthetic import calibration_set
 
-from mlcal._solvers.detmath import det_expit_array
+from mlcal._solvers.detmath import det_expit_array, det_log1p_array, det_log_array
 from mlcal._solvers.exact_sums import combine, nonnegative_expansion
 from mlcal.calibrators.catalog import available_calibrators, get_calibrator
-from mlcal.maps import LinearMap, SigmoidMap, StepMap
+from mlcal.maps import BETA_EPS, BetaMap, LinearMap, SigmoidMap, StepMap
 
 
 @pytest.fixture(scope="module")
@@ -221,6 +221,9 @@ def _maps():
         out[f"step-{tr}"] = StepMap(t, v, input_transform=tr)
         out[f"linear-{tr}"] = LinearMap(knots, lv, input_transform=tr)
         out[f"sigmoid-{tr}"] = SigmoidMap(-7.3, 2.1, input_transform=tr)
+        out[f"beta-{tr}"] = BetaMap(1.3, 0.7, -0.2, input_transform=tr)
+    out["beta-opposite-signs"] = BetaMap(2.0, -0.5, 0.1)       # not monotone
+    out["beta-steep"] = BetaMap(40.0, 35.0, 3.0)
     out["one-knot"] = LinearMap([0.3], [0.25])
     out["one-bin"] = StepMap([], [0.75])
     out["steep-sigmoid"] = SigmoidMap(-3.0e3, 1.0)
@@ -231,9 +234,13 @@ def test_calibrated_column_equals_predict_bit_for_bit(spark, data):
     from mlcal.spark import calibrated_column
 
     maps = _maps()
-    fitted = {m: get_calibrator(m).fit(data["margin"], data["y"]) for m in
-              ("isotonic", "histogram", "platt", "elite", "bbq", "kde")}
-    knots = np.concatenate([m.knots if isinstance(m, LinearMap) else
+    # every registered method on probabilities, and those that take raw margins on margins
+    fitted = {m: get_calibrator(m).fit(data["s"], data["y"]) for m in available_calibrators()}
+    fitted.update({f"{m}-margin": get_calibrator(m).fit(data["margin"], data["y"]) for m in
+                   ("isotonic", "histogram", "platt", "elite", "bbq", "kde")})
+    assert {type(c.map_) for c in fitted.values()} >= {StepMap, LinearMap, SigmoidMap, BetaMap}
+    beta_edges = [BETA_EPS, 1.0 - BETA_EPS, 2.0 ** -12, 1.0 - 2.0 ** -12]
+    knots = np.concatenate([beta_edges] + [m.knots if isinstance(m, LinearMap) else
                             m.thresholds if isinstance(m, StepMap) else []
                             for m in [*maps.values(), *(c.map_ for c in fitted.values())]])
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -251,6 +258,44 @@ def test_calibrated_column_equals_predict_bit_for_bit(spark, data):
     for name, c in fitted.items():
         assert np.array_equal(_bits(out[f"fit-{name}"]), _bits(c.predict(s))), name
     assert np.array_equal(_bits(out["as-dict"]), _bits(maps["linear-sigmoid"](s)))
+
+
+def test_log_columns_are_detmath_logs_to_the_bit_on_the_beta_range(spark):
+    from mlcal.spark._expressions import log1p_column, log_column
+
+    rng = np.random.default_rng(24)
+    s = np.concatenate([rng.random(20000), np.logspace(-12.1, 0, 4000),
+                        1.0 - np.logspace(-12.1, -1e-3, 4000), [2.0 ** -12, 1.0 - 2.0 ** -12]])
+    s = np.clip(s, BETA_EPS, 1.0 - BETA_EPS)
+    s = np.concatenate([s, np.nextafter(s, 0.0), np.nextafter(s, 1.0)])
+    df = spark.createDataFrame(pd.DataFrame({"s": s}))
+    out = df.select(log_column(df["s"]).alias("l"), log1p_column(-df["s"]).alias("l1"),
+                    log1p_column(df["s"] - 1.0).alias("l2")).toPandas()
+    assert np.array_equal(_bits(out["l"]), _bits(det_log_array(s)))
+    assert np.array_equal(_bits(out["l1"]), _bits(det_log1p_array(-s)))
+    assert np.array_equal(_bits(out["l2"]), _bits(det_log1p_array(s - 1.0)))
+
+
+def test_fast_column_is_within_its_stated_ulp_bound(spark):
+    from mlcal.spark import calibrated_column
+    from mlcal.spark._expressions import FAST_EXPIT_ULPS, fast_expit_column
+
+    rng = np.random.default_rng(25)
+    x = np.concatenate([np.linspace(-760, 60, 20001), rng.normal(0, 20, 20000),
+                        -np.logspace(-320, 2.9, 3000), np.logspace(-320, 2.9, 3000)])
+    df = spark.createDataFrame(pd.DataFrame({"x": x}))
+    got = df.select(fast_expit_column(df["x"]).alias("p")).toPandas()["p"].to_numpy()
+    exact = det_expit_array(x)
+    ulps = np.abs(got - exact) / np.spacing(exact)
+    assert ulps.max() <= FAST_EXPIT_ULPS and (got != exact).any()
+    maps = {k: m for k, m in _maps().items() if isinstance(m, (SigmoidMap, BetaMap))}
+    s = _edge_scores(np.array([BETA_EPS, 1.0 - BETA_EPS]))
+    df = spark.createDataFrame(pd.DataFrame({"s": s}))
+    out = df.select(*[calibrated_column(m, "s", exact=False).alias(k)
+                      for k, m in maps.items()]).toPandas()
+    for name, m in maps.items():
+        p = m(s)
+        assert np.max(np.abs(out[name].to_numpy() - p) / np.spacing(p)) <= FAST_EXPIT_ULPS, name
 
 
 def test_expit_column_is_detmath_expit_to_the_bit(spark):

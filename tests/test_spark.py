@@ -94,15 +94,6 @@ def stats(spark, data):
             for col in ("s", "margin") for weighted in (False, True)}
 
 
-def _outcome(run):
-    """The JSON, or the error a fit raises (the in-memory KDE's boxcar sweep divides by zero on
-    weights spanning 16 decades: then the Spark path must fail the same way)."""
-    try:
-        return run()
-    except ArithmeticError as exc:
-        return (type(exc).__name__, str(exc))
-
-
 @pytest.mark.parametrize("method", available_calibrators())
 @pytest.mark.parametrize("col", ["s", "margin"])
 @pytest.mark.parametrize("weighted", [False, True], ids=["counts", "weights"])
@@ -110,8 +101,8 @@ def test_spark_statistics_fit_every_method_to_the_same_json_bytes(data, stats, m
                                                                   weighted):
     st = stats[(col, weighted)]
     w = data["w"] if weighted else None
-    expected = _outcome(lambda: get_calibrator(method).fit(data[col], data["y"], w).to_json())
-    got = _outcome(lambda: get_calibrator(method).fit(st.scores, st.labels, st.weights).to_json())
+    expected = get_calibrator(method).fit(data[col], data["y"], w).to_json()
+    got = get_calibrator(method).fit(st.scores, st.labels, st.weights).to_json()
     assert got == expected
     assert st.grid is None and st.n_rows == data["s"].size
     assert st.n_distinct == np.unique(data[col]).size
@@ -154,6 +145,22 @@ def test_grid_fit_is_the_exact_fit_of_the_rounded_scores_and_its_bound_holds(spa
     gap = np.abs(cal.predict(sweep) - cal.predict(mid))
     assert gap.max() <= cal.grid_error_
     assert gap.max() >= 0.5 * cal.grid_error_    # and it is not a loose bound here
+
+
+@pytest.mark.parametrize("m", [BetaMap(2.0, -0.5, 0.1), BetaMap(-1.5, 3.0, 0.0),
+                               BetaMap(1.3, 0.7, -0.2), BetaMap(0.8, 0.8, 0.3, input_transform="sigmoid")],
+                         ids=["a>0>b", "b>0>a", "monotone", "sigmoid-input"])
+def test_beta_grid_error_is_the_largest_oscillation_in_a_cell(m):
+    from mlcal.spark._grid import grid_error, make_grid
+
+    lo, hi = (-1e-3, 1.0 + 1e-3) if m.input_transform == "identity" else (-30.0, 30.0)
+    g = make_grid(37, lo, hi)
+    sweep = np.linspace(lo, hi, 400_001)
+    cell = np.searchsorted(g.edges, sweep, side="right")
+    f = m(sweep)
+    osc = max(np.ptp(f[cell == k]) for k in range(g.representatives.size))
+    # the bound is exact up to the sweep's resolution, including the interior turning point
+    assert osc <= grid_error(m, g) <= osc + 1e-4
 
 
 def test_explicit_log_odds_grid_and_no_grid_below_the_limit(spark):

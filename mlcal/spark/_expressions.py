@@ -178,14 +178,16 @@ FAST_EXPIT_ULPS = 8
 
 def fast_expit_column(x: Column) -> Column:
     """``1 / (1 + e)`` or ``e / (1 + e)`` with ``e = exp(-|x|)`` from Spark's native ``exp``
-    (fdlibm's, under 1 ulp): within :data:`FAST_EXPIT_ULPS` ulps of :func:`expit_column`."""
-    return _let(lambda e: F.when(x >= 0.0, F.lit(1.0) / (F.lit(1.0) + e))
-                .otherwise(e / (F.lit(1.0) + e)), e=F.exp(-F.abs(x)))
+    (fdlibm's, under 1 ulp): within :data:`FAST_EXPIT_ULPS` ulps of :func:`expit_column`.
+    No lambda, so Spark code-generates it (``x`` should be cheap: it is repeated)."""
+    e = F.exp(-F.abs(x))
+    return F.when(x >= 0.0, F.lit(1.0) / (F.lit(1.0) + e)).otherwise(e / (F.lit(1.0) + e))
 
 
-def _expit(x: Column, exact: bool) -> Column:
-    # x is bound once: both expits use it several times
-    return _let(lambda v: expit_column(v) if exact else fast_expit_column(v), v=x)
+def _expit(x: Column, exact: bool, bind: bool) -> Column:
+    """The exact or the fast expit of ``x``; ``bind`` computes an expensive ``x`` once."""
+    f = expit_column if exact else fast_expit_column
+    return _let(lambda v: f(v), v=x) if bind else f(x)
 
 
 # -- mlcal's deterministic log / log1p in SQL arithmetic (same operations as detmath) ------
@@ -278,12 +280,13 @@ def _(m: LinearMap, u: Column, exact: bool = True) -> Column:
 
 @map_column.register
 def _(m: SigmoidMap, u: Column, exact: bool = True) -> Column:
-    return _expit(-(F.lit(m.a) * u + F.lit(m.b)), exact)
+    return _expit(-(F.lit(m.a) * u + F.lit(m.b)), exact,
+                  bind=m.input_transform == "sigmoid")
 
 
 @map_column.register
 def _(m: BetaMap, u: Column, exact: bool = True) -> Column:
     def body(s):
         z = (F.lit(m.a) * log_column(s) - F.lit(m.b) * log1p_column(-s)) + F.lit(m.c)
-        return _expit(z, exact)
+        return _expit(z, exact, bind=True)
     return _let(body, s=F.least(F.greatest(u, F.lit(BETA_EPS)), F.lit(1.0 - BETA_EPS)))

@@ -16,10 +16,10 @@ import pytest
 from support.spark import local_spark
 from support.synthetic import calibration_set
 
-from mlcal._solvers.detmath import det_expit_array
+from mlcal._solvers.detmath import det_expit_array, det_log1p_array, det_log_array
 from mlcal._solvers.exact_sums import combine, nonnegative_expansion
 from mlcal.calibrators.catalog import available_calibrators, get_calibrator
-from mlcal.maps import LinearMap, SigmoidMap, StepMap
+from mlcal.maps import BETA_EPS, BetaMap, LinearMap, SigmoidMap, StepMap
 
 
 @pytest.fixture(scope="module")
@@ -94,15 +94,6 @@ def stats(spark, data):
             for col in ("s", "margin") for weighted in (False, True)}
 
 
-def _outcome(run):
-    """The JSON, or the error a fit raises (the in-memory KDE's boxcar sweep divides by zero on
-    weights spanning 16 decades: then the Spark path must fail the same way)."""
-    try:
-        return run()
-    except ArithmeticError as exc:
-        return (type(exc).__name__, str(exc))
-
-
 @pytest.mark.parametrize("method", available_calibrators())
 @pytest.mark.parametrize("col", ["s", "margin"])
 @pytest.mark.parametrize("weighted", [False, True], ids=["counts", "weights"])
@@ -110,8 +101,8 @@ def test_spark_statistics_fit_every_method_to_the_same_json_bytes(data, stats, m
                                                                   weighted):
     st = stats[(col, weighted)]
     w = data["w"] if weighted else None
-    expected = _outcome(lambda: get_calibrator(method).fit(data[col], data["y"], w).to_json())
-    got = _outcome(lambda: get_calibrator(method).fit(st.scores, st.labels, st.weights).to_json())
+    expected = get_calibrator(method).fit(data[col], data["y"], w).to_json()
+    got = get_calibrator(method).fit(st.scores, st.labels, st.weights).to_json()
     assert got == expected
     assert st.grid is None and st.n_rows == data["s"].size
     assert st.n_distinct == np.unique(data[col]).size
@@ -154,6 +145,22 @@ def test_grid_fit_is_the_exact_fit_of_the_rounded_scores_and_its_bound_holds(spa
     gap = np.abs(cal.predict(sweep) - cal.predict(mid))
     assert gap.max() <= cal.grid_error_
     assert gap.max() >= 0.5 * cal.grid_error_    # and it is not a loose bound here
+
+
+@pytest.mark.parametrize("m", [BetaMap(2.0, -0.5, 0.1), BetaMap(-1.5, 3.0, 0.0),
+                               BetaMap(1.3, 0.7, -0.2), BetaMap(0.8, 0.8, 0.3, input_transform="sigmoid")],
+                         ids=["a>0>b", "b>0>a", "monotone", "sigmoid-input"])
+def test_beta_grid_error_is_the_largest_oscillation_in_a_cell(m):
+    from mlcal.spark._grid import grid_error, make_grid
+
+    lo, hi = (-1e-3, 1.0 + 1e-3) if m.input_transform == "identity" else (-30.0, 30.0)
+    g = make_grid(37, lo, hi)
+    sweep = np.linspace(lo, hi, 400_001)
+    cell = np.searchsorted(g.edges, sweep, side="right")
+    f = m(sweep)
+    osc = max(np.ptp(f[cell == k]) for k in range(g.representatives.size))
+    # the bound is exact up to the sweep's resolution, including the interior turning point
+    assert osc <= grid_error(m, g) <= osc + 1e-4
 
 
 def test_explicit_log_odds_grid_and_no_grid_below_the_limit(spark):
@@ -200,14 +207,27 @@ def test_bad_inputs_are_named(spark):
 
 
 # -- the SQL expression ---------------------------------------------------------------------
-def _edge_scores(extra) -> np.ndarray:
+def _edge_scores(extra, n_random: int = 3000) -> np.ndarray:
     rng = np.random.default_rng(21)
     fixed = [0.0, -0.0, 5e-324, -5e-324, 1e-300, 0.5, 1.0, -1.0, 40.0, -40.0, 40.0000001,
              -40.0000001, 700.0, -700.0, -708.5, -720.0, -744.0, -745.1, -746.0, 1e300, -1e300]
     extra = extra[np.isfinite(extra)]
     return np.concatenate([fixed, extra, np.nextafter(extra, np.inf),
-                           np.nextafter(extra, -np.inf), rng.normal(0, 5, 3000),
-                           rng.random(3000), rng.normal(0, 400, 1000)])
+                           np.nextafter(extra, -np.inf), rng.normal(0, 5, n_random),
+                           rng.random(n_random), rng.normal(0, 400, n_random // 3)])
+
+
+def _breaks(m) -> np.ndarray:
+    """Where a map's value changes regime, in its input's units (for a map on the sigmoid of
+    the score: the logits of its break points)."""
+    pts = np.asarray(m.knots if isinstance(m, LinearMap) else m.thresholds
+                     if isinstance(m, StepMap) else [BETA_EPS, 1.0 - BETA_EPS, 2.0 ** -12,
+                                                     1.0 - 2.0 ** -12]
+                     if isinstance(m, BetaMap) else [], dtype=np.float64)
+    if m.input_transform == "sigmoid":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pts = np.concatenate([pts, np.log(pts / (1 - pts))])
+    return pts
 
 
 def _maps():
@@ -221,6 +241,9 @@ def _maps():
         out[f"step-{tr}"] = StepMap(t, v, input_transform=tr)
         out[f"linear-{tr}"] = LinearMap(knots, lv, input_transform=tr)
         out[f"sigmoid-{tr}"] = SigmoidMap(-7.3, 2.1, input_transform=tr)
+        out[f"beta-{tr}"] = BetaMap(1.3, 0.7, -0.2, input_transform=tr)
+    out["beta-opposite-signs"] = BetaMap(2.0, -0.5, 0.1)       # not monotone
+    out["beta-steep"] = BetaMap(40.0, 35.0, 3.0)
     out["one-knot"] = LinearMap([0.3], [0.25])
     out["one-bin"] = StepMap([], [0.75])
     out["steep-sigmoid"] = SigmoidMap(-3.0e3, 1.0)
@@ -231,26 +254,63 @@ def test_calibrated_column_equals_predict_bit_for_bit(spark, data):
     from mlcal.spark import calibrated_column
 
     maps = _maps()
-    fitted = {m: get_calibrator(m).fit(data["margin"], data["y"]) for m in
-              ("isotonic", "histogram", "platt", "elite", "bbq", "kde")}
-    knots = np.concatenate([m.knots if isinstance(m, LinearMap) else
-                            m.thresholds if isinstance(m, StepMap) else []
-                            for m in [*maps.values(), *(c.map_ for c in fitted.values())]])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        logits = np.log(knots / (1 - knots))       # where the sigmoid-transformed maps break
-    scores = _edge_scores(np.concatenate([knots, logits]))
-    df = spark.createDataFrame(pd.DataFrame({"s": scores}))
-    cols = {name: calibrated_column(m, "s") for name, m in maps.items()}
-    cols.update({f"fit-{k}": calibrated_column(c, "s") for k, c in fitted.items()})
-    cols["as-dict"] = calibrated_column(maps["linear-sigmoid"].to_dict(), df["s"])
-    out = df.select("s", *[c.alias(k) for k, c in cols.items()]).toPandas()
-    s = out["s"].to_numpy()
-    assert np.array_equal(_bits(s), _bits(scores))
+    # every registered method on probabilities, and those that take raw margins on margins
+    fitted = {m: get_calibrator(m).fit(data["s"], data["y"]) for m in available_calibrators()}
+    fitted.update({f"{m}-margin": get_calibrator(m).fit(data["margin"], data["y"]) for m in
+                   ("isotonic", "histogram", "platt", "elite", "bbq", "kde")})
+    assert {type(c.map_) for c in fitted.values()} >= {StepMap, LinearMap, SigmoidMap, BetaMap}
+    # one small frame per map: its own break points and their neighbouring doubles, the fixed
+    # edge scores and a random sample (the exact expit/log columns are evaluated row by row by
+    # Spark's interpreter, so every map on every other map's break points would take minutes)
+    cases = [(name, m, m) for name, m in maps.items()]
+    cases += [(f"fit-{k}", c, c.map_) for k, c in fitted.items()]
+    cases.append(("as-dict", maps["linear-sigmoid"].to_dict(), maps["linear-sigmoid"]))
+    for name, source, m in cases:
+        scores = _edge_scores(_breaks(m), n_random=300)
+        df = spark.createDataFrame(pd.DataFrame({"s": scores}))
+        out = df.select("s", calibrated_column(source, df["s"]).alias("p")).toPandas()
+        s = out["s"].to_numpy()
+        assert np.array_equal(_bits(s), _bits(scores))
+        expected = source.predict(s) if hasattr(source, "predict") else m(s)
+        assert np.array_equal(_bits(out["p"]), _bits(expected)), name
+
+
+def test_log_columns_are_detmath_logs_to_the_bit_on_the_beta_range(spark):
+    from mlcal.spark._expressions import log1p_column, log_column
+
+    rng = np.random.default_rng(24)
+    s = np.concatenate([rng.random(5000), np.logspace(-12.1, 0, 2000),
+                        1.0 - np.logspace(-12.1, -1e-3, 2000), [2.0 ** -12, 1.0 - 2.0 ** -12]])
+    s = np.clip(s, BETA_EPS, 1.0 - BETA_EPS)
+    s = np.concatenate([s, np.nextafter(s, 0.0), np.nextafter(s, 1.0)])
+    df = spark.createDataFrame(pd.DataFrame({"s": s}))
+    out = df.select(log_column(df["s"]).alias("l"), log1p_column(-df["s"]).alias("l1"),
+                    log1p_column(df["s"] - 1.0).alias("l2")).toPandas()
+    assert np.array_equal(_bits(out["l"]), _bits(det_log_array(s)))
+    assert np.array_equal(_bits(out["l1"]), _bits(det_log1p_array(-s)))
+    assert np.array_equal(_bits(out["l2"]), _bits(det_log1p_array(s - 1.0)))
+
+
+def test_fast_column_is_within_its_stated_ulp_bound(spark):
+    from mlcal.spark import calibrated_column
+    from mlcal.spark._expressions import FAST_EXPIT_ULPS, fast_expit_column
+
+    rng = np.random.default_rng(25)
+    x = np.concatenate([np.linspace(-760, 60, 20001), rng.normal(0, 20, 20000),
+                        -np.logspace(-320, 2.9, 3000), np.logspace(-320, 2.9, 3000)])
+    df = spark.createDataFrame(pd.DataFrame({"x": x}))
+    got = df.select(fast_expit_column(df["x"]).alias("p")).toPandas()["p"].to_numpy()
+    exact = det_expit_array(x)
+    ulps = np.abs(got - exact) / np.spacing(exact)
+    assert ulps.max() <= FAST_EXPIT_ULPS and (got != exact).any()
+    maps = {k: m for k, m in _maps().items() if isinstance(m, (SigmoidMap, BetaMap))}
+    s = _edge_scores(np.array([BETA_EPS, 1.0 - BETA_EPS]), n_random=600)
+    df = spark.createDataFrame(pd.DataFrame({"s": s}))
+    out = df.select(*[calibrated_column(m, "s", exact=False).alias(k)
+                      for k, m in maps.items()]).toPandas()
     for name, m in maps.items():
-        assert np.array_equal(_bits(out[name]), _bits(m(s))), name
-    for name, c in fitted.items():
-        assert np.array_equal(_bits(out[f"fit-{name}"]), _bits(c.predict(s))), name
-    assert np.array_equal(_bits(out["as-dict"]), _bits(maps["linear-sigmoid"](s)))
+        p = m(s)
+        assert np.max(np.abs(out[name].to_numpy() - p) / np.spacing(p)) <= FAST_EXPIT_ULPS, name
 
 
 def test_expit_column_is_detmath_expit_to_the_bit(spark):

@@ -56,10 +56,19 @@ def _leave(x, j, h):
     return np.nextafter(x[j] + h, np.inf)
 
 
+#: Window weight share of the prefix sum below which a window is summed directly.
+_CANCEL_SHARE = 2.0 ** -26
+
+
 @njit(cache=True)
-def _boxcar_sweep(x, ybar, h, w_pre, y_pre):
+def _boxcar_sweep(x, ybar, wsum, h, w_pre, y_pre):
     """One merge pass over the sorted enter/leave thresholds (see :func:`boxcar_step`); they
-    are computed on the fly rather than stored (two arrays fewer at millions of points)."""
+    are computed on the fly rather than stored (two arrays fewer at millions of points).
+
+    A window's sums are differences of prefix sums, unless either is below ``_CANCEL_SHARE``
+    of its prefix: there the difference has lost over 26 bits to cancellation (weights
+    spanning many decades; it can even be exactly 0 and divide by zero), and the window is
+    summed directly instead (also when its label sum is 0: the direct sum is then exactly 0)."""
     m = x.size
     thresholds = np.empty(3 * m)
     values = np.empty(3 * m + 1)
@@ -76,7 +85,17 @@ def _boxcar_sweep(x, ybar, h, w_pre, y_pre):
         while j < m and _leave(x, j, h) <= t:
             j += 1
         if i > j:                       # window holds points j..i-1
-            v = (y_pre[i] - y_pre[j]) / (w_pre[i] - w_pre[j])
+            den = w_pre[i] - w_pre[j]
+            num = y_pre[i] - y_pre[j]
+            if den > _CANCEL_SHARE * w_pre[i] and num > _CANCEL_SHARE * y_pre[i]:
+                v = num / den
+            else:                       # every collapsed weight is > 0, so den > 0 here
+                num = 0.0
+                den = 0.0
+                for k in range(j, i):
+                    num += wsum[k] * ybar[k]
+                    den += wsum[k]
+                v = num / den
         elif i == m:                    # beyond the last window
             v = ybar[m - 1]
         else:                           # gap between x[i-1] and x[i]; next threshold enter(i)
@@ -124,7 +143,7 @@ def boxcar_step(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray,
     """
     w_pre = np.concatenate(([0.0], np.cumsum(wsum)))
     y_pre = np.concatenate(([0.0], np.cumsum(wsum * ybar)))
-    t, v, n_gaps = _boxcar_sweep(x, ybar, float(h), w_pre, y_pre)
+    t, v, n_gaps = _boxcar_sweep(x, ybar, wsum, float(h), w_pre, y_pre)
     return t, v, int(n_gaps)
 
 

@@ -12,7 +12,13 @@ multiply-add, as numpy's), so the column equals ``predict`` bit for bit:
   knots;
 * ``SigmoidMap`` and the ``"sigmoid"`` input transform: :func:`expit_column`, mlcal's own
   deterministic expit (Tang's table-driven exp, :mod:`mlcal._solvers.detmath`) written in SQL
-  arithmetic, not Spark's ``exp``.
+  arithmetic, not Spark's ``exp``;
+* ``BetaMap``: the clamp, then detmath's table-driven ``log`` / ``log1p``
+  (:func:`log_column`, :func:`log1p_column`, likewise in SQL arithmetic; the binary exponent
+  comes from a search over a power-of-two table instead of the bit pattern) and the expit.
+
+``exact=False`` replaces the expit by one built on Spark's native ``exp`` (faster, within a
+stated bound of ``predict`` instead of bit-identical; :func:`fast_expit_column`).
 
 Intermediate values are bound once with :func:`_let` (a one-element ``transform``): a Column
 repeated inside an expression is copied, and the copies multiply with the nesting depth.
@@ -29,7 +35,7 @@ from pyspark.sql import functions as F
 
 from mlcal._dispatch import registered_types
 from mlcal._solvers import detmath as dm
-from mlcal.maps import LinearMap, SigmoidMap, StepMap
+from mlcal.maps import BETA_EPS, BetaMap, LinearMap, SigmoidMap, StepMap
 
 
 def _let(body: Callable[..., Column], **values: Column) -> Column:
@@ -165,21 +171,98 @@ def expit_column(x: Column) -> Column:
             .otherwise(_exp_parts(-F.abs(x), central)))
 
 
+#: ``|fast_expit_column(x) - det_expit(x)| <= FAST_EXPIT_ULPS * ulp(det_expit(x))`` for normal
+#: results (see docs/spark.md for the derivation; tests/test_spark.py measures it).
+FAST_EXPIT_ULPS = 8
+
+
+def fast_expit_column(x: Column) -> Column:
+    """``1 / (1 + e)`` or ``e / (1 + e)`` with ``e = exp(-|x|)`` from Spark's native ``exp``
+    (fdlibm's, under 1 ulp): within :data:`FAST_EXPIT_ULPS` ulps of :func:`expit_column`.
+    No lambda, so Spark code-generates it (``x`` should be cheap: it is repeated)."""
+    e = F.exp(-F.abs(x))
+    return F.when(x >= 0.0, F.lit(1.0) / (F.lit(1.0) + e)).otherwise(e / (F.lit(1.0) + e))
+
+
+def _expit(x: Column, exact: bool, bind: bool) -> Column:
+    """The exact or the fast expit of ``x``; ``bind`` computes an expensive ``x`` once."""
+    f = expit_column if exact else fast_expit_column
+    return _let(lambda v: f(v), v=x) if bind else f(x)
+
+
+# -- mlcal's deterministic log / log1p in SQL arithmetic (same operations as detmath) ------
+#: Smallest exponent the SQL log handles: BetaMap's clamp keeps its arguments >= 2^-41.
+_LOG_MIN_EXP = int(np.floor(np.log2(BETA_EPS))) - 1
+
+
+def _log_parts(x: Column, corr: Column) -> Column:
+    """``log(x) + corr`` rounded as :func:`detmath._log_parts` (``s + tail``) for ``x`` in
+    ``[2^_LOG_MIN_EXP, 2)``."""
+    octaves = np.ldexp(1.0, np.arange(_LOG_MIN_EXP, 1))
+    # x = 2^m y, y in [1, 2): m from the number of powers of two <= x (exact, no bit access)
+    m = count_leq(x, octaves) + (_LOG_MIN_EXP - 1)
+
+    def reduce(m, y):
+        return _let(lambda j: table(m, j, y - (F.lit(1.0) + j * F.lit(0.0078125))),
+                    j=((y - 1.0) * F.lit(128.0) + F.lit(dm._SHIFTER)) - F.lit(dm._SHIFTER))
+
+    def table(m, j, f):
+        k = (j + 1).cast("int")
+        return _let(lambda u, inv_f: split(m, k, j, f, u, inv_f),
+                    u=f * F.element_at(_doubles(dm._INV_F), k),
+                    inv_f=F.element_at(_doubles(dm._INV_F), k))
+
+    def split(m, k, j, f, u, inv_f):
+        big_f = F.lit(1.0) + j * F.lit(0.0078125)
+        return _let(lambda uh: tail(m, k, u, ((f - uh * big_f) - (u - uh) * big_f) * inv_f),
+                    uh=_split(u))
+
+    def tail(m, k, u, u_lo):
+        poly = u * u * (F.lit(-0.5) + u * (F.lit(1.0 / 3.0) + u * (F.lit(-0.25) + u * (
+            F.lit(0.2) + u * (F.lit(-1.0 / 6.0) + u * F.lit(1.0 / 7.0))))))
+        md = m.cast("double")
+        a = md * F.lit(dm._LN2_HI) + F.element_at(_doubles(dm._LOG_HI), k)
+        rest = ((md * F.lit(dm._LN2_LO) + F.element_at(_doubles(dm._LOG_LO), k)) + corr) \
+            + (u_lo + poly)
+        return _let(lambda a, s: s + (((a - s) + u) + rest), a=a, s=a + u)
+
+    return _let(lambda m: reduce(m, x * pow2(-m)), m=m)
+
+
+def log_column(x: Column) -> Column:
+    """:func:`detmath.det_log`, bit-identical for ``x`` in ``[2^-41, 2)`` (BetaMap's range)."""
+    return _log_parts(x, F.lit(0.0))
+
+
+def log1p_column(x: Column) -> Column:
+    """:func:`detmath.det_log1p`, bit-identical for ``1 + x`` in ``[2^-41, 2)``."""
+    taylor = x + x * x * (F.lit(-0.5) + x * (F.lit(1.0 / 3.0) + x * (
+        F.lit(-0.25) + x * F.lit(0.2))))
+
+    def general(y):
+        bb = y - 1.0
+        c = (F.lit(1.0) - (y - bb)) + (x - bb)       # 1 + x = y + c exactly (TwoSum)
+        return _log_parts(y, c / y)
+    return F.when(F.abs(x) < F.lit(2.0 ** -12), taylor).otherwise(
+        _let(general, y=F.lit(1.0) + x))
+
+
 # -- one builder per map type --------------------------------------------------------------
 @functools.singledispatch
-def map_column(m, u: Column) -> Column:
-    """The map evaluated on the (input-transformed, finite) score column ``u``."""
+def map_column(m, u: Column, exact: bool = True) -> Column:
+    """The map evaluated on the (input-transformed, finite) score column ``u``; ``exact=False``
+    evaluates a map's final logistic function with :func:`fast_expit_column`."""
     raise TypeError(f"no Spark SQL expression for a {type(m).__name__}; supported map types: "
                     f"{', '.join(registered_types(map_column))}")
 
 
 @map_column.register
-def _(m: StepMap, u: Column) -> Column:
+def _(m: StepMap, u: Column, exact: bool = True) -> Column:
     return step_lookup(u, m.thresholds, m.values)
 
 
 @map_column.register
-def _(m: LinearMap, u: Column) -> Column:
+def _(m: LinearMap, u: Column, exact: bool = True) -> Column:
     x, v = m.knots, m.values
     if x.size == 1:
         return F.lit(float(v[0]))
@@ -196,5 +279,14 @@ def _(m: LinearMap, u: Column) -> Column:
 
 
 @map_column.register
-def _(m: SigmoidMap, u: Column) -> Column:
-    return expit_column(-(F.lit(m.a) * u + F.lit(m.b)))
+def _(m: SigmoidMap, u: Column, exact: bool = True) -> Column:
+    return _expit(-(F.lit(m.a) * u + F.lit(m.b)), exact,
+                  bind=m.input_transform == "sigmoid")
+
+
+@map_column.register
+def _(m: BetaMap, u: Column, exact: bool = True) -> Column:
+    def body(s):
+        z = (F.lit(m.a) * log_column(s) - F.lit(m.b) * log1p_column(-s)) + F.lit(m.c)
+        return _expit(z, exact, bind=True)
+    return _let(body, s=F.least(F.greatest(u, F.lit(BETA_EPS)), F.lit(1.0 - BETA_EPS)))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlcal.maps import CalibrationMap, LinearMap, SigmoidMap, StepMap, apply_input_transform
+from mlcal.maps import BETA_EPS, BetaMap, CalibrationMap, LinearMap, SigmoidMap, StepMap, apply_input_transform
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,16 @@ def _(m: LinearMap) -> np.ndarray:
 @breakpoints.register
 def _(m: SigmoidMap) -> np.ndarray:
     return np.empty(0)
+
+
+@breakpoints.register
+def _(m: BetaMap) -> np.ndarray:
+    # z(s) = a ln s - b ln(1 - s) + c has z'(s) = a/s + b/(1 - s), zero only at
+    # s* = a / (a - b) when a and b have opposite signs; the clamp ends are kinks
+    b = [BETA_EPS, 1.0 - BETA_EPS]
+    if m.a * m.b < 0:
+        b.append(m.a / (m.a - m.b))
+    return np.unique(np.asarray(b))
 
 
 def grid_error(m: CalibrationMap, grid: GridInfo) -> float:

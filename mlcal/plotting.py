@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from mlcal._dispatch import registered_types
-from mlcal.maps import BetaMap, LinearMap, SigmoidMap, StepMap
+from mlcal.maps import BETA_EPS, BetaMap, LinearMap, SigmoidMap, StepMap
 from mlcal.metrics import ece, proportion_interval, reliability_curve
 
 SCALES = ("linear", "logit")
@@ -26,8 +26,9 @@ SCALES = ("linear", "logit")
 
 @functools.singledispatch
 def map_breaks(m) -> np.ndarray:
-    """Scores where map ``m`` jumps or bends, added to :func:`plot_map`'s grid so that steps and
-    kinks are drawn sharply: one ``map_breaks.register(MapClass)`` per map type."""
+    """Scores where map ``m`` jumps, bends or turns (between them it is monotone): added to
+    :func:`plot_map`'s grid so steps and kinks are drawn sharply, and the cell extremes of
+    ``mlcal.spark``'s grid error bound. One ``map_breaks.register(MapClass)`` per map type."""
     raise ValueError(f"plot_map cannot draw {type(m).__name__}: no break points are registered "
                      f"for it (expected one of {registered_types(map_breaks)})")
 
@@ -49,7 +50,12 @@ def _(m: SigmoidMap) -> np.ndarray:
 
 @map_breaks.register
 def _(m: BetaMap) -> np.ndarray:
-    return np.empty(0)   # smooth inside (0, 1); its clamp only bends it within 2**-40 of 0 and 1
+    # z(s) = a ln s - b ln(1 - s) + c has z'(s) = a/s + b/(1 - s), zero only at
+    # s* = a / (a - b) when a and b have opposite signs; the clamp ends are kinks
+    b = [BETA_EPS, 1.0 - BETA_EPS]
+    if m.a * m.b < 0:
+        b.append(m.a / (m.a - m.b))
+    return np.unique(np.asarray(b))
 
 
 def _save(fig, path: str | None):

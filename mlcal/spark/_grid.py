@@ -11,12 +11,12 @@ far its predictions move within the resolution it was given (:func:`grid_error`)
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
-from mlcal.maps import BETA_EPS, BetaMap, CalibrationMap, LinearMap, SigmoidMap, StepMap, apply_input_transform
+from mlcal.maps import CalibrationMap, apply_input_transform
+from mlcal.plotting import map_breaks as breakpoints   # one break-point registry per map type
 
 
 @dataclass(frozen=True)
@@ -78,37 +78,6 @@ def make_grid(grid, s_min: float, s_max: float) -> GridInfo:
 def uniform_edges(s_min: float, s_max: float, n: int) -> np.ndarray:
     """The interior edges of ``n`` equal cells (the formula Spark evaluates per cell too)."""
     return s_min + (s_max - s_min) * (np.arange(1, n) / n)
-
-
-@functools.singledispatch
-def breakpoints(m) -> np.ndarray:
-    """Points (in transformed-score space) between which the map is monotone."""
-    raise TypeError(f"no grid error bound for a {type(m).__name__}")
-
-
-@breakpoints.register
-def _(m: StepMap) -> np.ndarray:
-    return m.thresholds
-
-
-@breakpoints.register
-def _(m: LinearMap) -> np.ndarray:
-    return m.knots
-
-
-@breakpoints.register
-def _(m: SigmoidMap) -> np.ndarray:
-    return np.empty(0)
-
-
-@breakpoints.register
-def _(m: BetaMap) -> np.ndarray:
-    # z(s) = a ln s - b ln(1 - s) + c has z'(s) = a/s + b/(1 - s), zero only at
-    # s* = a / (a - b) when a and b have opposite signs; the clamp ends are kinks
-    b = [BETA_EPS, 1.0 - BETA_EPS]
-    if m.a * m.b < 0:
-        b.append(m.a / (m.a - m.b))
-    return np.unique(np.asarray(b))
 
 
 def grid_error(m: CalibrationMap, grid: GridInfo) -> float:

@@ -67,12 +67,14 @@ from _timing import best_time
 from mlcal.metrics import brier, debiased_ece, ece, log_loss
 from mlcal.calibrators.auto import SMALL_DATA_CANDIDATES
 
-BOUND_SMOOTHED = ("histogram", "isotonic", "enir", "elite", "kde")
+BOUND_SMOOTHED = ("histogram", "isotonic", "enir", "elite", "kde", "spline")
 REFERENCES = ("sk-isotonic", "sk-sigmoid", "uncalibrated")
 QUICK_SIZES = (200, 1000, 10_000)
 FULL_SIZES = (200, 1000, 10_000, 100_000, 1_000_000)
 MAX_REAL_SIZE = 100_000
-METRICS = ("log_loss", "brier", "ece", "debiased_ece", "auc_change", "time_ratio")
+METRICS = ("log_loss", "brier", "ece", "debiased_ece", "true_error", "auc_change", "time_ratio")
+#: metrics on which the true probabilities are ranked against the methods (simulated tasks)
+ORACLE_METRICS = ("log_loss", "brier", "ece", "debiased_ece")
 
 
 @dataclass
@@ -83,6 +85,7 @@ class Task:
     y_cal: np.ndarray
     s_test: np.ndarray
     y_test: np.ndarray
+    p_true_test: np.ndarray | None = None   # P(y=1 | score) where the simulation knows it
 
 
 # -- data ----------------------------------------------------------------------------------------
@@ -90,13 +93,30 @@ def simulated(kind: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, 
     if kind == "sim-beta":
         s = rng.beta(2.0, 5.0, n)
         return s, (rng.random(n) < s ** 0.6).astype(int)
-    if kind == "sim-overconfident":
-        t = rng.normal(0.0, 1.5, n)
-        s = expit(2.5 * t + rng.normal(0.0, 0.5, n))
-    else:   # sim-imbalanced
-        t = rng.normal(-4.2, 1.0, n)
-        s = expit(1.5 * t + 2.0 + rng.normal(0.0, 0.3, n))
+    a, b, mu, sd_t, sd_e = LATENT[kind]
+    t = rng.normal(mu, sd_t, n)
+    s = expit(a * t + b + rng.normal(0.0, sd_e, n))
     return s, (rng.random(n) < expit(t)).astype(int)
+
+
+#: simulated score = expit(A t + B + N(0, SIGMA_E^2)) for the true logit t ~ N(MU_T, SIGMA_T^2)
+LATENT = {"sim-overconfident": (2.5, 0.0, 0.0, 1.5, 0.5),
+          "sim-imbalanced": (1.5, 2.0, -4.2, 1.0, 0.3)}
+
+
+def true_probability(kind: str, s: np.ndarray) -> np.ndarray:
+    """P(y = 1 | score s) of a simulation: s^0.6 for ``sim-beta``; for the latent-logit
+    simulations E[expit(t) | s], with t | logit(s) normal (conjugate update), by 80-point
+    Gauss-Hermite quadrature."""
+    if kind == "sim-beta":
+        return s ** 0.6
+    a, b, mu, sd_t, sd_e = LATENT[kind]
+    l = np.log(s) - np.log1p(-s)
+    denom = a * a * sd_t * sd_t + sd_e * sd_e
+    mean = mu + a * sd_t * sd_t * (l - a * mu - b) / denom
+    sd = np.sqrt(sd_t * sd_t * sd_e * sd_e / denom)
+    nodes, weights = np.polynomial.hermite.hermgauss(80)
+    return expit(mean[:, None] + np.sqrt(2.0) * sd * nodes) @ weights / np.sqrt(np.pi)
 
 
 def base_models(seed: int) -> dict:
@@ -148,7 +168,7 @@ def sim_tasks(sizes, n_seeds: int, n_test: int):
                 rng = np.random.default_rng([seed, n, len(kind)])
                 s_cal, y_cal = simulated(kind, n, rng)
                 s_te, y_te = simulated(kind, n_test, rng)
-                yield Task(kind, n, s_cal, y_cal, s_te, y_te)
+                yield Task(kind, n, s_cal, y_cal, s_te, y_te, true_probability(kind, s_te))
 
 
 # -- methods -------------------------------------------------------------------------------------
@@ -193,7 +213,19 @@ def default_methods() -> list[str]:
 
 
 # -- running -------------------------------------------------------------------------------------
+def test_metrics(task: Task, p: np.ndarray, auc_before: float) -> dict[str, float]:
+    row = {"log_loss": log_loss(task.y_test, p), "brier": brier(task.y_test, p),
+           "ece": ece(task.y_test, p, n_bins=15),
+           "debiased_ece": debiased_ece(task.y_test, p, n_bins=15),
+           "auc_change": roc_auc_score(task.y_test, p) - auc_before}
+    if task.p_true_test is not None:
+        row["true_error"] = float(np.mean(np.abs(p - task.p_true_test)))
+    return row
+
+
 def run_task(task: Task, methods: list[str]) -> dict[str, dict[str, float]]:
+    """Test metrics of every method on one task, plus ``"oracle"`` (the true probabilities)
+    where the simulation knows them."""
     auc_before = roc_auc_score(task.y_test, task.s_test)
     out: dict[str, dict[str, float]] = {}
     times = {}
@@ -209,32 +241,31 @@ def run_task(task: Task, methods: list[str]) -> dict[str, dict[str, float]]:
         except Exception as exc:   # a failing method is reported, not fatal
             print(f"  {name} failed on {task.name} N={task.n_cal}: {exc}", file=sys.stderr)
             continue
-        out[name] = {"log_loss": log_loss(task.y_test, p), "brier": brier(task.y_test, p),
-                     "ece": ece(task.y_test, p, n_bins=15),
-                     "debiased_ece": debiased_ece(task.y_test, p, n_bins=15),
-                     "auc_change": roc_auc_score(task.y_test, p) - auc_before}
+        out[name] = test_metrics(task, p, auc_before)
     ref = times.get("sk-isotonic")
     for name, row in out.items():
         row["time_ratio"] = times[name] / ref if ref else np.nan
+    if task.p_true_test is not None:
+        out["oracle"] = test_metrics(task, task.p_true_test, auc_before)
     return out
 
 
 def summarise(results: list[dict[str, dict[str, float]]], methods: list[str]):
     """Mean rank and mean of each metric per method (ranks per task; AUC change: higher is
-    better; time ratio: geometric mean)."""
+    better; time ratio: geometric mean; ``true_error`` only over the simulated tasks)."""
     summary = {m: {"n": 0} for m in methods}
     ranks = {m: {k: [] for k in METRICS} for m in methods}
     values = {m: {k: [] for k in METRICS} for m in methods}
     for res in results:
-        present = [m for m in methods if m in res]
         for key in METRICS:
+            present = [m for m in methods if m in res and key in res[m]]
             v = np.array([res[m][key] for m in present])
             r = rankdata(-v if key == "auc_change" else v)
             for m, vi, ri in zip(present, v, r):
                 ranks[m][key].append(ri)
                 values[m][key].append(vi)
-        for m in present:
-            summary[m]["n"] += 1
+        for m in methods:
+            summary[m]["n"] += m in res
     for m in methods:
         for key in METRICS:
             vals = np.array(values[m][key], dtype=float)
@@ -248,14 +279,16 @@ def summarise(results: list[dict[str, dict[str, float]]], methods: list[str]):
 
 def markdown_table(summary: dict, methods: list[str]) -> str:
     head = ("| method | log loss rank | log loss | Brier rank | Brier | ECE rank | ECE-15 | "
-            "debiased CE rank | debiased CE | mean ΔAUC | fit time / sk-isotonic | tasks |")
-    lines = [head, "|" + "---|" * 12]
+            "debiased CE rank | debiased CE | true error rank | mean abs(p - p_true) | "
+            "mean ΔAUC | fit time / sk-isotonic | tasks |")
+    lines = [head, "|" + "---|" * 14]
     order = sorted(methods, key=lambda m: summary[m]["log_loss_rank"])
     for m in order:
         r = summary[m]
         lines.append(f"| {m} | {r['log_loss_rank']:.2f} | {r['log_loss']:.4f} | "
                      f"{r['brier_rank']:.2f} | {r['brier']:.4f} | {r['ece_rank']:.2f} | "
                      f"{r['ece']:.4f} | {r['debiased_ece_rank']:.2f} | {r['debiased_ece']:.4f} | "
+                     f"{r['true_error_rank']:.2f} | {r['true_error']:.4f} | "
                      f"{r['auc_change']:+.4f} | {r['time_ratio']:.2f} | {r['n']} |")
     return "\n".join(lines)
 
@@ -281,7 +314,7 @@ def goal_check(summary: dict, methods: list[str]) -> str:
     if "auto" not in summary:
         return "auto not in the run"
     out = []
-    for key in ("log_loss", "brier", "ece", "debiased_ece"):
+    for key in ("log_loss", "brier", "ece", "debiased_ece", "true_error"):
         order = sorted(methods, key=lambda m: summary[m][key + "_rank"])
         out.append(f"auto is #{order.index('auto') + 1} of {len(order)} on mean {key} rank "
                    f"(best: {order[0]} {summary[order[0]][key + '_rank']:.2f}, auto "
@@ -289,6 +322,30 @@ def goal_check(summary: dict, methods: list[str]) -> str:
     out.append(f"auto mean AUC change {summary['auto']['auc_change']:+.5f} "
                f"(goal: loss <= 0.002)")
     return "\n".join(out)
+
+
+def oracle_table(results, methods: list[str]) -> str:
+    """Mean rank of the true probabilities among all methods, on the simulated tasks."""
+    sim = [res for res in results if "oracle" in res]
+    if not sim:
+        return "no simulated tasks: no oracle ranks"
+    lines = [f"rank of the true probabilities P(y=1|s) among the {len(methods)} methods + oracle "
+             f"({len(sim)} simulated tasks; 1 = best)", "",
+             "| | " + " | ".join(ORACLE_METRICS) + " |", "|" + "---|" * (len(ORACLE_METRICS) + 1)]
+    for who in ("oracle", "auto"):
+        if who == "auto" and "auto" not in methods:
+            continue
+        cells = []
+        for key in ORACLE_METRICS:
+            r = []
+            for res in sim:
+                names = [m for m in methods if m in res] + ["oracle"]
+                ranks = rankdata([res[m][key] for m in names])
+                if who in names:
+                    r.append(ranks[names.index(who)])
+            cells.append(f"{np.mean(r):.2f}")
+        lines.append(f"| {who} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def timing_table(sizes=(10_000, 100_000)) -> str:
@@ -321,6 +378,8 @@ def main(argv=None) -> None:
     ap.add_argument("--seeds", type=int, help="repetitions per task (default 1 quick, 3 full)")
     ap.add_argument("--no-real", action="store_true", help="simulated data only")
     ap.add_argument("--no-timing", action="store_true", help="skip the auto timing table")
+    ap.add_argument("--json", metavar="PATH",
+                    help="also write every task's metrics per method to PATH (JSON)")
     args = ap.parse_args(argv)
     sizes = [int(n) for n in (args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES))]
     seeds = args.seeds or (1 if args.quick else 3)
@@ -338,6 +397,10 @@ def main(argv=None) -> None:
         print(f"[{i + 1}/{len(tasks)}] {task.name} N={task.n_cal} "
               f"({time.perf_counter() - start:.0f} s)", file=sys.stderr)
     summary = summarise(results, methods)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump([{"task": t.name, "n_cal": t.n_cal, "results": r}
+                       for t, r in zip(tasks, results)], fh, indent=1)
     cmd = "python benchmarks/bench_quality.py " + " ".join(argv if argv is not None
                                                             else sys.argv[1:])
     print(f"{cmd.strip()}   ({datetime.date.today()}, {len(tasks)} tasks, "
@@ -347,6 +410,7 @@ def main(argv=None) -> None:
           "N=0: breast_cancer and digits, N_cal 142 and 449)\n")
     print(by_size_table(results, tasks_n, methods))
     print("\n" + goal_check(summary, methods))
+    print("\n" + oracle_table(results, methods))
     if not args.no_timing:
         print("\n" + timing_table())
 

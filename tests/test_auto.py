@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -11,7 +12,8 @@ from sklearn.metrics import log_loss
 import mlcal
 from mlcal.calibrators import catalog
 from mlcal.calibrators._params import InvalidParameterError
-from mlcal.calibrators.auto import DEFAULT_CANDIDATES, EPS, SMALL_DATA_MAX_UNIQUE, assign_folds
+from mlcal.calibrators.auto import (DEFAULT_CANDIDATES, EPS, SMALL_DATA_MAX_UNIQUE, assign_folds,
+                                    coarsen)
 from mlcal.calibrators.base import BaseCalibrator, CalibratorFormatError
 from support.synthetic import calibration_set
 
@@ -139,26 +141,78 @@ def test_same_json_under_row_permutation_and_weights_as_repeated_rows():
         assert ra["cv_log_loss"] == pytest.approx(rb["cv_log_loss"], rel=1e-12)
 
 
-def test_cv_subset_above_cv_max_points():
+def points(s, y, w):
+    """Sorted unique scores with the correctly rounded positive and negative weight of each."""
+    x = np.unique(s)
+    return (x, np.array([math.fsum(w[(s == v) & (y == 1)]) for v in x]),
+            np.array([math.fsum(w[(s == v) & (y == 0)]) for v in x]))
+
+
+def brute_force_cells(x, pos, neg, n_cells):
+    """Cells built by hand: point i goes to the last cell j whose start j * M // n_cells is
+    <= i; a cell sits at its middle point's score with the fsum of its points' weights."""
+    m = x.size
+    cell = [max(j for j in range(n_cells) if j * m // n_cells <= i) for i in range(m)]
+    sizes = np.bincount(cell, minlength=n_cells)
+    assert sizes.max() - sizes.min() <= 1
+    edges = np.concatenate(([0], np.cumsum(sizes)))
+    return (np.array([x[lo + (hi - lo - 1) // 2] for lo, hi in zip(edges[:-1], edges[1:])]),
+            np.array([math.fsum(pos[lo:hi]) for lo, hi in zip(edges[:-1], edges[1:])]),
+            np.array([math.fsum(neg[lo:hi]) for lo, hi in zip(edges[:-1], edges[1:])]))
+
+
+@pytest.mark.parametrize("n_cells", [1, 7, 100, 999])
+def test_coarsen_matches_cells_built_by_hand(n_cells):
+    rng = np.random.default_rng(n_cells)
+    s = np.round(rng.random(3000), 3)                     # ties
+    y = (rng.random(3000) < s).astype(int)
+    w = np.exp(rng.normal(0.0, 8.0, 3000))                # weights over many decades
+    x, pos, neg = points(s, y, w)
+    got = coarsen(x, pos, neg, n_cells)
+    want = brute_force_cells(x, pos, neg, n_cells)
+    for g, e in zip(got, want):
+        np.testing.assert_array_equal(g, e)               # correctly rounded sums: bit-exact
+    assert math.fsum(got[1]) == pytest.approx(math.fsum(w[y == 1]), rel=1e-15)
+
+
+def test_cv_on_cells_above_cv_max_points():
     s, y = logistic_data(5000, seed=5)
     cal = mlcal.AutoCalibrator(candidates=["platt", "isotonic"], cv_max_points=1000).fit(s, y)
     info = cal.selection_
     assert info["n_unique"] == 5000 and info["n_points"] == 1000
-    # n_folds=None: 3 folds on a subset, 5 on all the points
+    # n_folds=None: 3 folds on cells, 5 on all the points
     assert info["n_folds"] == 3
-    # the same comparison run directly on the subset's rows (3 folds): same losses, SE larger
-    # by sqrt(5000 / 1000) (the SE recorded is that of the full-size comparison)
-    order = np.argsort(s)
-    sub = order[int(np.random.default_rng(0).integers(5))::5]
-    direct = mlcal.AutoCalibrator(candidates=["platt", "isotonic"], n_folds=3).fit(s[sub],
-                                                                                   y[sub])
-    assert mlcal.AutoCalibrator(candidates=["platt"]).fit(
-        s[sub], y[sub]).selection_["n_folds"] == 5
+    # the same comparison run directly on the hand-built cells as weighted rows (3 folds):
+    # same losses and standard errors (every row is in a cell, so no rescaling)
+    mid, pos, neg = brute_force_cells(*points(s, y, np.ones(s.size)), 1000)
+    rows_s = np.concatenate((mid, mid))
+    rows_y = np.repeat([1, 0], mid.size)
+    rows_w = np.concatenate((pos, neg))
+    keep = rows_w > 0
+    direct = mlcal.AutoCalibrator(candidates=["platt", "isotonic"], n_folds=3).fit(
+        rows_s[keep], rows_y[keep], sample_weight=rows_w[keep])
+    assert direct.selection_["n_points"] == 1000
     for a, b in zip(info["candidates"], direct.selection_["candidates"]):
-        assert a["cv_log_loss"] == b["cv_log_loss"]
-        assert a["se"] == pytest.approx(b["se"] * np.sqrt(1000 / 5000), rel=1e-12)
+        assert a["cv_log_loss"] == pytest.approx(b["cv_log_loss"], rel=1e-12)
+        assert a["se"] == pytest.approx(b["se"], rel=1e-9)
     # the refit still uses every row
     assert cal.map_ == cal.candidate(cal.chosen_).fit(s, y).map_
+
+
+def test_cells_keep_the_power_of_all_rows_for_flexible_methods():
+    # a step in P(y|s) that a sigmoid fits badly, 200,000 rows, 2,000 cells of 100 rows: the
+    # fold fits on cells see all the data's weight, so isotonic regression's CV log loss is
+    # that of a fit on ~133,000 rows, close to the loss of the true probabilities
+    rng = np.random.default_rng(4)
+    s = rng.random(200_000)
+    p_true = np.where(s < 0.5, 0.05, 0.95)
+    y = (rng.random(s.size) < p_true).astype(int)
+    cal = mlcal.AutoCalibrator(candidates=["platt", "isotonic"], cv_max_points=2000).fit(s, y)
+    rows = {r["method"]: r for r in cal.selection_["candidates"]}
+    entropy = log_loss(y, p_true)
+    assert cal.chosen_ == "isotonic"
+    assert rows["isotonic"]["cv_log_loss"] - entropy < 0.003
+    assert rows["platt"]["cv_log_loss"] - entropy > 0.02
 
 
 def test_json_round_trip_keeps_the_selection():

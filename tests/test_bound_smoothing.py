@@ -1,4 +1,4 @@
-"""``bound_smoothing``: binning and isotonic-type maps kept off exactly 0 and 1."""
+"""``bound_smoothing``: binning, isotonic-type and spline maps kept off exactly 0 and 1."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import mlcal
 from mlcal.calibrators._params import InvalidParameterError
 from support.synthetic import calibration_set
 
-SMOOTHED = ["histogram", "isotonic", "bbq", "sbb", "abb", "enir", "elite", "kde"]
+SMOOTHED = ["histogram", "isotonic", "bbq", "sbb", "abb", "enir", "elite", "kde", "spline"]
 GRID = np.linspace(-0.5, 1.5, 2001)
 
 
@@ -40,7 +40,7 @@ def test_outputs_never_exactly_zero_or_one(name, a):
 def test_the_data_does_reach_the_bounds_without_the_option():
     # otherwise the test above could not fail for these methods
     s, y = separable()
-    for name in ["histogram", "isotonic", "kde", "elite"]:
+    for name in ["histogram", "isotonic", "kde", "elite", "spline"]:
         p = mlcal.get_calibrator(name).fit(s, y).predict(GRID)
         assert p.min() == 0.0 or p.max() == 1.0, name
 
@@ -89,7 +89,8 @@ def test_separated_classes_give_a_zero_run_below_a_one_run():
 
 @pytest.mark.parametrize("seed", range(25))
 @pytest.mark.parametrize("name, params", [("isotonic", {}), ("isotonic", {"interpolate": False}),
-                                          ("sbb", {}), ("histogram", {"n_bins": 40})])
+                                          ("sbb", {}), ("histogram", {"n_bins": 40}),
+                                          ("spline", {})])
 def test_non_decreasing_maps_stay_non_decreasing(seed, name, params):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(5, 300))

@@ -8,7 +8,7 @@ import numpy as np
 from mlcal._solvers.pspline import gram_sums, held_out_log_loss, monotone_qp, penalised
 from mlcal._solvers.ties import sort_and_collapse
 from mlcal.calibrators._params import Integer, IsNone, ListOf, Real
-from mlcal.calibrators.base import BaseCalibrator
+from mlcal.calibrators.base import BOUND_SMOOTHING_CONSTRAINTS, BaseCalibrator
 from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import LinearMap
 
@@ -56,6 +56,10 @@ class MonotoneSpline(BaseCalibrator):
         The penalty grid; ``None`` is ``10^-6, 10^-5.5, ..., 10^2``.
     cv : int >= 2, default=5
         Number of cross-validation folds.
+    bound_smoothing : float or None, default=None
+        ``a > 0`` keeps predictions off exactly 0 and 1 (knot values clipped to a bound take
+        their Beta(a, a) posterior mean, clipped to their neighbours; see
+        :func:`mlcal.calibrators.base.keep_off_bounds`). ``None`` keeps the map as fitted.
 
     Attributes
     ----------
@@ -83,12 +87,15 @@ class MonotoneSpline(BaseCalibrator):
 
     _parameter_constraints = {"n_knots": [Integer(2)],
                               "penalties": [IsNone(), ListOf(Real(0.0, closed="neither"))],
-                              "cv": [Integer(2)]}
+                              "cv": [Integer(2)],
+                              "bound_smoothing": BOUND_SMOOTHING_CONSTRAINTS}
 
-    def __init__(self, n_knots: int = 20, penalties: list[float] | None = None, cv: int = 5):
+    def __init__(self, n_knots: int = 20, penalties: list[float] | None = None, cv: int = 5,
+                 bound_smoothing: float | None = None):
         self.n_knots = n_knots
         self.penalties = penalties
         self.cv = cv
+        self.bound_smoothing = bound_smoothing
 
     def _grid(self) -> np.ndarray:
         grid = DEFAULT_PENALTIES if self.penalties is None else self.penalties

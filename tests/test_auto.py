@@ -12,7 +12,7 @@ from sklearn.metrics import log_loss
 import mlcal
 from mlcal.calibrators import catalog
 from mlcal.calibrators._params import InvalidParameterError
-from mlcal.calibrators.auto import (DEFAULT_CANDIDATES, EPS, SMALL_DATA_MAX_UNIQUE, assign_folds,
+from mlcal.calibrators.auto import (CANDIDATE_PARAMS, DEFAULT_CANDIDATES, EPS, assign_folds,
                                     coarsen)
 from mlcal.calibrators.base import BaseCalibrator, CalibratorFormatError
 from support.synthetic import calibration_set
@@ -233,6 +233,8 @@ def test_json_round_trip_keeps_the_selection():
     lambda d: d["fit_info"]["candidates"][0].update(cv_log_loss="low"),
     lambda d: d["fit_info"].update(candidates=[1, 2]),
     lambda d: d.update(fit_info=[]),
+    lambda d: d["fit_info"].update(chosen_params=[1]),
+    lambda d: d["fit_info"].update(chosen_params={"thin_tol": [1]}),
 ])
 def test_bad_fit_info_is_rejected(tamper):
     s, y = step_data(600)
@@ -265,13 +267,29 @@ def test_default_candidates_are_the_registered_defaults():
     registered = set(mlcal.available_calibrators())
     names = mlcal.AutoCalibrator().candidate_names()
     assert names == [c for c in DEFAULT_CANDIDATES if c in registered]
-    assert {"platt", "isotonic"} <= set(names) and "elite" not in names
-    small = mlcal.AutoCalibrator().candidate_names(SMALL_DATA_MAX_UNIQUE)
-    assert small == names + ["elite"]
-    assert mlcal.AutoCalibrator().candidate_names(SMALL_DATA_MAX_UNIQUE + 1) == names
+    assert {"platt", "isotonic", "elite"} <= set(names)
     s, y = step_data(1000)
     info = mlcal.AutoCalibrator().fit(s, y).selection_
-    assert [r["method"] for r in info["candidates"]] == small
+    assert [r["method"] for r in info["candidates"]] == names
+
+
+def test_candidates_get_their_auto_parameters_and_the_refit_records_them():
+    auto = mlcal.AutoCalibrator()
+    assert auto.candidate("elite").get_params()["thin_tol"] == CANDIDATE_PARAMS["elite"]["thin_tol"]
+    assert auto.candidate("elite").bound_smoothing == 0.5
+    s, y = step_data(3000)
+    cal = mlcal.AutoCalibrator(candidates=["elite"]).fit(s, y)
+    assert cal.selection_["chosen_params"] == {"thin_tol": 3e-4, "bound_smoothing": 0.5}
+    assert cal.calibrator_.get_params()["thin_tol"] == 3e-4
+    assert cal.map_ == mlcal.ELiTE(thin_tol=3e-4, bound_smoothing=0.5).fit(s, y).map_
+
+
+def test_documents_without_chosen_params_still_load():
+    s, y = step_data(1500)
+    doc = json.loads(mlcal.AutoCalibrator(candidates=["platt", "isotonic"]).fit(s, y).to_json())
+    del doc["fit_info"]["chosen_params"]
+    back = mlcal.load_calibrator(json.dumps(doc))
+    assert back.chosen_ == doc["fit_info"]["chosen"]
 
 
 def test_too_few_unique_scores_fall_back_to_the_first_candidate():

@@ -25,26 +25,25 @@ from mlcal.calibrators.catalog import (available_calibrators, calibrator_class, 
 
 #: The default candidates; ``candidates=None`` uses those of them that are registered when
 #: ``fit`` runs (Platt scaling on the score, Platt on the log-odds, temperature scaling, beta
-#: calibration, monotone spline, isotonic regression, ENIR), plus :data:`SMALL_DATA_CANDIDATES`
-#: on small data. SBB, ABB, BBQ and KDE are left out: slower than these and, in
-#: benchmarks/bench_quality.py, not better on log loss.
+#: calibration, monotone spline, isotonic regression, ENIR, ELiTE). SBB, ABB, BBQ and KDE are
+#: left out: slower than these and, in benchmarks/bench_quality.py, not better on log loss.
 DEFAULT_CANDIDATES = ("platt", "platt-logit", "temperature", "beta", "spline", "isotonic",
-                      "enir")
-#: Added to the default candidates when there are at most :data:`SMALL_DATA_MAX_UNIQUE` unique
-#: scores: ELiTE ranks first on log loss in the quality benchmark, but its fit alone takes
-#: about 10x isotonic regression's at 1e5 rows, which would break ``auto``'s budget of 20x.
-SMALL_DATA_CANDIDATES = ("elite",)
-SMALL_DATA_MAX_UNIQUE = 10_000
+                      "enir", "elite")
+#: Parameters ``auto`` sets on its candidates besides ``bound_smoothing``. ELiTE thins its
+#: points on a 3e-4 grid instead of its default 1e-5 (its own ``thinningLocal`` step, coarser):
+#: at 1e5 rows its fit takes 2.6x isotonic regression's instead of 12x, with the same held-out
+#: log loss in benchmarks/bench_quality.py (measurements in docs/auto.md).
+CANDIDATE_PARAMS = {"elite": {"thin_tol": 3e-4}}
 #: predictions are clipped to this distance from 0 and 1 when scoring (only for scoring)
 EPS = 1e-15
 FIT_INFO_VERSION = 1
 #: above this many unique scores the cross-validation runs on this many cells (:func:`coarsen`)
 DEFAULT_CV_MAX_POINTS = 10_000
-#: folds of ``n_folds=None``: on all the points, and on the subset of large data, where fold
-#: models trained on 2/3 of ``cv_max_points`` points are nearly as good as on 4/5 and three
-#: folds halve the cost of the comparison (measurements in docs/auto.md)
+#: folds of ``n_folds=None``: on all the points, and on the cells of large data, where fold
+#: models trained on 2/3 of the cells are nearly as good as on 4/5 and three folds halve the
+#: cost of the comparison (measurements in docs/auto.md)
 DEFAULT_FOLDS = 5
-SUBSET_FOLDS = 3
+CELL_FOLDS = 3
 
 
 def _row_log_losses(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -82,23 +81,23 @@ class AutoCalibrator(BaseCalibrator):
     derivation in docs/auto.md).
 
     1. Tied scores are collapsed into weighted points (positive and negative weight at each
-       unique score; above ``cv_max_points`` of them an evenly spaced subset); folds are assigned on the sorted unique scores (:func:`assign_folds`), so
-       ties are never split and row order cannot matter.
+       unique score; above ``cv_max_points`` of them, consecutive points are merged into
+       ``cv_max_points`` cells: :func:`coarsen`). Folds are assigned on the sorted points
+       (:func:`assign_folds`), so ties are never split and row order cannot matter.
     2. Every candidate is fitted on K-1 folds (as weighted rows: the tie-collapsed points, which
        every registered method treats exactly as the original rows) and predicts the held-out
        fold. Out-of-fold predictions are clipped to ``[1e-15, 1 - 1e-15]`` for scoring only.
        A candidate that fails on a fold is dropped (recorded with its error).
     3. Each candidate's CV log loss is the weighted mean over all out-of-fold rows. Its noise is
        measured against the best candidate: ``se`` is the standard error of the mean of the
-       per-row loss differences (paired, weights as frequency weights, at the size of the whole
-       data when the CV ran on a subset).
+       per-row loss differences (paired, weights as frequency weights).
     4. Chosen: the simplest candidate with ``loss - best_loss <= se_rule * se``. Simplicity is
        the mean size of the candidate's fold maps (:attr:`~mlcal.maps.SigmoidMap.size` is 2
        parameters; a step or linear map counts its bins or knots), ties broken by the order of
        ``candidates``.
     5. The chosen method is refitted on all the data (default parameters, plus
-       ``bound_smoothing`` where it has one: see :meth:`candidate`); its map is this
-       calibrator's map.
+       ``bound_smoothing`` where it has one and :data:`CANDIDATE_PARAMS`: see
+       :meth:`candidate_params`); its map is this calibrator's map.
 
     With fewer than ``2 * n_folds`` unique scores, or when a training fold lacks a class, no CV
     is possible and the first candidate is used (recorded as the reason).
@@ -107,21 +106,19 @@ class AutoCalibrator(BaseCalibrator):
     ----------
     candidates : list of str or None, default=None
         Method names to choose from (any registered method except "auto"). ``None``: those of
-        :data:`DEFAULT_CANDIDATES` registered when ``fit`` runs, and with at most
-        :data:`SMALL_DATA_MAX_UNIQUE` unique scores also :data:`SMALL_DATA_CANDIDATES`.
+        :data:`DEFAULT_CANDIDATES` registered when ``fit`` runs.
     n_folds : int or None, default=None
         Number of cross-validation folds (>= 2). ``None``: :data:`DEFAULT_FOLDS` (5), or
-        :data:`SUBSET_FOLDS` (3) when the CV runs on a subset (see ``cv_max_points``).
+        :data:`CELL_FOLDS` (3) when the CV runs on cells (see ``cv_max_points``).
     se_rule : float, default=1.0
         How many standard errors of the loss difference count as noise; 0 picks the lowest CV
         log loss.
     cv_max_points : int or None, default=10000
-        Largest number of unique scores cross-validated. With more, the CV runs on every t-th
-        sorted unique score (t = ceil(M / cv_max_points), starting at an offset drawn from
-        ``seed``), which bounds the cost of the comparison; the standard errors are then scaled
-        to the whole data (by sqrt(subset weight / total weight)), so "within noise" means
-        within the noise of the full-size comparison, and the chosen method is refitted on all
-        the data. ``None``: always use every point.
+        Largest number of points cross-validated. With more unique scores, the CV runs on
+        ``cv_max_points`` cells of consecutive sorted scores, each carrying the weight of all
+        its rows at its middle score (:func:`coarsen`), which bounds the cost of the comparison
+        while every fold fit still sees the weight of all the data; the chosen method is then
+        refitted on every row. ``None``: always use every point.
     seed : int, default=0
         Seed of the fold assignment.
 
@@ -136,7 +133,8 @@ class AutoCalibrator(BaseCalibrator):
     selection_ : dict
         JSON-safe record of the selection: rule, folds, seed, per candidate its CV log loss,
         standard error of the difference to the best, complexity and status; the best and the
-        chosen method and the reason. Written to the JSON document as ``"fit_info"``.
+        chosen method, the parameters it was refitted with (``chosen_params``) and the reason.
+        Written to the JSON document as ``"fit_info"``.
     map_reduction_ : MapReduction
         The chosen calibrator's size-cap record.
 
@@ -174,24 +172,27 @@ class AutoCalibrator(BaseCalibrator):
             raise InvalidParameterError(f"{type(self).__name__}: parameter 'candidates' lists "
                                         f"a method twice: {short_repr(list(self.candidates))}")
 
-    def candidate_names(self, n_unique: int | None = None) -> list[str]:
-        """The methods compared on data with ``n_unique`` unique scores (``None``: large
-        data): ``candidates``, or the registered defaults."""
+    def candidate_names(self) -> list[str]:
+        """The methods compared: ``candidates``, or the registered defaults."""
         if self.candidates is not None:
             return [str(c) for c in self.candidates]
-        names = list(DEFAULT_CANDIDATES)
-        if n_unique is not None and n_unique <= SMALL_DATA_MAX_UNIQUE:
-            names += SMALL_DATA_CANDIDATES
         registered = set(available_calibrators())
-        return [c for c in names if c in registered]
+        return [c for c in DEFAULT_CANDIDATES if c in registered]
 
     def candidate(self, name: str) -> BaseCalibrator:
-        """A new, unfitted calibrator of method ``name`` as ``auto`` fits it: default
-        parameters, and this calibrator's ``bound_smoothing`` if the method has the parameter."""
+        """A new, unfitted calibrator of method ``name`` as ``auto`` fits it (parameters:
+        :meth:`candidate_params`)."""
+        return get_calibrator(name, **self.candidate_params(name))
+
+    def candidate_params(self, name: str) -> dict[str, Any]:
+        """The parameters ``auto`` sets on method ``name``, all others at their defaults:
+        :data:`CANDIDATE_PARAMS`, and this calibrator's ``bound_smoothing`` if the method has
+        the parameter."""
+        params = dict(CANDIDATE_PARAMS.get(name, {}))
         if self.bound_smoothing is not None and \
                 "bound_smoothing" in calibrator_class(name)._get_param_names():
-            return get_calibrator(name, bound_smoothing=self.bound_smoothing)
-        return get_calibrator(name)
+            params["bound_smoothing"] = self.bound_smoothing
+        return params
 
     # -- fitting -------------------------------------------------------------------------------
     def fit(self, scores, y, sample_weight=None) -> "AutoCalibrator":
@@ -209,7 +210,7 @@ class AutoCalibrator(BaseCalibrator):
         self._validate_params()
         s, z, w = check_fit_inputs(scores, y, sample_weight)
         x, ybar, wsum = sort_and_collapse(s, z, w)
-        names = self.candidate_names(int(x.size))
+        names = self.candidate_names()
         pos = ybar * wsum
         neg = np.maximum(wsum - pos, 0.0)
         n_unique = int(x.size)
@@ -218,9 +219,10 @@ class AutoCalibrator(BaseCalibrator):
         if coarsened:
             x, pos, neg = coarsen(x, pos, neg, int(cap))
         k = self.n_folds if self.n_folds is not None else (
-            SUBSET_FOLDS if coarsened else DEFAULT_FOLDS)
+            CELL_FOLDS if coarsened else DEFAULT_FOLDS)
         record = self._cross_validate(names, x, pos, neg, int(k))
         record["n_unique"] = n_unique
+        record["chosen_params"] = self.candidate_params(record["chosen"])
         self.chosen_ = record["chosen"]
         self.selection_ = record
         self.calibrator_ = self.candidate(self.chosen_).fit(s, z, w)
@@ -350,8 +352,8 @@ def _paired_se(d_pos: np.ndarray, d_neg: np.ndarray, pos: np.ndarray, neg: np.nd
 _ROW_KEYS = {"method": str, "status": str, "complexity": float, "cv_log_loss": float,
              "se": float}
 _TOP_KEYS = {"version": int, "rule": str, "se_rule": float, "n_folds": int, "seed": int,
-             "n_points": int, "n_unique": int, "candidates": list, "best": (str, type(None)), "chosen": str,
-             "reason": str}
+             "n_points": int, "n_unique": int, "candidates": list, "best": (str, type(None)),
+             "chosen": str, "chosen_params": dict, "reason": str}
 
 
 def _check_fields(obj: Any, spec: dict, where: str, required: tuple[str, ...]) -> None:
@@ -374,7 +376,13 @@ def _check_fields(obj: Any, spec: dict, where: str, required: tuple[str, ...]) -
 
 def check_selection(info: Any) -> dict[str, Any]:
     """Validate the ``"fit_info"`` of an auto document (:class:`CalibratorFormatError`)."""
-    _check_fields(info, _TOP_KEYS, "fit_info", tuple(_TOP_KEYS))
+    # "chosen_params" is optional: documents written before it existed still load
+    _check_fields(info, _TOP_KEYS, "fit_info", tuple(k for k in _TOP_KEYS if k != "chosen_params"))
+    params = info.get("chosen_params", {})
+    if not all(isinstance(k, str) and (v is None or isinstance(v, (str, int, float)))
+               for k, v in params.items()):
+        raise CalibratorFormatError("calibrator document: fit_info 'chosen_params' must map "
+                                    f"names to numbers, strings or null: {short_repr(params)}")
     for row in info["candidates"]:
         _check_fields(row, _ROW_KEYS, "fit_info candidate", ("method", "status"))
     if info["chosen"] not in [r["method"] for r in info["candidates"]]:

@@ -279,9 +279,10 @@ def test_candidates_get_their_auto_parameters_and_the_refit_records_them():
     assert auto.candidate("elite").bound_smoothing == 0.5
     s, y = step_data(3000)
     cal = mlcal.AutoCalibrator(candidates=["elite"]).fit(s, y)
-    assert cal.selection_["chosen_params"] == {"thin_tol": 3e-4, "bound_smoothing": 0.5}
-    assert cal.calibrator_.get_params()["thin_tol"] == 3e-4
-    assert cal.map_ == mlcal.ELiTE(thin_tol=3e-4, bound_smoothing=0.5).fit(s, y).map_
+    assert cal.selection_["chosen_params"] == {"thin_tol": 1e-3, "bound_smoothing": 0.5}
+    assert cal.calibrator_.get_params()["thin_tol"] == 1e-3
+    assert cal.map_ == mlcal.ELiTE(thin_tol=1e-3, bound_smoothing=0.5).fit(s, y).map_
+    assert auto.candidate("spline").cv == 3
 
 
 def test_documents_without_chosen_params_still_load():

@@ -31,11 +31,11 @@ from mlcal.calibrators.catalog import (available_calibrators, calibrator_class, 
 #: the benchmark's 55 tasks and cost 10 % of ``auto``'s fit.
 DEFAULT_CANDIDATES = ("platt", "platt-logit", "temperature", "beta", "spline", "isotonic",
                       "elite")
-#: Parameters ``auto`` sets on its candidates besides ``bound_smoothing``. ELiTE thins its
-#: points on a 3e-4 grid instead of its default 1e-5 (its own ``thinningLocal`` step, coarser):
-#: at 1e5 rows its fit takes 2.6x isotonic regression's instead of 12x, with the same held-out
-#: log loss in benchmarks/bench_quality.py (measurements in docs/auto.md).
-CANDIDATE_PARAMS = {"elite": {"thin_tol": 3e-4}}
+#: Parameters ``auto`` sets on its candidates besides ``bound_smoothing``, both for speed at
+#: no measured loss (docs/auto.md): ELiTE thins its points on a 1e-3 grid instead of its
+#: default 1e-5 (its own ``thinningLocal`` step, coarser; at 1e5 rows 2x isotonic regression's
+#: fit time instead of 12x); the spline picks its penalty by 3-fold instead of 5-fold CV.
+CANDIDATE_PARAMS = {"elite": {"thin_tol": 1e-3}, "spline": {"cv": 3}}
 #: predictions are clipped to this distance from 0 and 1 when scoring (only for scoring)
 EPS = 1e-15
 FIT_INFO_VERSION = 1

@@ -347,6 +347,42 @@ def oracle_table(results, methods: list[str]) -> str:
     return "\n".join(lines)
 
 
+ECE_CHECK_METHODS = ("auto", "sbb", "histogram+bs", "isotonic+bs", "elite+bs", "beta",
+                     "platt-logit", "spline+bs")
+
+
+def ece_bias_table(test_sizes=(143, 20_000), n_cal: int = 1000, reps: int = 30) -> str:
+    """How binned ECE ranks the true probabilities: on the three simulations, ``reps``
+    calibration sets of ``n_cal`` rows, each method and the true P(y=1|s) scored on a test set
+    of each size; mean ranks (1 = best) of binned and debiased ECE, and of the true error."""
+    lines = [f"ECE ranks of the true probabilities among {len(ECE_CHECK_METHODS)} methods "
+             f"(3 simulations x {reps} repetitions, N_cal = {n_cal}; 1 = best)", "",
+             "| test rows | " + " | ".join(ECE_CHECK_METHODS + ("oracle",)) + " |",
+             "|" + "---|" * (len(ECE_CHECK_METHODS) + 2)]
+    scorers = {"ECE-15": lambda y, p: ece(y, p, n_bins=15),
+               "debiased CE": lambda y, p: debiased_ece(y, p, n_bins=15)}
+    for n_test in test_sizes:
+        ranks = {key: {m: [] for m in ECE_CHECK_METHODS + ("oracle",)} for key in scorers}
+        for rep in range(reps):
+            for kind in ("sim-beta", "sim-overconfident", "sim-imbalanced"):
+                rng = np.random.default_rng([rep, n_test, len(kind)])
+                s, y = simulated(kind, n_cal, rng)
+                s_te, y_te = simulated(kind, n_test, rng)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    preds = {m: np.clip(make_method(m)(s, y)(s_te), 0.0, 1.0)
+                             for m in ECE_CHECK_METHODS}
+                preds["oracle"] = true_probability(kind, s_te)
+                for key, score in scorers.items():
+                    r = rankdata([score(y_te, p) for p in preds.values()])
+                    for m, ri in zip(preds, r):
+                        ranks[key][m].append(ri)
+        for key in scorers:
+            lines.append(f"| {n_test} ({key}) | " + " | ".join(
+                f"{np.mean(v):.2f}" for v in ranks[key].values()) + " |")
+    return "\n".join(lines)
+
+
 def timing_table(sizes=(10_000, 100_000)) -> str:
     """``auto`` and its candidates against isotonic regression (best of 3 after a warm-up)."""
     lines = ["fit time (best of 3), ratio to mlcal isotonic on the same data",
@@ -376,9 +412,14 @@ def main(argv=None) -> None:
     ap.add_argument("--seeds", type=int, help="repetitions per task (default 1 quick, 3 full)")
     ap.add_argument("--no-real", action="store_true", help="simulated data only")
     ap.add_argument("--no-timing", action="store_true", help="skip the auto timing table")
+    ap.add_argument("--ece-check", action="store_true",
+                    help="only the binned-ECE check: how it ranks the true probabilities")
     ap.add_argument("--json", metavar="PATH",
                     help="also write every task's metrics per method to PATH (JSON)")
     args = ap.parse_args(argv)
+    if args.ece_check:
+        print(ece_bias_table())
+        return
     sizes = [int(n) for n in (args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES))]
     seeds = args.seeds or (1 if args.quick else 3)
     methods = args.methods or default_methods()

@@ -2,8 +2,9 @@
 sigmoid calibration and the uncalibrated scores, on data that ships with scikit-learn and on
 simulated scores with known true probabilities. Runs offline.
 
-    python benchmarks/bench_quality.py --quick          # ~3 minutes
-    python benchmarks/bench_quality.py                  # full: N_cal up to 1e6, 3 seeds (~30 min)
+    python benchmarks/bench_quality.py --quick          # under a minute
+    python benchmarks/bench_quality.py                  # full: N_cal up to 1e6, 3 seeds (~3 min)
+    python benchmarks/bench_quality.py --ece-check      # how binned ECE ranks the true probabilities
     python benchmarks/bench_quality.py --methods auto isotonic platt --sizes 200 1000 1e5
 
 Tasks (one task = one calibration set and its held-out test set):
@@ -31,10 +32,13 @@ logistic sigmoid of the margin). Every method sees the same scores.
 
 Metrics on the test set: log loss (predictions clipped to [1e-15, 1 - 1e-15]), Brier score, ECE
 (15 equal-width bins), debiased L2 calibration error (15 equal-mass bins, Kumar et al. 2019),
+on the simulations the true calibration error mean |p - P(y=1|s)| (:func:`true_probability`),
 AUC change against the uncalibrated scores, and fit time over ``sk-isotonic``'s on the same data
 in the same run (geometric mean over tasks). Ranks are per task (1 = best, ties averaged), then
-averaged over tasks. A second table times ``auto`` against isotonic regression at 1e5 rows (best
-of 3 after a warm-up).
+averaged over tasks. Further tables: mean log-loss rank by calibration-set size, the ranks the
+true probabilities themselves would take on the simulated tasks, and ``auto``'s fit time against
+isotonic regression at 1e4 and 1e5 rows (best of 3 after a warm-up). ``--ece-check`` instead
+runs :func:`ece_bias_table`.
 """
 
 from __future__ import annotations

@@ -244,6 +244,18 @@ def test_bad_fit_info_is_rejected(tamper):
         mlcal.load_calibrator(doc)
 
 
+def test_auto_documents_refuse_other_methods_extra_fields():
+    s, y = step_data(600)
+    doc = mlcal.AutoCalibrator(candidates=["platt", "isotonic"]).fit(s, y).to_dict()
+    doc["interval"] = {}
+    with pytest.raises(CalibratorFormatError, match="AutoCalibrator documents have no 'interval'"):
+        mlcal.load_calibrator(doc)
+    va = mlcal.get_calibrator("venn-abers").fit(s, y).to_dict()
+    va["fit_info"] = doc["fit_info"]
+    with pytest.raises(CalibratorFormatError, match="no 'fit_info'"):
+        mlcal.load_calibrator(va)
+
+
 def test_other_methods_reject_fit_info():
     s, y = step_data(300)
     doc = mlcal.Isotonic().fit(s, y).to_dict()

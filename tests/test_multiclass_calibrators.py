@@ -183,6 +183,57 @@ def test_multiclass_calibrator_json_round_trip_is_bit_exact(make, tmp_path):
         mlcal.save_calibrator(cal, path)
 
 
+def _probabilities(n=1500, K=3, seed=6):
+    z, y, _ = _data(n=n, K=K, seed=seed)
+    return softmax(z, axis=1), y
+
+
+def test_one_vs_rest_auto_keeps_each_class_choice_in_the_document():
+    p, y = _probabilities()
+    cal = OneVsRest("auto").fit(p, y)
+    doc = json.loads(cal.to_json())
+    assert [e["fit_info"]["chosen"] for e in doc["class_extras"]] == \
+           [c.chosen_ for c in cal.calibrators_]
+    back = mlcal.load_calibrator(cal.to_json())
+    assert [c.selection_ for c in back.calibrators_] == [c.selection_ for c in cal.calibrators_]
+    assert back.to_json() == cal.to_json()
+
+
+def test_one_vs_rest_venn_abers_keeps_each_class_interval():
+    p, y = _probabilities(seed=7)
+    cal = OneVsRest("venn-abers").fit(p, y)
+    back = mlcal.load_calibrator(cal.to_json())
+    for before, after in zip(cal.calibrators_, back.calibrators_):
+        lo, hi = before.predict_interval(p[:, 0])
+        lo2, hi2 = after.predict_interval(p[:, 0])
+        assert np.array_equal(lo, lo2) and np.array_equal(hi, hi2)
+    # methods without extra fields write none
+    assert "class_extras" not in json.loads(OneVsRest("platt").fit(p, y).to_json())
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d.update(class_extras=d["class_extras"][:2]), "one per class"),
+    (lambda d: d.update(class_extras="all"), "one per class"),
+    (lambda d: d["class_extras"][1].update(surprise=1), r"class_extras\[1\] has unknown"),
+    (lambda d: d["class_extras"][0]["fit_info"].pop("reason"), r"class_extras\[0\].*fit_info"),
+    (lambda d: d["class_extras"][2].update(interval={}), r"class_extras\[2\].*interval"),
+])
+def test_bad_class_extras_are_rejected(edit, message):
+    p, y = _probabilities(seed=8)
+    doc = json.loads(OneVsRest("auto").fit(p, y).to_json())
+    edit(doc)
+    with pytest.raises(mlcal.CalibratorFormatError, match=message):
+        mlcal.load_calibrator(doc)
+
+
+def test_softmax_documents_refuse_class_extras():
+    z, y, _ = _data(n=800, K=3, seed=5)
+    doc = json.loads(TemperatureScaling().fit(z, y).to_json())
+    doc["class_extras"] = [{}, {}, {}]
+    with pytest.raises(mlcal.CalibratorFormatError, match="no 'class_extras'"):
+        mlcal.load_calibrator(doc)
+
+
 def test_multiclass_documents_are_validated_on_load():
     z, y, _ = _data(n=800, K=3, seed=5)
     doc = json.loads(TemperatureScaling().fit(z, y).to_json())

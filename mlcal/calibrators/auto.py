@@ -150,6 +150,7 @@ class AutoCalibrator(BaseCalibrator):
     'platt'
     """
 
+    document_extras = ("fit_info",)
     _parameter_constraints = {"candidates": [IsNone(), ListOf(RegisteredMethod())],
                               "n_folds": [IsNone(), Integer(2)],
                               "se_rule": [Real(0.0)],

@@ -173,8 +173,10 @@ class BaseCalibrator(BaseEstimator):
                 **self._extra_to_dict()}
 
     #: optional top-level document fields some methods write (Venn--Abers' ``interval``,
-    #: ``auto``'s ``fit_info``); a method that does not write one refuses it on load
+    #: ``auto``'s ``fit_info``); a method refuses on load those it does not write
     EXTRA_DOCUMENT_FIELDS: ClassVar[tuple[str, ...]] = ("interval", "fit_info")
+    #: the extra fields this method writes (a subset of :attr:`EXTRA_DOCUMENT_FIELDS`)
+    document_extras: ClassVar[tuple[str, ...]] = ()
 
     def _extra_to_dict(self) -> dict[str, Any]:
         """Hook: extra top-level fields of a method's document (e.g. Venn--Abers' interval
@@ -183,13 +185,22 @@ class BaseCalibrator(BaseEstimator):
         return {}
 
     def _extra_from_dict(self, doc: dict) -> None:
-        """Hook: validate and restore what :meth:`_extra_to_dict` wrote; raise
-        ``MapFormatError`` or :class:`CalibratorFormatError` naming a malformed field. The
-        default refuses every extra field."""
+        """Hook: validate and restore what :meth:`_extra_to_dict` wrote (only called with
+        fields listed in :attr:`document_extras`); raise ``MapFormatError`` or
+        :class:`CalibratorFormatError` naming a malformed field."""
+
+    def restore_extras(self, doc: dict) -> None:
+        """Validate and restore a document's extra fields onto this calibrator (whose map is
+        set): those of other methods are refused, this method's go to its hook.
+        :class:`CalibratorFormatError` names what is wrong."""
         for key in self.EXTRA_DOCUMENT_FIELDS:
-            if key in doc:
+            if key in doc and key not in self.document_extras:
                 raise CalibratorFormatError(f"calibrator document: {type(self).__name__} "
                                             f"documents have no {key!r}")
+        try:
+            self._extra_from_dict(doc)
+        except MapFormatError as exc:
+            raise CalibratorFormatError(f"calibrator document: {exc}") from None
 
     def to_json(self, indent: int | None = None) -> str:
         """Serialise with :meth:`to_dict`; floats round-trip bit-exactly. Encoded by mlcal's one
@@ -222,10 +233,7 @@ class BaseCalibrator(BaseEstimator):
                                         f"not {cls.__name__}")
         obj = build_from_params(target, params)
         obj.map_ = read_document_map(doc)
-        try:
-            obj._extra_from_dict(doc)
-        except MapFormatError as exc:
-            raise CalibratorFormatError(f"calibrator document: {exc}") from None
+        obj.restore_extras(doc)
         return obj
 
 

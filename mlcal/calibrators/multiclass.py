@@ -204,11 +204,19 @@ class MulticlassCalibrator(BaseEstimator):
             raise CalibratorFormatError(f"calibrator document: a {target.__name__} needs a "
                                         f"{target.map_type.kind!r} map, got {fitted.kind!r}")
         obj._restore(fitted)
+        obj._restore_class_extras(doc)
         return obj
 
     @classmethod
     def _params_from_document(cls, params: dict) -> dict:
         return params
+
+    def _restore_class_extras(self, doc: dict) -> None:
+        """Hook: restore the per-class ``"class_extras"`` of :class:`OneVsRest` documents;
+        other multiclass methods have none and refuse the field."""
+        if "class_extras" in doc:
+            raise CalibratorFormatError(f"calibrator document: {type(self).__name__} "
+                                        "documents have no 'class_extras'")
 
     def _restore(self, fitted) -> None:
         self.map_ = fitted
@@ -275,6 +283,35 @@ class OneVsRest(MulticlassCalibrator):
                    else clone(self.calibrator))
             cal.map_ = class_map
             self.calibrators_.append(cal)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As :meth:`MulticlassCalibrator.to_dict`, plus ``"class_extras"`` when the binary
+        method writes extra document fields (``auto``'s ``fit_info``: what it chose for each
+        class and why; Venn--Abers' ``interval``): one object per class, in class order."""
+        doc = super().to_dict()
+        extras = [cal._extra_to_dict() for cal in self.calibrators_]
+        if any(extras):
+            doc["class_extras"] = extras
+        return doc
+
+    def _restore_class_extras(self, doc: dict) -> None:
+        extras = doc.get("class_extras")
+        if extras is None:
+            return
+        if not isinstance(extras, list) or len(extras) != len(self.calibrators_) or \
+                not all(isinstance(e, dict) for e in extras):
+            raise CalibratorFormatError("calibrator document: 'class_extras' must be a list "
+                                        f"of {len(self.calibrators_)} objects, one per class")
+        for k, (cal, extra) in enumerate(zip(self.calibrators_, extras)):
+            unknown = sorted(set(extra) - set(BaseCalibrator.EXTRA_DOCUMENT_FIELDS))
+            if unknown:
+                raise CalibratorFormatError(f"calibrator document: class_extras[{k}] has "
+                                            f"unknown fields {short_repr(unknown)}")
+            try:
+                cal.restore_extras(extra)
+            except CalibratorFormatError as exc:
+                raise CalibratorFormatError(f"calibrator document: class_extras[{k}]: "
+                                            f"{exc}") from None
 
     def _validate_params(self) -> None:
         super()._validate_params()

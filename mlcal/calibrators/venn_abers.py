@@ -116,6 +116,7 @@ class VennAbers(BaseCalibrator):
     True
     """
 
+    document_extras = ("interval",)
     _parameter_constraints = {"n_folds": [IsNone(), Integer(2)],
                               "max_map_size": MAX_MAP_SIZE_CONSTRAINTS}
 

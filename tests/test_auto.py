@@ -7,13 +7,14 @@ import math
 
 import numpy as np
 import pytest
+from sklearn.isotonic import IsotonicRegression
 from sklearn.metrics import log_loss
 
 import mlcal
 from mlcal.calibrators import catalog
 from mlcal.calibrators._params import InvalidParameterError
 from mlcal.calibrators.auto import (CANDIDATE_PARAMS, DEFAULT_CANDIDATES, EPS, assign_folds,
-                                    coarsen)
+                                    coarsen, row_folds)
 from mlcal.calibrators.base import BaseCalibrator, CalibratorFormatError
 from support.synthetic import calibration_set
 
@@ -297,20 +298,79 @@ def test_candidates_get_their_auto_parameters_and_the_refit_records_them():
     assert auto.candidate("spline").cv == 3
 
 
-def test_documents_without_chosen_params_still_load():
+def test_documents_without_the_newer_fields_still_load():
     s, y = step_data(1500)
     doc = json.loads(mlcal.AutoCalibrator(candidates=["platt", "isotonic"]).fit(s, y).to_json())
-    del doc["fit_info"]["chosen_params"]
+    del doc["fit_info"]["chosen_params"], doc["fit_info"]["fold_unit"]
     back = mlcal.load_calibrator(json.dumps(doc))
     assert back.chosen_ == doc["fit_info"]["chosen"]
 
 
-def test_too_few_unique_scores_fall_back_to_the_first_candidate():
+def test_too_few_unique_scores_and_fractional_weights_fall_back_to_the_first_candidate():
     s = np.repeat([0.1, 0.4, 0.6, 0.9], 50)
     y = (np.arange(200) % 3 == 0).astype(int)
-    cal = mlcal.AutoCalibrator(candidates=["isotonic", "platt"]).fit(s, y)
+    w = np.full(200, 0.5)
+    cal = mlcal.AutoCalibrator(candidates=["isotonic", "platt"]).fit(s, y, sample_weight=w)
     assert cal.chosen_ == "isotonic" and cal.selection_["best"] is None
     assert "no 5-fold cross-validation" in cal.selection_["reason"]
+
+
+def few_scores_data(n=20_000, seed=3):
+    """Four distinct scores (a depth-2 tree, say) whose label rates no sigmoid can follow."""
+    rng = np.random.default_rng(seed)
+    s = rng.choice([0.1, 0.2, 0.3, 0.9], size=n)
+    p = np.select([s == 0.1, s == 0.2, s == 0.3], [0.1, 0.15, 0.7], 0.75)
+    return s, (rng.random(n) < p).astype(int)
+
+
+def test_few_unique_scores_cross_validate_on_rows():
+    s, y = few_scores_data()
+    cal = mlcal.AutoCalibrator().fit(s, y)
+    info = cal.selection_
+    assert info["fold_unit"] == "rows" and info["n_points"] == 4
+    rows = {r["method"]: r for r in info["candidates"]}
+    assert rows["isotonic"]["cv_log_loss"] < rows["platt"]["cv_log_loss"] - 0.01
+    assert cal.chosen_ not in ("platt", "platt-logit", "temperature", "beta")
+    # the chosen map reproduces the label rate of each score
+    for v in (0.1, 0.2, 0.3, 0.9):
+        assert cal.predict([v])[0] == pytest.approx(y[s == v].mean(), abs=0.01)
+
+
+def test_row_folds_match_a_brute_force_cross_validation():
+    s, y = few_scores_data(n=3000, seed=5)
+    x, pos, neg, folds = row_folds(np.array([0.1, 0.2, 0.3, 0.9]),
+                                   np.array([np.sum(y[s == v]) for v in (0.1, 0.2, 0.3, 0.9)],
+                                            dtype=float),
+                                   np.array([np.sum(1 - y[s == v]) for v in (0.1, 0.2, 0.3, 0.9)],
+                                            dtype=float), 5, 0)
+    # every row dealt exactly once, units in score order
+    assert np.all(np.diff(x) >= 0)
+    for v in (0.1, 0.2, 0.3, 0.9):
+        assert pos[x == v].sum() == y[s == v].sum() and neg[x == v].sum() == (1 - y[s == v]).sum()
+    cal = mlcal.AutoCalibrator(candidates=["isotonic", "platt"], bound_smoothing=None).fit(s, y)
+    # isotonic by hand: scikit-learn's weighted fit on the training counts of each fold
+    total = 0.0
+    for f in range(5):
+        tr, te = folds != f, folds == f
+        xs = np.concatenate((x[tr], x[tr]))
+        ys = np.concatenate((np.ones(tr.sum()), np.zeros(tr.sum())))
+        ws = np.concatenate((pos[tr], neg[tr]))
+        keep = ws > 0
+        p = IsotonicRegression(out_of_bounds="clip").fit(xs[keep], ys[keep], ws[keep]) \
+            .predict(x[te])
+        p = np.clip(p, EPS, 1 - EPS)
+        total += float(np.sum(pos[te] * -np.log(p) + neg[te] * -np.log1p(-p)))
+    iso = {r["method"]: r for r in cal.selection_["candidates"]}["isotonic"]
+    assert iso["cv_log_loss"] == pytest.approx(total / len(y), rel=1e-12)
+
+
+def test_row_folds_do_not_depend_on_row_order():
+    s, y = few_scores_data(n=5000, seed=9)
+    docs = set()
+    for k in range(3):
+        p = np.random.default_rng(k).permutation(s.size) if k else np.arange(s.size)
+        docs.add(mlcal.AutoCalibrator().fit(s[p], y[p]).to_json())
+    assert len(docs) == 1
 
 
 @pytest.fixture()

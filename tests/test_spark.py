@@ -123,6 +123,19 @@ def test_public_fit_matches_the_in_memory_fit_with_parameters(spark, data):
     assert cal.to_json() == template.fit(data["s"], data["y"]).to_json()
 
 
+def test_auto_on_few_distinct_scores_splits_the_same_rows_as_in_memory(spark):
+    # four distinct scores: auto's folds deal rows, from the counts per score and label,
+    # which Spark's statistics hold exactly
+    import mlcal.spark
+
+    rng = np.random.default_rng(12)
+    s = rng.choice([0.1, 0.2, 0.3, 0.9], size=3000)
+    y = (rng.random(s.size) < np.where(s < 0.25, 0.1, 0.7)).astype(int)
+    cal = mlcal.spark.fit(_frame(spark, s=s, y=y), "s", "y", "auto")
+    assert cal.selection_["fold_unit"] == "rows"
+    assert cal.to_json() == get_calibrator("auto").fit(s, y).to_json()
+
+
 # -- grid mode ------------------------------------------------------------------------------
 def test_grid_fit_is_the_exact_fit_of_the_rounded_scores_and_its_bound_holds(spark):
     import mlcal.spark

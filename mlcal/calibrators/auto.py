@@ -45,6 +45,9 @@ DEFAULT_CV_MAX_POINTS = 10_000
 #: models trained on 2/3 of the cells are nearly as good as on 4/5 and three folds halve the
 #: cost of the comparison (measurements in docs/auto.md)
 DEFAULT_FOLDS = 5
+#: with fewer than 2 * n_folds distinct scores, folds split the rows (:func:`row_folds`) when
+#: the weights are counts totalling at most this many rows
+ROW_FOLDS_MAX_ROWS = 10_000_000
 CELL_FOLDS = 3
 
 
@@ -101,8 +104,11 @@ class AutoCalibrator(BaseCalibrator):
        ``bound_smoothing`` where it has one and :data:`CANDIDATE_PARAMS`: see
        :meth:`candidate_params`); its map is this calibrator's map.
 
-    With fewer than ``2 * n_folds`` unique scores, or when a training fold lacks a class, no CV
-    is possible and the first candidate is used (recorded as the reason).
+    With fewer than ``2 * n_folds`` unique scores (a small tree's leaves, say) the folds split
+    the rows of each score instead (:func:`row_folds`; integer weights up to
+    :data:`ROW_FOLDS_MAX_ROWS` rows). Otherwise, or when a training fold lacks a class, no CV is
+    possible and the first candidate is used (recorded as the reason). ``fit_info`` records the
+    fold unit: ``"points"``, ``"cells"`` or ``"rows"``.
 
     Parameters
     ----------
@@ -225,9 +231,17 @@ class AutoCalibrator(BaseCalibrator):
         coarsened = cap is not None and x.size > cap
         if coarsened:
             x, pos, neg = coarsen(x, pos, neg, int(cap))
-        k = self.n_folds if self.n_folds is not None else (
-            CELL_FOLDS if coarsened else DEFAULT_FOLDS)
-        record = self._cross_validate(names, x, pos, neg, int(k))
+        k = int(self.n_folds if self.n_folds is not None else (
+            CELL_FOLDS if coarsened else DEFAULT_FOLDS))
+        unit, folds = ("cells" if coarsened else "points"), None
+        if x.size >= 2 * k:
+            folds = assign_folds(x.size, k, int(self.seed))
+        elif np.all(w == np.floor(w)) and float(np.sum(w)) <= ROW_FOLDS_MAX_ROWS:
+            # too few distinct scores to hold some out: split the rows of each score instead
+            x, pos, neg, folds = row_folds(x, np.rint(pos), np.rint(neg), k, int(self.seed))
+            unit = "rows"
+        record = self._cross_validate(names, x, pos, neg, folds, k)
+        record["fold_unit"] = unit
         record["n_unique"] = n_unique
         record["chosen_params"] = self.candidate_params(record["chosen"])
         self.chosen_ = record["chosen"]
@@ -238,11 +252,12 @@ class AutoCalibrator(BaseCalibrator):
         return self
 
     def _cross_validate(self, names: list[str], x: np.ndarray, pos: np.ndarray,
-                        neg: np.ndarray, k: int) -> dict[str, Any]:
+                        neg: np.ndarray, folds: np.ndarray | None, k: int) -> dict[str, Any]:
+        """CV of every candidate on test units ``x`` (points, cells or per-fold row groups)
+        with positive and negative weights and a fold each; ``folds=None``: no CV possible."""
         record: dict[str, Any] = {"version": FIT_INFO_VERSION, "rule": "one-se",
                                   "se_rule": float(self.se_rule), "n_folds": k,
-                                  "seed": int(self.seed), "n_points": int(x.size)}
-        folds = assign_folds(x.size, k, int(self.seed)) if x.size >= 2 * k else None
+                                  "seed": int(self.seed), "n_points": int(np.unique(x).size)}
         if folds is not None:
             for f in range(k):
                 train = folds != f
@@ -253,8 +268,9 @@ class AutoCalibrator(BaseCalibrator):
             record.update(candidates=[{"method": n, "status": "not cross-validated"}
                                       for n in names], best=None, chosen=names[0],
                           reason=f"no {k}-fold cross-validation possible (fewer than "
-                                 f"{2 * k} unique scores, or a training fold without both "
-                                 "classes); the first candidate is used")
+                                 f"{2 * k} unique scores with non-integer weights or over "
+                                 f"{ROW_FOLDS_MAX_ROWS:.0e} rows, or a training fold without "
+                                 "both classes); the first candidate is used")
             return record
         rows = []
         losses = {}
@@ -321,6 +337,28 @@ class AutoCalibrator(BaseCalibrator):
             self.chosen_ = self.selection_["chosen"]
 
 
+def row_folds(x: np.ndarray, pos: np.ndarray, neg: np.ndarray, n_folds: int, seed: int):
+    """Row-level folds for data with few distinct scores and integer weights (counts).
+
+    The rows are put in a canonical order (by score, positives first) and each is dealt a fold
+    uniformly at random from ``seed`` (integer draws only, so the same on every CPU and
+    independent of the input's row order); as in a plain random K-fold, a score's held-out
+    label mean varies around its training mean. Returns the test units: one per (score, fold)
+    holding rows, with their positive and negative counts and fold, in score order.
+    """
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, n_folds, size=int(np.sum(pos) + np.sum(neg)), dtype=np.int8)
+    counts = np.empty((x.size, 2, n_folds))
+    start = 0
+    for i in range(x.size):
+        for j, n in enumerate((int(pos[i]), int(neg[i]))):
+            counts[i, j] = np.bincount(draws[start:start + n], minlength=n_folds)
+            start += n
+    keep = (counts[:, 0] + counts[:, 1] > 0).ravel()
+    return (np.repeat(x, n_folds)[keep], counts[:, 0].ravel()[keep],
+            counts[:, 1].ravel()[keep], np.tile(np.arange(n_folds), x.size)[keep])
+
+
 def coarsen(x: np.ndarray, pos: np.ndarray, neg: np.ndarray,
             n_cells: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Merge ``x.size`` sorted unique points into ``n_cells`` cells of consecutive points.
@@ -359,7 +397,9 @@ _ROW_KEYS = {"method": str, "status": str, "complexity": float, "cv_log_loss": f
              "se": float}
 _TOP_KEYS = {"version": int, "rule": str, "se_rule": float, "n_folds": int, "seed": int,
              "n_points": int, "n_unique": int, "candidates": list, "best": (str, type(None)),
-             "chosen": str, "chosen_params": dict, "reason": str}
+             "chosen": str, "chosen_params": dict, "fold_unit": str, "reason": str}
+#: fields added after the first documents were written: optional on load
+_NEWER_KEYS = ("chosen_params", "fold_unit")
 
 
 def _check_fields(obj: Any, spec: dict, where: str, required: tuple[str, ...]) -> None:
@@ -382,8 +422,8 @@ def _check_fields(obj: Any, spec: dict, where: str, required: tuple[str, ...]) -
 
 def check_selection(info: Any) -> dict[str, Any]:
     """Validate the ``"fit_info"`` of an auto document (:class:`CalibratorFormatError`)."""
-    # "chosen_params" is optional: documents written before it existed still load
-    _check_fields(info, _TOP_KEYS, "fit_info", tuple(k for k in _TOP_KEYS if k != "chosen_params"))
+    _check_fields(info, _TOP_KEYS, "fit_info", tuple(k for k in _TOP_KEYS
+                                                     if k not in _NEWER_KEYS))
     params = info.get("chosen_params", {})
     if not all(isinstance(k, str) and (v is None or isinstance(v, (str, int, float)))
                for k, v in params.items()):

@@ -42,6 +42,15 @@ def test_fit_then_evaluate(csv, tmp_path, capsys):
     assert load_calibrator(str(out)).method_name == "platt"
 
 
+def test_fit_auto_says_what_it_chose(csv, tmp_path, capsys):
+    path, _, _ = csv
+    out = tmp_path / "auto.json"
+    assert main(["fit", "--method", "auto", "--data", str(path), "--label-column", "label",
+                 "--out", str(out)]) == 0
+    chosen = load_calibrator(str(out)).selection_["chosen"]
+    assert f"auto chose {chosen}: " in capsys.readouterr().out
+
+
 def test_cli_errors_name_the_problem(csv, tmp_path, capsys):
     path, _, _ = csv
     assert main(["fit", "--method", "isotonic", "--data", str(path), "--label-column", "nope",

@@ -66,6 +66,9 @@ def _fit_and_save(cal, scores, y, data, args, what: str, show_transform: bool = 
     m = cal.map_
     extra = f", input transform {m.input_transform}" if show_transform else ""
     print(f"fitted {type(cal).__name__} on {what}: {m.kind} map of size {m.size}{extra}")
+    selection = getattr(cal, "selection_", None)   # auto: what it chose and why
+    if selection is not None:
+        print(f"auto chose {selection['chosen']}: {selection['reason']}")
     print(f"saved {args.out}")
     return 0
 

@@ -293,6 +293,18 @@ def test_log_calibration_records_metrics_plots_report_and_tags(data, store):
     assert report["calibrator"]["method"] == "isotonic"
 
 
+def test_log_calibration_of_auto_records_its_choice(data, store):
+    model = CalibratedModel(data["base"], "auto").fit(data["X_cal"], data["y_cal"])
+    y = data["y_test"]
+    p_before = data["base"].predict_proba(data["X_test"])[:, 1]
+    with mlflow.start_run() as run:
+        report = log_calibration(y, p_before, model.predict_proba(data["X_test"])[:, 1],
+                                 calibrator=model.calibrator_)
+    chosen = model.calibrator_.chosen_
+    assert mlflow.MlflowClient().get_run(run.info.run_id).data.tags["mlcal.auto_chosen"] == chosen
+    assert report["calibrator"]["fit_info"]["chosen"] == chosen
+
+
 def test_cli_calibrate_logs_registers_and_bundles_mlcal(data, store, tmp_path):
     """`mlcal calibrate` end to end; this model uses default requirement inference (slow)."""
     with mlflow.start_run():

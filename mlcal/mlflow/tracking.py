@@ -42,7 +42,8 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
     ``{artifact_dir}/{prefix}calibration_map.png`` (when ``calibrator`` is given) and
     ``{artifact_dir}/{prefix}calibration_report.json``; and, when ``calibrator`` is given, the
     tags ``mlcal.{prefix}method``, ``mlcal.{prefix}map_type`` and
-    ``mlcal.{prefix}input_transform``.
+    ``mlcal.{prefix}input_transform`` (for ``auto`` also ``mlcal.{prefix}auto_chosen``, the
+    method it chose, with its whole ``fit_info`` in the report).
 
     Multiclass: when ``p_before``/``p_after`` are (n, K) matrices with K >= 3, the metrics,
     diagrams and report of :mod:`mlcal.mlflow.tracking_multiclass` are logged instead
@@ -109,6 +110,9 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
                                 "params": calibrator.get_params(deep=False),
                                 "map_type": mp.kind, "map_size": int(mp.size),
                                 "input_transform": mp.input_transform}
+        selection = getattr(calibrator, "selection_", None)
+        if selection is not None:   # auto: what it compared, chose and why
+            report["calibrator"]["fit_info"] = selection
     mlflow.log_metrics(metrics)
     with tempfile.TemporaryDirectory(prefix="mlcal-log-") as tmp:
         files = [os.path.join(tmp, f"{prefix}reliability_diagram.png"),
@@ -123,9 +127,12 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
         for f in files:
             mlflow.log_artifact(f, artifact_path=artifact_dir)
     if calibrator is not None:
-        mlflow.set_tags({f"mlcal.{prefix}method": calibrator.method_name,
-                         f"mlcal.{prefix}map_type": calibrator.map_.kind,
-                         f"mlcal.{prefix}input_transform": calibrator.map_.input_transform})
+        tags = {f"mlcal.{prefix}method": calibrator.method_name,
+                f"mlcal.{prefix}map_type": calibrator.map_.kind,
+                f"mlcal.{prefix}input_transform": calibrator.map_.input_transform}
+        if getattr(calibrator, "selection_", None) is not None:
+            tags[f"mlcal.{prefix}auto_chosen"] = calibrator.selection_["chosen"]
+        mlflow.set_tags(tags)
     return report
 
 

@@ -216,7 +216,7 @@ def default_methods() -> list[str]:
 
 
 # -- running -------------------------------------------------------------------------------------
-def test_metrics(task: Task, p: np.ndarray, auc_before: float) -> dict[str, float]:
+def held_out_metrics(task: Task, p: np.ndarray, auc_before: float) -> dict[str, float]:
     row = {"log_loss": log_loss(task.y_test, p), "brier": brier(task.y_test, p),
            "ece": ece(task.y_test, p, n_bins=15),
            "debiased_ece": debiased_ece(task.y_test, p, n_bins=15),
@@ -244,12 +244,12 @@ def run_task(task: Task, methods: list[str]) -> dict[str, dict[str, float]]:
         except Exception as exc:   # a failing method is reported, not fatal
             print(f"  {name} failed on {task.name} N={task.n_cal}: {exc}", file=sys.stderr)
             continue
-        out[name] = test_metrics(task, p, auc_before)
+        out[name] = held_out_metrics(task, p, auc_before)
     ref = times.get("sk-isotonic")
     for name, row in out.items():
         row["time_ratio"] = times[name] / ref if ref else np.nan
     if task.p_true_test is not None:
-        out["oracle"] = test_metrics(task, task.p_true_test, auc_before)
+        out["oracle"] = held_out_metrics(task, task.p_true_test, auc_before)
     return out
 
 

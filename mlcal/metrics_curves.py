@@ -172,7 +172,13 @@ def _logit_inputs(y, p, sample_weight, eps):
     if not (np.any(y == 1.0) and np.any(y == 0.0)):
         raise ValueError("calibration slope and intercept need both labels 0 and 1 "
                          "(with positive weight)")
-    return y, logit(p), w
+    z = logit(p)
+    z0, z1 = z[y == 0.0], z[y == 1.0]
+    # (quasi-)complete separation: the likelihood increases without bound along the slope
+    if z0.max() <= z1.min() or z1.max() <= z0.min():
+        raise ValueError("the calibration slope is infinite: the labels are separated by "
+                         "logit(p) (every positive on one side of every negative)")
+    return y, z, w
 
 
 def calibration_slope_intercept(y, p, *, sample_weight=None, confidence: float = 0.95,

@@ -34,7 +34,8 @@ def _coverage(f, seeds, n=300):
 
 
 def test_calibrated_model_percentile_excludes_zero_basic_does_not():
-    # truth 0: the percentile interval sits ~2x the bias above it; measured 0/60 vs 34/60
+    # truth 0: the percentile interval sits ~2x the bias above it; measured: percentile covers
+    # 0 in 0/40 seeds, basic in 20/40; the bias-corrected estimate is closer in 40/40
     pct, basic, closer = _coverage(lambda q: q, range(40))
     assert pct <= 0.1
     assert basic >= 0.35
@@ -42,9 +43,9 @@ def test_calibrated_model_percentile_excludes_zero_basic_does_not():
 
 
 def test_mildly_miscalibrated_model_basic_covers_far_more_often():
-    # population ECE 0.056 at n = 300: measured coverage 38 % percentile vs 83 % basic
+    # population ECE 0.056 at n = 300: measured coverage 20/40 percentile vs 36/40 basic
     pct, basic, _ = _coverage(lambda q: q ** 1.25, range(100, 140))
-    assert basic >= pct + 0.25
+    assert basic >= pct + 0.2
     assert basic >= 0.7
 
 

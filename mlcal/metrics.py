@@ -453,6 +453,6 @@ from mlcal.metrics_curves import (  # noqa: E402
     classwise_ici, integrated_calibration_index, loess_calibration_curve, top_label_ici)
 from mlcal.metrics_decomposition import (  # noqa: E402
     ClasswiseCorp, CorpDecomposition, classwise_corp_decomposition, corp_decomposition,
-    isotonic_recalibration, top_label_corp_decomposition)
+    corp_mcb, isotonic_recalibration, top_label_corp_decomposition)
 from mlcal.metrics_sweep import (  # noqa: E402
     classwise_ece_sweep, ece_sweep, sweep_n_bins, top_label_ece_sweep)

@@ -163,6 +163,12 @@ def top_label_events(y, p) -> tuple[np.ndarray, np.ndarray]:
     return (top == yi).astype(np.float64), prob[np.arange(prob.shape[0]), top]
 
 
+def corp_mcb(y, p, sample_weight=None, *, score: str = "brier") -> float:
+    """The miscalibration term ``MCB`` of :func:`corp_decomposition` alone, as a plain
+    ``metric(y, p[, w]) -> float`` for :func:`mlcal.bootstrap.bootstrap_ci` and gate criteria."""
+    return corp_decomposition(y, p, score=score, sample_weight=sample_weight).mcb
+
+
 @dataclass(frozen=True)
 class ClasswiseCorp:
     """Per-class one-vs-rest CORP decompositions and their sums over the classes.

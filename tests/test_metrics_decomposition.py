@@ -8,7 +8,8 @@ import pytest
 from sklearn.isotonic import IsotonicRegression
 
 from mlcal import metrics
-from mlcal.metrics import (classwise_corp_decomposition, corp_decomposition,
+from mlcal.bootstrap import bootstrap_ci
+from mlcal.metrics import (classwise_corp_decomposition, corp_decomposition, corp_mcb,
                            isotonic_recalibration, top_label_corp_decomposition)
 from mlcal.multiclass_metrics import multiclass_brier
 
@@ -152,3 +153,12 @@ def test_bad_input_is_named():
         corp_decomposition([0, 2], [0.2, 0.7])
     with pytest.raises(ValueError, match="negative"):
         corp_decomposition([0, 1], [0.2, 0.7], sample_weight=[1.0, -1.0])
+
+
+def test_mcb_as_a_bootstrap_metric():
+    y, p, w = _data(11, n=200, weighted=True)
+    assert corp_mcb(y, p, w, score="log_loss") == corp_decomposition(
+        y, p, score="log_loss", sample_weight=w).mcb
+    iv = bootstrap_ci(corp_mcb, y, p, sample_weight=w, n_resamples=30, seed=3, method="basic")
+    assert iv.estimate == corp_mcb(y, p, w)
+    assert iv.lower < iv.estimate < iv.upper

@@ -49,10 +49,11 @@ def _loglik(eta: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
     return float(np.sum(w * (y * eta - np.logaddexp(0.0, eta))))
 
 
-def _fit_offset_intercept(offset: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
+def _fit_offset_intercept(offset: np.ndarray, y: np.ndarray, w: np.ndarray,
+                          start: float = 0.0) -> float:
     """Maximum-likelihood ``alpha`` of ``logit P(y=1) = alpha + offset`` (concave, 1-D Newton
-    with step halving)."""
-    a = 0.0
+    with step halving from ``start``)."""
+    a = start
     ll = _loglik(a + offset, y, w)
     for _ in range(_MAX_NEWTON):
         mu = expit(a + offset)
@@ -228,7 +229,7 @@ def calibration_slope_intercept(y, p, *, sample_weight=None, confidence: float =
     ll_max = _loglik(alpha + beta * z, y, w)
 
     def slope_drop(b: float) -> float:
-        a = _fit_offset_intercept(b * z, y, w)
+        a = _fit_offset_intercept(b * z, y, w, start=float(alpha))
         return ll_max - _loglik(a + b * z, y, w)
 
     cil = _fit_offset_intercept(z, y, w)

@@ -13,6 +13,10 @@ with ``q = 1`` (default; then it equals ``ece(y, p, b*, "quantile")``) or ``q = 
 monotonicity test compares the integer counts of positives cross-multiplied by the bin sizes, so
 no decision hangs on a rounding error. No sample weights: equal-mass bins of weighted rows have
 no single natural definition.
+
+Cost: each tried ``b`` costs O(b) on prefix sums, so the sweep costs O(b*^2) after an
+O(n log n) sort; ``b*`` is small (tens to hundreds) unless the labels are nearly separated by
+``p`` (20,000 perfectly separated rows sweep to ``b* = n`` in about 2 s).
 """
 
 from __future__ import annotations

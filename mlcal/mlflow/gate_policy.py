@@ -167,7 +167,9 @@ class Criterion:
         interval = ("" if self.upper is None else f" (upper bound {self.upper:+.5f})"
                     if self.lower is None else f" [{self.lower:+.5f}, {self.upper:+.5f}]")
         op = ">=" if self.name == "auc_vs_holder" else "<="
-        return (f"  {verdict:<4} {self.name:<20} {value}{interval} {op} {self.limit:+.5f}"
+        limit = f"{self.limit:+.5f}" if self.limit == 0 or abs(self.limit) >= 1e-4 \
+            else f"{self.limit:+.0e}"      # min_skill's -1e-6 would print as -0.00000
+        return (f"  {verdict:<4} {self.name:<20} {value}{interval} {op} {limit}"
                 + (f"  ({self.note})" if self.note else ""))
 
 

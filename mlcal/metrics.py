@@ -107,10 +107,16 @@ def mce(y, p, n_bins: int = 10, strategy: str = "uniform") -> float:
     return float(np.max(np.abs(c["fraction_positive"] - c["mean_predicted"])))
 
 
+def brier_per_row(y, p) -> np.ndarray:
+    """Each row's squared error ``(y_i - p_i)^2``; :func:`brier` is their mean (paired
+    comparisons of two predictors take differences of these)."""
+    y, p = _check(y, p)
+    return (y - p) ** 2
+
+
 def brier(y, p) -> float:
     """Brier score, mean((y - p)^2)."""
-    y, p = _check(y, p)
-    return float(np.mean((y - p) ** 2))
+    return float(np.mean(brier_per_row(y, p)))
 
 
 def rmse(y, p) -> float:
@@ -118,11 +124,17 @@ def rmse(y, p) -> float:
     return float(np.sqrt(brier(y, p)))
 
 
-def log_loss(y, p, eps: float = 1e-15) -> float:
-    """Mean negative log-likelihood, with p clipped to [eps, 1 - eps] so 0/1 predictions stay finite."""
+def log_loss_per_row(y, p, eps: float = 1e-15) -> np.ndarray:
+    """Each row's negative log-likelihood (p clipped to [eps, 1 - eps]); :func:`log_loss` is
+    their mean."""
     y, p = _check(y, p)
     q = np.clip(p, eps, 1.0 - eps)
-    return float(-np.mean(y * np.log(q) + (1.0 - y) * np.log1p(-q)))
+    return -(y * np.log(q) + (1.0 - y) * np.log1p(-q))
+
+
+def log_loss(y, p, eps: float = 1e-15) -> float:
+    """Mean negative log-likelihood, with p clipped to [eps, 1 - eps] so 0/1 predictions stay finite."""
+    return float(np.mean(log_loss_per_row(y, p, eps)))
 
 
 def auc(y, p) -> float:

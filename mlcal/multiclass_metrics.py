@@ -71,20 +71,30 @@ def classwise_ece(y, p, n_bins: int = 15, strategy: str = "uniform") -> float:
     return float(np.sum(np.asarray(per_class)) / len(per_class))
 
 
-def multiclass_brier(y, p) -> float:
-    """Multiclass Brier score ``mean_i sum_k (p_ik - [y_i = k])^2`` (0 is perfect, 2 worst)."""
+def multiclass_brier_per_row(y, p) -> np.ndarray:
+    """Each row's ``sum_k (p_ik - [y_i = k])^2``; :func:`multiclass_brier` is their mean."""
     yi, prob = _check(y, p)
     d = prob.copy()
     d[np.arange(prob.shape[0]), yi] -= 1.0
-    return float(np.mean(np.sum(d * d, axis=1)))
+    return np.sum(d * d, axis=1)
+
+
+def multiclass_brier(y, p) -> float:
+    """Multiclass Brier score ``mean_i sum_k (p_ik - [y_i = k])^2`` (0 is perfect, 2 worst)."""
+    return float(np.mean(multiclass_brier_per_row(y, p)))
+
+
+def multiclass_log_loss_per_row(y, p, eps: float = 1e-15) -> np.ndarray:
+    """Each row's ``-log p_{i, y_i}`` (clipped at ``eps``); :func:`multiclass_log_loss` is
+    their mean."""
+    yi, prob = _check(y, p)
+    return -np.log(np.clip(prob[np.arange(prob.shape[0]), yi], eps, 1.0))
 
 
 def multiclass_log_loss(y, p, eps: float = 1e-15) -> float:
     """Mean negative log-likelihood of the true class, its probability clipped to
     ``[eps, 1]`` so a zero stays finite."""
-    yi, prob = _check(y, p)
-    q = np.clip(prob[np.arange(prob.shape[0]), yi], eps, 1.0)
-    return float(-np.mean(np.log(q)))
+    return float(np.mean(multiclass_log_loss_per_row(y, p, eps)))
 
 
 def multiclass_accuracy(y, p) -> float:

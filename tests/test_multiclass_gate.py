@@ -56,6 +56,7 @@ def register(model, holdout, logged=None):
     with mlflow.start_run():
         if logged is not None:
             mlflow.log_metrics(logged)
+            mlflow.set_tag("mlcal.metrics_source", "held-out")
         mlcal_mlflow.log_model(model, name="model", registered_model_name=NAME,
                                input_example=holdout.iloc[:2, :5], **FAST)
     client = mlflow.MlflowClient()
@@ -83,7 +84,23 @@ def test_multiclass_gate_on_data_against_independent_metrics(registry, models):
     assert first.promoted and holder(registry) == v_good
     assert first.criteria[0].value == pytest.approx(top_label_ece(yi, pg, 10), abs=1e-12)
     assert first.criteria[0].note == "top-label ECE"
-    assert {c.name for c in first.criteria} == {"ece", "log_loss_vs_holder", "brier_vs_holder"}
+    assert {c.name for c in first.criteria} == {
+        "ece", "log_loss_vs_holder", "brier_vs_holder", "log_loss_vs_constant",
+        "brier_vs_constant", "log_loss_vs_base", "brier_vs_base"}
+    crit = {c.name: c for c in first.criteria}
+    # against the constant class-frequency predictor of these rows, paired (sklearn's loss)
+    freq = np.bincount(yi, minlength=3) / len(yi)
+    const = np.tile(freq, (len(yi), 1))
+    assert crit["log_loss_vs_constant"].value == pytest.approx(
+        log_loss(y, pg, labels=CLASSES.tolist()) - log_loss(y, const, labels=CLASSES.tolist()),
+        abs=1e-12)
+    assert crit["log_loss_vs_constant"].passed and crit["brier_vs_constant"].passed
+    # against its own uncalibrated base (predict_proba of the under-confident LR)
+    pb = good.base_estimator.predict_proba(X)
+    assert crit["log_loss_vs_base"].value == pytest.approx(
+        log_loss(y, pg, labels=CLASSES.tolist()) - log_loss(y, pb, labels=CLASSES.tolist()),
+        abs=1e-12)
+    assert crit["log_loss_vs_base"].value < 0 and crit["log_loss_vs_base"].passed
     assert any("multiclass model (3 classes)" in n for n in first.notes)
 
     second = promote(NAME, v_coarse, max_ece=1.0, data=holdout)
@@ -109,7 +126,8 @@ def test_multiclass_gate_on_logged_metrics(registry, models):
                      "multiclass_brier_after": 0.40}
     v_good = register(good, holdout, logged_good)
     v_coarse = register(coarse, holdout, logged_coarse)
-    d = promote(NAME, v_good, max_ece=0.05)
+    assert promote(NAME, v_good, max_ece=0.05, data=holdout, min_rows=1000).promoted
+    d = promote(NAME, v_good, max_ece=0.05)       # already the holder: re-affirmed
     assert d.promoted and d.criteria[0].value == 0.02
     assert "top_label_ece_after" in d.source
     d = promote(NAME, v_coarse, max_ece=0.05)

@@ -17,7 +17,8 @@ from mlcal.cli import main  # noqa: E402
 from mlcal.datasets import make_circular  # noqa: E402
 from mlcal.metrics import auc, brier, ece, log_loss  # noqa: E402
 from mlcal.bootstrap import paired_bootstrap_diff  # noqa: E402
-from mlcal.mlflow.gate import gate_history, promote  # noqa: E402
+from mlcal.mlflow.gate import (InSampleMetricsError, TooFewRowsError,  # noqa: E402
+                               UsefulnessNeedsDataError, gate_history, promote)
 
 NAME = "circle-clf"
 LOOSE = dict(max_log_loss_increase=10.0, max_brier_increase=1.0, max_auc_decrease=1.0)
@@ -44,10 +45,12 @@ def models():
     return good, coarse, holdout
 
 
-def register(model, holdout, logged=None):
+def register(model, holdout, logged=None, source="held-out"):
     with mlflow.start_run():
         if logged is not None:
             mlflow.log_metrics(logged)
+            if source is not None:
+                mlflow.set_tag("mlcal.metrics_source", source)
         mlcal_mlflow.log_model(model, name="model", registered_model_name=NAME,
                                pip_requirements=["mlcal"], input_example=holdout.iloc[:2, :3])
     client = mlflow.MlflowClient()
@@ -83,7 +86,8 @@ def test_two_value_calibrator_is_refused_against_a_correct_holder(registry, mode
     assert not d.promoted and holder(registry) == str(v_good)
     verdicts = {c.name: c.passed for c in d.criteria}
     assert verdicts == {"ece": True, "log_loss_vs_holder": False, "brier_vs_holder": False,
-                        "auc_vs_holder": sc["auc"] - sg["auc"] >= -0.01}
+                        "auc_vs_holder": sc["auc"] - sg["auc"] >= -0.01,
+                        "log_loss_vs_constant": True, "brier_vs_constant": True}
     by = {c.name: c for c in d.criteria}
     # paired on the same rows: the differences are exactly those of the two models' scores
     assert by["log_loss_vs_holder"].value == pytest.approx(sc["log_loss"] - sg["log_loss"],
@@ -103,7 +107,11 @@ def test_logged_metrics_gate(registry, models):
     good, coarse, holdout = models
     sg, sc = scores(good, holdout), scores(coarse, holdout)
     v1 = register(good, holdout, logged_of(sg))
-    d = promote(NAME, v1, max_ece=0.03)
+    # no holder: usefulness needs rows, logged metrics cannot show it
+    with pytest.raises(UsefulnessNeedsDataError, match="pass held-out data"):
+        promote(NAME, v1, max_ece=0.03)
+    assert holder(registry) is None and gate_history(NAME) == []
+    d = promote(NAME, v1, max_ece=0.03, data=holdout, min_rows=1000)
     assert d.promoted and holder(registry) == str(v1)
     assert registry.get_model_version(NAME, str(v1)).tags["mlcal.gate.compared_to"] == "none"
     v2 = register(coarse, holdout, logged_of(sc))
@@ -117,15 +125,64 @@ def test_logged_metrics_gate(registry, models):
     assert holder(registry) == str(v2)
 
 
+def test_in_sample_or_untagged_logged_metrics_are_refused_without_data(registry, models,
+                                                                       capsys):
+    good, coarse, holdout = models
+    sg, sc = scores(good, holdout), scores(coarse, holdout)
+    v_hold = register(good, holdout, logged_of(sg), source="in-sample")
+    assert promote(NAME, v_hold, max_ece=0.05, data=holdout).promoted  # rows: tag irrelevant
+    v_in = register(good, holdout, logged_of(sg), source="in-sample")
+    v_untagged = register(good, holdout, logged_of(sg), source=None)
+    hist = len(gate_history(NAME))
+    with pytest.raises(InSampleMetricsError, match=f"version {v_in}'s logged metrics .* "
+                       "computed in-sample .*allow_in_sample=True"):
+        promote(NAME, v_in, max_ece=0.05)
+    with pytest.raises(InSampleMetricsError, match="mlcal.metrics_source is missing"):
+        promote(NAME, v_untagged, max_ece=0.05)
+    code = main(["promote", "--model-name", NAME, "--version", str(v_untagged), "--max-ece",
+                 "0.05"])
+    assert code == 2 and "--allow-in-sample" in capsys.readouterr().err
+    assert holder(registry) == str(v_hold) and len(gate_history(NAME)) == hist
+    # a held-out candidate against an in-sample holder is refused too (the holder's metrics)
+    v_held = register(good, holdout, logged_of(sg))
+    with pytest.raises(InSampleMetricsError, match=f"version {v_hold}'s logged metrics"):
+        promote(NAME, v_held, max_ece=0.05)
+    # told otherwise: decided on them, and the decision says so
+    d = promote(NAME, v_in, max_ece=0.05, allow_in_sample=True)
+    assert d.promoted and "in-sample metrics allowed" in d.source
+    assert main(["promote", "--model-name", NAME, "--version", str(v_untagged), "--max-ece",
+                 "0.05", "--allow-in-sample"]) == 0
+    assert holder(registry) == str(v_untagged)
+
+
+def test_the_default_minimum_of_rows_follows_max_ece(registry, models):
+    good, _, holdout = models
+    v = register(good, holdout)
+    with pytest.raises(TooFewRowsError, match=r"only 300 rows, fewer than the minimum of 385 "
+                                              r"\(derived from max_ece=0.05"):
+        promote(NAME, v, max_ece=0.05, data=holdout.iloc[:300])
+    # (1.96 * 0.5 / 0.05)^2 = 384.1: 385 rows are enough
+    assert promote(NAME, v, max_ece=0.05, data=holdout.iloc[:385]).promoted
+
+
 def test_confidence_decides_on_the_whole_interval(registry, models):
     good, coarse, holdout = models
     small = holdout.iloc[:300]
     v_coarse, v_good = register(coarse, small), register(good, small)
-    assert promote(NAME, v_coarse, max_ece=1.0, data=small).promoted
+    # no holder: the two-bin map is worse than its own base model on log loss...
+    first = promote(NAME, v_coarse, max_ece=1.0, data=small)
+    assert not first.promoted
+    assert {c.name for c in first.criteria if c.passed is False} == {"log_loss_vs_base",
+                                                                      "brier_vs_base"}
+    # ...so it becomes the holder only within loose margins
+    assert promote(NAME, v_coarse, max_ece=1.0, data=small, **LOOSE).promoted
     d = promote(NAME, v_good, max_ece=1.0, data=small, confidence=0.95, n_resamples=200)
     assert d.promoted
     for c in d.criteria:
-        assert c.lower <= c.value <= c.upper and c.lower < c.upper
+        if c.name.endswith("_vs_constant"):   # one-sided t upper bounds, not the bootstrap
+            assert c.lower is None and c.value < c.upper < 0
+        else:
+            assert c.lower <= c.value <= c.upper and c.lower < c.upper
     ll = next(c for c in d.criteria if c.name == "log_loss_vs_holder")
     assert ll.upper < 0  # the good model is better with confidence
     # a log-loss margin between the point difference and the interval's upper end: point
@@ -152,8 +209,13 @@ def test_cli_json_history_and_exit_codes(registry, models, tmp_path, capsys):
     holdout.to_csv(csv, index=False)
     v_good, v_coarse = register(good, holdout), register(coarse, holdout)
     base = ["promote", "--model-name", NAME, "--data", str(csv)]
-    assert main(base + ["--version", str(v_good), "--max-ece", "0.001"]) == 1
+    assert main(base + ["--version", str(v_good), "--max-ece", "0.001", "--min-rows",
+                        "100"]) == 1
     assert "REFUSED" in capsys.readouterr().out
+    # the default minimum is derived from --max-ece: 0.001 would need 960,365 rows
+    assert main(base + ["--version", str(v_good), "--max-ece", "0.001"]) == 2
+    assert "fewer than the minimum of 960365 (derived from max_ece=0.001" \
+        in capsys.readouterr().err
     assert main(base + ["--version", str(v_good), "--max-ece", "0.5", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["result"] == "promoted" and out["criteria"][0]["name"] == "ece"
@@ -200,7 +262,7 @@ def _bad(holdout, kind):
 @pytest.mark.parametrize("kind,message", [
     ("all NaN", "missing"), ("strings not among the classes", "not among the model's classes"),
     ("5% NaN", "50 of 1000 labels are missing"), ("a single class", "positive class"),
-    ("a label 2", "not among the model's classes"), ("too few rows", "minimum of 100")])
+    ("a label 2", "not among the model's classes"), ("too few rows", "minimum of 97")])
 def test_bad_labels_exit_2_and_change_nothing(registry, models, tmp_path, capsys, kind,
                                               message):
     good, coarse, holdout = models
@@ -211,7 +273,8 @@ def test_bad_labels_exit_2_and_change_nothing(registry, models, tmp_path, capsys
     n_hist = len(gate_history(NAME))
     csv = tmp_path / "bad.csv"
     _bad(holdout, kind).to_csv(csv, index=False)
-    code = main(["promote", "--model-name", NAME, "--version", str(v_coarse), "--max-ece", "1",
+    max_ece = "0.1" if kind == "too few rows" else "1"     # 0.1: at least 97 rows
+    code = main(["promote", "--model-name", NAME, "--version", str(v_coarse), "--max-ece", max_ece,
                  "--data", str(csv), *sum(([f"--{k.replace('_', '-')}", str(v)]
                                            for k, v in LOOSE.items()), [])])
     assert code == 2

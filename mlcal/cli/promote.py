@@ -10,7 +10,6 @@ import sys
 
 from mlcal._safe_json import dumps_safe
 from mlcal.bootstrap import DEFAULT_RESAMPLES
-from mlcal.labels import DEFAULT_MIN_ROWS
 from mlcal.metrics import BIN_STRATEGIES
 
 
@@ -42,7 +41,9 @@ def run(args) -> int:
                            max_auc_decrease=args.max_auc_decrease, confidence=args.confidence,
                            n_resamples=args.n_resamples, seed=args.seed,
                            metric_key=args.metric_key or DEFAULT_METRIC_KEY, n_bins=args.n_bins,
-                           strategy=args.strategy, min_rows=args.min_rows)
+                           strategy=args.strategy, min_rows=args.min_rows,
+                           skill_confidence=args.skill_confidence,
+                           allow_in_sample=args.allow_in_sample)
     except MlflowException as exc:
         print(f"mlcal promote: error: {exc.message}", file=sys.stderr)
         return 2
@@ -53,9 +54,11 @@ def run(args) -> int:
 def register(sub) -> None:
     p = sub.add_parser("promote", help="promote a registered model version if it passes the gate",
                        description="Move a registry alias to a model version only if its ECE is "
-                                   "<= --max-ece and it is not worse than the current alias "
+                                   "<= --max-ece, it is not worse than the current alias "
                                    "holder on log loss, Brier score and AUC beyond the allowed "
-                                   "margins. Multiclass models: top-label ECE, multiclass "
+                                   "margins, and it beats the constant base-rate predictor "
+                                   "with confidence (with no holder also not worse than its "
+                                   "own uncalibrated base model; this needs --data). Multiclass models: top-label ECE, multiclass "
                                    "log loss and Brier, no AUC; the holder must have the same "
                                    "classes. Exit code 0 promoted, 1 refused, 2 error (nothing "
                                    "changed).")
@@ -75,8 +78,15 @@ def register(sub) -> None:
                    help="hold-out CSV (features + label); every metric is then recomputed for "
                         "the candidate and the holder on the same rows")
     p.add_argument("--label-column", default="y", help="label column of --data (default: y)")
-    p.add_argument("--min-rows", type=int, default=DEFAULT_MIN_ROWS,
-                   help=f"fewest rows --data may have (default {DEFAULT_MIN_ROWS})")
+    p.add_argument("--min-rows", type=int, default=None,
+                   help="fewest rows --data may have (default derived from --max-ece: "
+                        "ceil((1.96 * 0.5 / max_ece)^2), 385 for 0.05)")
+    p.add_argument("--skill-confidence", type=float, default=0.95,
+                   help="one-sided level of the usefulness tests against the constant "
+                        "predictor and the base model (default 0.95)")
+    p.add_argument("--allow-in-sample", action="store_true",
+                   help="without --data, accept logged metrics computed in-sample or of "
+                        "unknown origin (run tag mlcal.metrics_source not 'held-out')")
     p.add_argument("--confidence", type=float, default=None,
                    help="decide on paired bootstrap intervals at this confidence, e.g. 0.95 "
                         "(needs --data)")

@@ -7,7 +7,18 @@ the :class:`~mlcal.mlflow.gate_policy.GatePolicy` against the current alias hold
 Every decision is recorded twice: the latest one as flat ``mlcal.gate.*`` tags on the candidate
 version (easy to read in the UI), and each one, never overwritten, as a JSON registered-model
 tag ``mlcal.gate.history.<alias>.<UTC time>.v<version>.<nonce>`` that :func:`gate_history`
-reads back.
+reads back. Before it moves the alias, the gate writes that entry as an *intent* (``result:
+"pending"``) and overwrites it with the decision afterwards; a promotion killed in between is
+reconciled from the alias by the next ``promote`` or ``gate_history``
+(:mod:`mlcal.mlflow.gate_journal`).
+
+Usefulness. The candidate must beat the constant base-rate predictor with confidence, and with
+no holder must not be worse than its own uncalibrated base model (see
+:mod:`mlcal.mlflow.gate_policy`); both need the evaluation rows, so with no holder the gate
+needs ``data`` (:class:`UsefulnessNeedsDataError`). Logged metrics are used only when the run
+says they were computed on held-out rows (run tag ``mlcal.metrics_source = held-out``);
+in-sample or untagged metrics are refused (:class:`InSampleMetricsError`) unless
+``allow_in_sample=True``.
 
 Concurrency. MLflow has no transactions, so two promotes running at once could both decide
 against the same old holder and both move the alias. :func:`promote` therefore
@@ -34,9 +45,8 @@ changed or recorded).
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
-import os
+import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -46,17 +56,34 @@ import numpy as np
 
 from mlcal._safe_json import dumps_safe
 from mlcal.base_scores import classes_of, read_scores
-from mlcal.labels import DEFAULT_MIN_ROWS, binary_labels, multiclass_labels
+from mlcal.base_scores import RAW_SOURCES, naive_probability, naive_probability_matrix
+from mlcal.labels import binary_labels, multiclass_labels
+from mlcal.mlflow import gate_journal
+from mlcal.mlflow.gate_journal import HISTORY_TAG_PREFIX, history_key
+from mlcal.mlflow.gate_journal import utc_now as _now
 from mlcal.mlflow.gate_policy import (LOGGED_KEYS, LOGGED_KEYS_MULTICLASS, Criterion,
-                                      GatePolicy, evaluate_logged, evaluate_on_data, passed)
+                                      GatePolicy, default_min_rows, evaluate_logged,
+                                      evaluate_on_data, passed)
 
 GATE_TAG_PREFIX = "mlcal.gate."
-HISTORY_TAG_PREFIX = "mlcal.gate.history."
 DEFAULT_METRIC_KEY = LOGGED_KEYS["ece"]
+#: Run tag saying on which rows a run's logged metrics were computed: ``held-out`` or
+#: ``in-sample`` (the calibration rows themselves).
+METRICS_SOURCE_TAG = "mlcal.metrics_source"
 
 
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
+class InSampleMetricsError(ValueError):
+    """The gate was asked to decide on logged metrics computed on the calibration rows (or of
+    unknown origin) without ``allow_in_sample=True``."""
+
+
+class UsefulnessNeedsDataError(ValueError):
+    """No alias holder and no evaluation data: usefulness (against the constant predictor and
+    the base model) can only be judged on rows."""
+
+
+class TooFewRowsError(ValueError):
+    """The evaluation data has fewer rows than the gate's minimum."""
 
 
 @dataclass
@@ -130,15 +157,21 @@ class GateDecision:
             t[f"{c.name}.verdict"] = {True: "pass", False: "fail", None: "n/a"}[c.passed]
             if c.lower is not None:
                 t[f"{c.name}.interval"] = f"[{c.lower!r}, {c.upper!r}]"
+            elif c.upper is not None:
+                t[f"{c.name}.upper_bound"] = repr(c.upper)
         t["ece"] = t["ece.value"]
         return {GATE_TAG_PREFIX + k: v for k, v in t.items()}
 
 
-def _read_model(model_uri: str, X) -> tuple[np.ndarray, list | None]:
+def _read_model(model_uri: str, X, *,
+                base_out: dict | None = None) -> tuple[np.ndarray, list | None]:
     """P(positive class) and the class labels (None when unknown) of a registered model: mlcal
     models through the flavour, scikit-learn classifiers through ``predict_proba``, other pyfunc
     models from a single numeric output (their labels must then be 0/1). For a multiclass
-    model (K >= 3 classes) the (n, K) probability matrix and its K classes."""
+    model (K >= 3 classes) the (n, K) probability matrix and its K classes.
+
+    ``base_out``, when given, receives the model's uncalibrated base probabilities under
+    ``"p"`` (see :func:`_base_probabilities`), or under ``"note"`` why there are none."""
     import mlflow
     from mlflow.models import get_model_info
 
@@ -148,6 +181,8 @@ def _read_model(model_uri: str, X) -> tuple[np.ndarray, list | None]:
 
         model = load_model(model_uri)
         p = model.predict_proba(X)
+        if base_out is not None:
+            base_out.update(_base_probabilities(model, X))
         return (p if len(model.classes_) > 2 else p[:, 1]), list(model.classes_)
     if "sklearn" in flavors:
         est = mlflow.sklearn.load_model(model_uri)
@@ -155,6 +190,8 @@ def _read_model(model_uri: str, X) -> tuple[np.ndarray, list | None]:
             if len(getattr(est, "classes_", ())) > 2:
                 return np.asarray(est.predict_proba(X), dtype=np.float64), list(est.classes_)
             return read_scores(est, X, "predict_proba"), list(classes_of(est))
+    if base_out is not None:
+        base_out["note"] = "not an mlcal model: no uncalibrated base model to compare"
     out = mlflow.pyfunc.load_model(model_uri).predict(X)
     arr = np.asarray(out, dtype=np.float64)
     if arr.ndim == 2 and arr.shape[1] == 1:
@@ -163,6 +200,21 @@ def _read_model(model_uri: str, X) -> tuple[np.ndarray, list | None]:
         raise ValueError(f"cannot read a probability from {model_uri}: its output has shape "
                          f"{arr.shape}; register an mlcal or scikit-learn classifier")
     return arr, None
+
+
+def _base_probabilities(model, X) -> dict:
+    """An mlcal model's uncalibrated base model as probabilities: ``predict_proba`` as it is,
+    a booster's log-odds margin through the sigmoid (softmax for K classes), which is that
+    booster's own probability. A ``decision_function`` (e.g. an SVM) is a margin but not a
+    log-odds, so it is no probability and the base comparison does not apply (``note``)."""
+    source = model.score_source_
+    if source == "decision_function":
+        return {"note": "the base model outputs a decision_function (a margin, not a "
+                        "probability): no base-model comparison"}
+    raw = model.predict_uncalibrated(X)
+    multiclass = len(model.classes_) > 2
+    p = naive_probability_matrix(raw, source) if multiclass else naive_probability(raw, source)
+    return {"p": p, "note": f"base model's {'log-odds margin' if source in RAW_SOURCES else source}"}
 
 
 def positive_probability(model_uri: str, X) -> np.ndarray:
@@ -199,13 +251,24 @@ def _logged_keys(metric_key: str, multiclass: bool) -> dict[str, str]:
     return {**LOGGED_KEYS, "ece": metric_key}
 
 
-def _logged_metrics(client, mv, metric_key: str, multiclass: bool = False) -> dict[str, float]:
+def _logged_metrics(client, mv, metric_key: str, multiclass: bool = False,
+                    allow_in_sample: bool = False) -> dict[str, float]:
     keys = _logged_keys(metric_key, multiclass)
     who = f"version {mv.version}"
     if not mv.run_id:
         raise ValueError(f"{who} has no source run, so it has no logged metrics; pass data "
                          "to evaluate it")
-    logged = client.get_run(mv.run_id).data.metrics
+    run = client.get_run(mv.run_id)
+    origin = run.data.tags.get(METRICS_SOURCE_TAG)
+    if origin != "held-out" and not allow_in_sample:
+        found = ("computed in-sample (on the calibration rows)" if origin == "in-sample" else
+                 f"of unknown origin (run tag {METRICS_SOURCE_TAG} is "
+                 + ("missing" if origin is None else repr(origin)) + ")")
+        raise InSampleMetricsError(
+            f"{who}'s logged metrics (run {mv.run_id}) are {found}; in-sample metrics flatter "
+            "a calibrator, so the gate does not decide on them: pass held-out data (--data), "
+            "or allow_in_sample=True / --allow-in-sample to accept them anyway")
+    logged = run.data.metrics
     missing = [k for k in keys.values() if k not in logged]
     if missing:
         raise ValueError(f"{who}'s run {mv.run_id} lacks the metric(s) {missing}; pass data "
@@ -251,22 +314,27 @@ def _check_comparable(version: str, classes: list | None, other: str,
 class _Judge:
     """Scores versions once (cached) and applies the policy between two of them."""
 
-    def __init__(self, client, model_name, policy, data, label_column, metric_key, min_rows):
+    def __init__(self, client, model_name, policy, data, label_column, metric_key, min_rows,
+                 allow_in_sample=False):
         self.client, self.name, self.policy = client, model_name, policy
         self.metric_key = metric_key
+        self.allow_in_sample = allow_in_sample
         self.notes: list[str] = []
         self.multiclass = False
         self._classes: tuple[str, list | None] | None = None   # (version, classes) seen first
         self._cache: dict[str, Any] = {}
+        self._base: dict[str, dict] = {}
         if data is not None:
             self.X, self.raw_y = _load_data(data, label_column)
-            self.min_rows = min_rows
+            self.min_rows = _check_size(len(self.raw_y), policy, min_rows)
             self.y = None
             self.source = f"recomputed on {len(self.raw_y)} rows of the given data"
         else:
             self.X = None
             self.source = f"logged run metrics ({metric_key}, log_loss_after, brier_after, " \
                           "auc_after)"
+            if allow_in_sample:
+                self.source += "; in-sample metrics allowed (allow_in_sample)"
 
     def _same_kind(self, version: str, classes: list | None) -> None:
         """Refuse comparing versions of different kinds (binary vs multiclass) or classes."""
@@ -290,12 +358,16 @@ class _Judge:
             if self.X is None:
                 self._same_kind(version, _registered_classes(uri))
                 self._cache[version] = _logged_metrics(self.client, mv, self.metric_key,
-                                                       self.multiclass)
+                                                       self.multiclass, self.allow_in_sample)
                 if self.multiclass:
                     keys = _logged_keys(self.metric_key, True).values()
-                    self.source = f"logged run metrics ({', '.join(keys)})"
+                    self.source = f"logged run metrics ({', '.join(keys)})" + (
+                        "; in-sample metrics allowed (allow_in_sample)"
+                        if self.allow_in_sample else "")
             else:
-                p, classes = _read_model(uri, self.X)
+                base: dict = {}
+                p, classes = _read_model(uri, self.X, base_out=base)
+                self._base[version] = base
                 self._same_kind(version, classes)
                 who = f"labels of the data (version {version})"
                 if self.multiclass:
@@ -315,7 +387,9 @@ class _Judge:
         other = None if rival is None else self.scores(rival)
         if self.X is None:
             return evaluate_logged(self.policy, cand, other, multiclass=self.multiclass)
-        return evaluate_on_data(self.policy, self.y, cand, other)
+        base = self._base.get(candidate, {})
+        return evaluate_on_data(self.policy, self.y, cand, other, base.get("p"),
+                                base_note=base.get("note", ""))
 
     def log_loss(self, version: str) -> float:
         from mlcal.metrics import log_loss
@@ -337,15 +411,35 @@ class _Judge:
         return (a < b or (a == b and int(candidate) > int(rival))), crit
 
 
+def _check_size(n: int, policy: GatePolicy, min_rows: int | None) -> int:
+    """The evaluation-size check (``min_rows`` None: :func:`default_min_rows` of the policy);
+    returns the minimum used."""
+    if min_rows is None:
+        need, why = default_min_rows(policy), (
+            f" (derived from max_ece={policy.max_ece}: below it the "
+            f"{policy.skill_confidence:.0%} interval of one observed frequency is wider than "
+            "+-max_ece)")
+    else:
+        need, why = min_rows, ""
+    if isinstance(need, bool) or not isinstance(need, (int, np.integer)) or need < 1:
+        raise ValueError(f"min_rows must be a positive integer, got {min_rows!r}")
+    if n < need:
+        raise TooFewRowsError(f"the evaluation data has only {n} rows, fewer than the minimum "
+                              f"of {need}{why}; evaluate on more data or pass min_rows")
+    return int(need)
+
+
 def promote(model_name: str, version: int | str | None = None, *, max_ece: float | None = None,
             alias: str = "champion", data=None, label_column: str = "y",
             margin: float | None = None, max_log_loss_increase: float = 0.01,
             max_brier_increase: float = 0.0025, max_auc_decrease: float = 0.01,
             confidence: float | None = None, n_resamples: int | None = None,
             seed: int = 0, metric_key: str = DEFAULT_METRIC_KEY, n_bins: int = 10,
-            strategy: str = "uniform", min_rows: int = DEFAULT_MIN_ROWS,
-            policy: GatePolicy | None = None, settle_seconds: float = 0.5,
-            max_rounds: int = 5, client=None) -> GateDecision:
+            strategy: str = "uniform", min_rows: int | None = None,
+            skill_confidence: float = 0.95, min_skill: float = 1e-6,
+            allow_in_sample: bool = False, policy: GatePolicy | None = None,
+            settle_seconds: float = 0.5, max_rounds: int = 5,
+            client=None) -> GateDecision:
     """Promote a model version to ``alias`` if it passes the gate (see
     :mod:`mlcal.mlflow.gate_policy`).
 
@@ -361,9 +455,12 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
         The alias to move. Its current holder is the comparison baseline.
     data : DataFrame or path to CSV, optional
         Hold-out data (features plus ``label_column``). When given, every metric is recomputed
-        on it for the candidate and the holder (paired on the same rows); labels are checked
+        on it for the candidate and the holder (paired on the same rows), with the constant
+        base-rate predictor and (no holder) the candidate's base model; labels are checked
         against each model's classes. Otherwise the metrics logged on each version's run
-        (``metric_key``, ``log_loss_after``, ``brier_after``, ``auc_after``) are used.
+        (``metric_key``, ``log_loss_after``, ``brier_after``, ``auc_after``) are used, which
+        needs a holder (:class:`UsefulnessNeedsDataError`) and held-out metrics
+        (:class:`InSampleMetricsError`).
     label_column : str, default="y"
     margin : float, optional
         When given, the candidate's ECE may exceed the holder's by at most this much (an extra
@@ -381,8 +478,15 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
         Logged ECE metric read when ``data`` is None.
     n_bins, strategy
         ECE binning (see :func:`mlcal.metrics.ece`).
-    min_rows : int, default=DEFAULT_MIN_ROWS
-        Fewest rows of ``data`` accepted.
+    min_rows : int, optional
+        Fewest rows of ``data`` accepted; default
+        :func:`~mlcal.mlflow.gate_policy.default_min_rows` (385 for ``max_ece=0.05``).
+    skill_confidence : float, default=0.95
+        One-sided level of the usefulness criteria's paired t upper bounds.
+    min_skill : float, default=1e-6
+        Least gain over the constant predictor (at the upper bound).
+    allow_in_sample : bool, default=False
+        Accept logged metrics that are in-sample or of unknown origin (no ``data``).
     policy : GatePolicy, optional
         A complete policy; replaces the threshold arguments above.
     settle_seconds : float, default=0.5
@@ -403,7 +507,8 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
     ------
     ValueError
         Bad arguments, unknown version, missing metric or unusable data or labels; nothing is
-        changed and nothing is recorded.
+        changed and nothing is recorded. Named subclasses: :class:`TooFewRowsError`,
+        :class:`InSampleMetricsError`, :class:`UsefulnessNeedsDataError`.
     """
     from mlflow import MlflowClient
 
@@ -414,6 +519,7 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
                             max_brier_increase=max_brier_increase,
                             max_auc_decrease=max_auc_decrease, max_ece_increase=margin,
                             confidence=confidence, seed=seed, n_bins=n_bins, strategy=strategy,
+                            skill_confidence=skill_confidence, min_skill=min_skill,
                             **({} if n_resamples is None else {"n_resamples": n_resamples}))
     if policy.confidence is not None and data is None:
         raise ValueError("confidence needs the evaluation rows: pass data")
@@ -421,8 +527,16 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
         raise ValueError(f"max_rounds must be a positive integer, got {max_rounds!r}")
     client = client or MlflowClient()
     cand = str(_resolve_version(client, model_name, version).version)
-    judge = _Judge(client, model_name, policy, data, label_column, metric_key, min_rows)
+    _reconcile(client, model_name)
+    judge = _Judge(client, model_name, policy, data, label_column, metric_key, min_rows,
+                   allow_in_sample)
     holder = _holder_version(client, model_name, alias)
+    if holder is None and data is None:
+        raise UsefulnessNeedsDataError(
+            f"alias '{alias}' of {model_name!r} has no holder, so version {cand} would be "
+            "judged on its own; usefulness (beating the constant base-rate predictor and its "
+            "own base model, paired on the same rows) needs evaluation rows: pass held-out "
+            "data (--data)")
     if holder is not None and holder != cand:
         # a holder of other classes is refused before anything is written, by name
         cand_classes = _registered_classes(f"models:/{model_name}/{cand}")
@@ -433,6 +547,8 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
     if holder is not None and holder != cand:
         judge.scores(holder)
     notes: list[str] = list(judge.notes)
+    started = _now()
+    key = history_key(alias, started, cand)
     promoted = False
     contended = False
     criteria: list[Criterion] = []
@@ -462,6 +578,12 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
         if now != holder:  # moved while we were deciding: decide again against the new holder
             holder, contended = now, True
             continue
+        # the intent first: a kill after the move still leaves an entry to reconcile
+        intent = GateDecision(model_name, cand, alias, False, criteria, policy, judge.source,
+                              holder_version=holder, compared_to=rival, rounds=rounds,
+                              notes=list(notes), decided_at=started).as_dict()
+        intent.update(result="pending", from_version=holder, owner=gate_journal.owner())
+        _write_entry(client, model_name, key, intent)
         _retry_write(client.set_registered_model_alias, model_name, alias, cand)
         holder = cand
         for _ in range(2):  # two reads one settle period apart: late writers show up
@@ -482,20 +604,50 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
     decision = GateDecision(model_name, cand, alias, promoted, criteria, policy, judge.source,
                             holder_version=final_holder, compared_to=rival, rounds=rounds,
                             notes=notes)
-    _record(client, decision)
+    _record(client, decision, key)
     return decision
 
 
-def _record(client, decision: GateDecision) -> None:
-    """Latest decision as flat version tags; every decision as one history entry."""
-    for key, value in decision.tags().items():
-        _retry_write(client.set_model_version_tag, decision.model_name, decision.version, key,
+def _write_entry(client, model_name: str, key: str, entry: dict) -> None:
+    _retry_write(client.set_registered_model_tag, model_name, key, dumps_safe(entry))
+
+
+def _record(client, decision: GateDecision, key: str) -> None:
+    """Latest decision as flat version tags; every decision as one history entry (under
+    ``key``, replacing this promotion's intent if it wrote one)."""
+    for tag, value in decision.tags().items():
+        _retry_write(client.set_model_version_tag, decision.model_name, decision.version, tag,
                      value)
-    stamp = decision.decided_at.replace("+00:00", "Z").replace(":", "").replace("-", "")
-    key = (f"{HISTORY_TAG_PREFIX}{decision.alias}.{stamp}.v{decision.version}."
-           f"{os.getpid()}{random.randrange(16 ** 4):04x}")
-    _retry_write(client.set_registered_model_tag, decision.model_name, key,
-                 dumps_safe(decision.as_dict()))
+    _write_entry(client, decision.model_name, key, decision.as_dict())
+
+
+def _decision_from_entry(entry: dict) -> GateDecision:
+    """A recorded history entry back as a :class:`GateDecision`."""
+    def number(v):
+        return math.nan if v is None else v
+
+    criteria = [Criterion(**{**c, "limit": number(c["limit"])}) for c in entry["criteria"]]
+    return GateDecision(entry["model_name"], entry["version"], entry["alias"],
+                        entry["result"] == "promoted", criteria, GatePolicy(**entry["policy"]),
+                        entry["source"], holder_version=entry["holder_version"],
+                        compared_to=entry["compared_to"], rounds=entry["rounds"],
+                        notes=entry["notes"], decided_at=entry["decided_at"])
+
+
+def _reconcile(client, model_name: str) -> list[dict]:
+    """Rewrite the abandoned intents of ``model_name`` with what the alias says happened
+    (:func:`mlcal.mlflow.gate_journal.reconcile`)."""
+    def version_tags(entry: dict) -> None:
+        tags = _decision_from_entry(entry).tags()
+        tags[GATE_TAG_PREFIX + "result"] = entry["result"]
+        tags[GATE_TAG_PREFIX + "reconciled"] = entry["reconciled"]["outcome"]
+        for tag, value in tags.items():
+            _retry_write(client.set_model_version_tag, model_name, entry["version"], tag, value)
+
+    return gate_journal.reconcile(
+        client, model_name, holder_of=lambda alias: _holder_version(client, model_name, alias),
+        write_entry=lambda key, entry: _write_entry(client, model_name, key, entry),
+        write_version_tags=version_tags)
 
 
 # sqlite stores answer concurrent writers of the same row with these errors; the write is
@@ -517,7 +669,8 @@ def _retry_write(write, *args, attempts: int = 6):
             time.sleep(0.05 * (attempt + 1) * (1.0 + random.random()))
 
 
-def gate_history(model_name: str, *, alias: str | None = None, client=None) -> list[dict]:
+def gate_history(model_name: str, *, alias: str | None = None, client=None,
+                 reconcile: bool = True) -> list[dict]:
     """Every recorded gate decision of a registered model, oldest first.
 
     Parameters
@@ -526,6 +679,10 @@ def gate_history(model_name: str, *, alias: str | None = None, client=None) -> l
     alias : str, optional
         Only the decisions about this alias.
     client : mlflow.MlflowClient, optional
+    reconcile : bool, default=True
+        First rewrite the intents of killed promotions with their real outcome (see
+        :mod:`mlcal.mlflow.gate_journal`); entries still ``pending`` afterwards belong to
+        promotions running now.
 
     Returns
     -------
@@ -535,6 +692,8 @@ def gate_history(model_name: str, *, alias: str | None = None, client=None) -> l
     from mlflow import MlflowClient
 
     client = client or MlflowClient()
+    if reconcile:
+        _reconcile(client, model_name)
     tags = client.get_registered_model(model_name).tags
     out = [json.loads(v) for k, v in tags.items() if k.startswith(HISTORY_TAG_PREFIX)]
     if alias is not None:

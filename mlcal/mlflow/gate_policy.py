@@ -10,6 +10,31 @@ useless), so a candidate must by default
 
 Optionally (``max_ece_increase``) its ECE must not exceed the holder's by more than that.
 
+Usefulness (always, holder or not; see docs/gate.md for the measured rates). ECE alone
+promotes a constant predictor at the base rate, so on the evaluation rows the candidate must
+
+(d) beat the constant base-rate predictor on log loss and on Brier score with confidence: the
+    one-sided ``skill_confidence`` (default 95 %) paired t upper bound of the per-row
+    differences (candidate - constant) must be <= ``-min_skill``. The constant predicts the
+    base rate *of the evaluation rows themselves* (class frequencies for a multiclass model):
+    it is the best constant in hindsight, favoured by about 1/(2n) nats, so no constant
+    predictor, whatever rate it was trained at, can ever beat it (its mean difference is >= 0
+    on any rows) and a constant candidate is refused regardless of the interval's accuracy;
+    a leave-one-out rate would remove the favour but is beaten by a constant at the true
+    rate in about 40 % of samples (its noise is shared by all rows, which a per-row interval
+    cannot see);
+(e) with no holder, not be worse than its own uncalibrated base model (when that model's
+    scores are probabilities: ``predict_proba``, or a booster's log-odds margin read through
+    the sigmoid/softmax; a ``decision_function`` is not a probability and the criterion is
+    then not applicable): the same one-sided upper bound of (candidate - base) must be <=
+    ``max_log_loss_increase`` / ``max_brier_increase`` (non-inferiority).
+
+With no holder the evaluation rows must number at least :func:`default_min_rows` (unless
+``min_rows`` is given): the size at which the worst-case (p = 1/2) two-sided
+``skill_confidence`` interval of one observed frequency is no wider than +- ``max_ece``;
+below it the gate could not tell a calibration error of ``max_ece`` from sampling noise even
+with a single bin (385 rows for ``max_ece`` = 0.05, 97 for 0.1).
+
 Multiclass models (K >= 3 classes; probabilities as (n, K) matrices): "ECE" is the top-label
 (confidence) ECE, log loss the multiclass log loss, Brier the multiclass Brier score (summed
 over the K classes, so in [0, 2]: ``max_brier_increase`` is on that scale), and there is no
@@ -31,7 +56,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -67,6 +92,13 @@ class GatePolicy:
         Bootstrap resamples and seed.
     n_bins, strategy
         ECE binning (see :func:`mlcal.metrics.ece`).
+    skill_confidence : float, default=0.95
+        One-sided level of the paired t upper bounds of the usefulness criteria (against the
+        constant base-rate predictor and the candidate's own base model).
+    min_skill : float, default=1e-6
+        The candidate must beat the constant predictor by more than this (log loss in nats,
+        Brier in its units) at the upper bound; also keeps the verdict off the last bit of a
+        float when the candidate *is* the constant (difference exactly 0).
     """
 
     max_ece: float
@@ -79,10 +111,12 @@ class GatePolicy:
     seed: int = DEFAULT_SEED
     n_bins: int = 10
     strategy: str = "uniform"
+    skill_confidence: float = 0.95
+    min_skill: float = 1e-6
 
     def __post_init__(self):
         for name in ("max_ece", "max_log_loss_increase", "max_brier_increase",
-                     "max_auc_decrease", "max_ece_increase"):
+                     "max_auc_decrease", "max_ece_increase", "min_skill"):
             value = getattr(self, name)
             if value is None and name == "max_ece_increase":
                 continue
@@ -90,6 +124,10 @@ class GatePolicy:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
         if self.confidence is not None and not 0.0 < self.confidence < 1.0:
             raise ValueError(f"confidence must lie in (0, 1), got {self.confidence!r}")
+        if isinstance(self.skill_confidence, bool) or not (
+                isinstance(self.skill_confidence, (int, float)) and 0.5 <= self.skill_confidence < 1.0):
+            raise ValueError(f"skill_confidence must lie in [0.5, 1), got "
+                             f"{self.skill_confidence!r}")
         if self.strategy not in M.BIN_STRATEGIES:
             raise ValueError(f"strategy must be one of {M.BIN_STRATEGIES}, "
                              f"got {self.strategy!r}")
@@ -126,9 +164,12 @@ class Criterion:
         verdict = {True: "pass", False: "FAIL", None: "n/a"}[self.passed]
         value = "n/a" if self.value is None else f"{self.value:+.5f}" \
             if self.name != "ece" else f"{self.value:.5f}"
-        interval = "" if self.lower is None else f" [{self.lower:+.5f}, {self.upper:+.5f}]"
+        interval = ("" if self.upper is None else f" (upper bound {self.upper:+.5f})"
+                    if self.lower is None else f" [{self.lower:+.5f}, {self.upper:+.5f}]")
         op = ">=" if self.name == "auc_vs_holder" else "<="
-        return (f"  {verdict:<4} {self.name:<20} {value}{interval} {op} {self.limit:+.5f}"
+        limit = f"{self.limit:+.5f}" if self.limit == 0 or abs(self.limit) >= 1e-4 \
+            else f"{self.limit:+.0e}"      # min_skill's -1e-6 would print as -0.00000
+        return (f"  {verdict:<4} {self.name:<20} {value}{interval} {op} {limit}"
                 + (f"  ({self.note})" if self.note else ""))
 
 
@@ -155,6 +196,108 @@ def _comparisons(policy: GatePolicy, multiclass: bool = False):
     return rows
 
 
+def default_min_rows(policy: GatePolicy) -> int:
+    """Fewest evaluation rows the gate accepts with no holder by default (module docstring):
+    ``ceil((z * 0.5 / max_ece) ** 2)`` with ``z`` the two-sided ``skill_confidence`` normal
+    quantile (1.96), so that the worst-case interval of one observed frequency is within
+    +- ``max_ece``; ``max_ece`` below 0.001 counts as 0.001, and never fewer than 2 rows."""
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + policy.skill_confidence / 2.0))
+    # rounded first: a square within 1e-6 of an integer is that integer, not the next one
+    return max(2, math.ceil(round((z * 0.5 / max(policy.max_ece, 1e-3)) ** 2, 6)))
+
+
+class PairedBound(NamedTuple):
+    """Mean of paired per-row differences and its one-sided upper confidence bound."""
+
+    mean: float
+    upper: float
+
+
+def paired_upper_bound(differences: np.ndarray, confidence: float) -> PairedBound:
+    """One-sided Student t upper bound of the mean of paired per-row differences:
+    ``mean + t_{confidence, n-1} * sd / sqrt(n)`` (``sd`` with n - 1 degrees of freedom).
+
+    Log loss and Brier are means of per-row losses, so the difference of two predictors' scores
+    on the same rows is exactly the mean of these differences; the t interval needs no
+    resampling (cheap, deterministic) and is the standard paired test. All-equal differences
+    (e.g. a candidate identical to the baseline) give ``upper == mean``."""
+    from scipy.special import stdtrit   # the t quantile as a plain ufunc (fast)
+
+    d = np.asarray(differences, dtype=np.float64)
+    n = d.shape[0]
+    if n < 2:
+        raise ValueError(f"a paired interval needs at least 2 rows, got {n}")
+    mean = float(np.mean(d))
+    sd = float(np.std(d, ddof=1))
+    return PairedBound(mean, mean + float(stdtrit(n - 1, confidence)) * sd / math.sqrt(n))
+
+
+def _row_losses(multiclass: bool):
+    """(name, per-row loss) of the usefulness criteria."""
+    if multiclass:
+        return (("log_loss", MM.multiclass_log_loss_per_row),
+                ("brier", MM.multiclass_brier_per_row))
+    return (("log_loss", M.log_loss_per_row), ("brier", M.brier_per_row))
+
+
+def constant_predictor(y: np.ndarray, n_classes: int | None = None) -> np.ndarray:
+    """The constant base-rate predictor of the evaluation rows: the positive rate of ``y``
+    repeated (binary), or the class frequencies in every row (``n_classes`` given; ``y`` class
+    indices). It is the best constant on these rows for log loss and Brier alike, so no other
+    constant beats it (see the module docstring)."""
+    y = np.asarray(y)
+    if n_classes is None:
+        return np.full(y.shape[0], float(np.mean(y)))
+    freq = np.bincount(y.astype(np.int64), minlength=n_classes) / y.shape[0]
+    return np.tile(freq, (y.shape[0], 1))
+
+
+def usefulness_criteria(policy: GatePolicy, y: np.ndarray, p_candidate: np.ndarray,
+                        p_base: np.ndarray | None = None, *, base_note: str = "",
+                        check_base: bool = True) -> list[Criterion]:
+    """Criteria (d) and (e) of the module docstring, on paired per-row scores.
+
+    Parameters
+    ----------
+    policy : GatePolicy
+    y : ndarray of shape (n,)
+        0/1 labels, or class indices for an (n, K) multiclass ``p_candidate``.
+    p_candidate : ndarray of shape (n,) or (n, K)
+    p_base : ndarray, optional
+        The candidate's own uncalibrated base model as probabilities; None when it has none
+        (``base_note`` then says why and the base criteria do not apply).
+    check_base : bool, default=True
+        Include the base-model criteria (the gate does with no holder only).
+    """
+    multiclass = np.ndim(p_candidate) == 2
+    const = constant_predictor(y, np.shape(p_candidate)[1] if multiclass else None)
+    rate = ("class frequencies " + ", ".join(f"{v:.3f}" for v in const[0][:10])
+            if multiclass else f"rate {const[0]:.4f}")
+    level = f"one-sided {policy.skill_confidence:.0%} paired t upper bound"
+    out = []
+    for name, loss in _row_losses(multiclass):
+        cand = loss(y, p_candidate)
+        b = paired_upper_bound(cand - loss(y, const), policy.skill_confidence)
+        out.append(Criterion(f"{name}_vs_constant", b.mean, -policy.min_skill,
+                             bool(b.upper <= -policy.min_skill), upper=b.upper,
+                             note=f"candidate - constant at the rows' {rate}; {level}"))
+    if not check_base:
+        return out
+    limits = {"log_loss": policy.max_log_loss_increase, "brier": policy.max_brier_increase}
+    for name, loss in _row_losses(multiclass):
+        if p_base is None:
+            out.append(Criterion(f"{name}_vs_base", None, limits[name], None,
+                                 note=base_note or "no uncalibrated base model"))
+            continue
+        b = paired_upper_bound(loss(y, p_candidate) - loss(y, p_base), policy.skill_confidence)
+        out.append(Criterion(f"{name}_vs_base", b.mean, limits[name],
+                             bool(b.upper <= limits[name]), upper=b.upper,
+                             note=f"candidate - its uncalibrated base model; {level}"))
+    return out
+
+
 def _verdict(value: float, lower, upper, limit: float, higher_is_better: bool) -> bool:
     if higher_is_better:
         return bool((value if lower is None else lower) >= limit)
@@ -162,7 +305,8 @@ def _verdict(value: float, lower, upper, limit: float, higher_is_better: bool) -
 
 
 def evaluate_on_data(policy: GatePolicy, y: np.ndarray, p_candidate: np.ndarray,
-                     p_holder: np.ndarray | None = None) -> list[Criterion]:
+                     p_holder: np.ndarray | None = None, p_base: np.ndarray | None = None,
+                     *, base_note: str = "") -> list[Criterion]:
     """The gate's criteria for a candidate (and the holder) scored on the same rows.
 
     Parameters
@@ -173,6 +317,15 @@ def evaluate_on_data(policy: GatePolicy, y: np.ndarray, p_candidate: np.ndarray,
     p_candidate, p_holder : ndarray of shape (n,) or (n, K)
         P(positive) of the candidate and of the current alias holder (None: no holder); the
         (n, K) probability matrices of a multiclass model (see the module docstring).
+    p_base : ndarray, optional
+        The candidate's uncalibrated base model's probabilities, compared with no holder only
+        (``base_note``: why there are none).
+
+    Returns
+    -------
+    list of Criterion
+        ECE, the holder comparisons (not applicable with no holder), then the usefulness
+        criteria (see :func:`usefulness_criteria`).
     """
     conf = policy.confidence
     multiclass = np.ndim(p_candidate) == 2
@@ -200,7 +353,18 @@ def evaluate_on_data(policy: GatePolicy, y: np.ndarray, p_candidate: np.ndarray,
             value, lower, upper = iv.estimate, iv.lower, iv.upper
         out.append(Criterion(name, value, limit, _verdict(value, lower, upper, limit, higher),
                              lower, upper, note="candidate - holder, paired"))
-    return out
+    return out + usefulness_criteria(policy, y, p_candidate, p_base, base_note=base_note,
+                                     check_base=p_holder is None)
+
+
+def decide(policy: GatePolicy, y: np.ndarray, p_candidate: np.ndarray,
+           p_holder: np.ndarray | None = None,
+           p_base: np.ndarray | None = None) -> tuple[bool, list[Criterion]]:
+    """The gate's verdict on arrays alone (no MLflow): ``(passed, criteria)`` of
+    :func:`evaluate_on_data`. The evaluation-size check (:func:`default_min_rows`) is the
+    caller's (the registry gate refuses too few rows before deciding)."""
+    crit = evaluate_on_data(policy, y, p_candidate, p_holder, p_base)
+    return passed(crit), crit
 
 
 def evaluate_logged(policy: GatePolicy, candidate: dict[str, float],
@@ -223,7 +387,10 @@ def evaluate_logged(policy: GatePolicy, candidate: dict[str, float],
         value = candidate[metric] - holder[metric]
         out.append(Criterion(name, value, limit, _verdict(value, None, None, limit, higher),
                              note="candidate - holder, logged on possibly different data"))
-    return out
+    # usefulness needs rows; the holder met it (with rows) when it was promoted
+    return out + [Criterion(f"{m}_vs_constant", None, -policy.min_skill, None,
+                            note="needs the evaluation rows (data)")
+                  for m in ("log_loss", "brier")]
 
 
 def passed(criteria: list[Criterion]) -> bool:

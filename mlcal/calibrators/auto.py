@@ -49,6 +49,8 @@ DEFAULT_FOLDS = 5
 #: the weights are counts totalling at most this many rows
 ROW_FOLDS_MAX_ROWS = 10_000_000
 CELL_FOLDS = 3
+#: largest ``seed`` (exact in a double, so the Java evaluator compares it exactly too)
+MAX_SEED = 2 ** 53 - 1
 
 
 def _row_log_losses(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -78,6 +80,9 @@ class RegisteredMethod(Constraint):
     def describe(self) -> str:
         names = [n for n in available_calibrators() if n != "auto"]
         return "a registered method other than 'auto' (" + ", ".join(names) + ")"
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": "registered-method"}
 
 
 @register_calibrator("auto")
@@ -162,7 +167,7 @@ class AutoCalibrator(BaseCalibrator):
                               "se_rule": [Real(0.0)],
                               "cv_max_points": [IsNone(), Integer(2)],
                               "bound_smoothing": BOUND_SMOOTHING_CONSTRAINTS,
-                              "seed": [Integer(0)]}
+                              "seed": [Integer(0, MAX_SEED)]}
 
     def __init__(self, candidates: list[str] | None = None, n_folds: int | None = None,
                  se_rule: float = 1.0, cv_max_points: int | None = DEFAULT_CV_MAX_POINTS,
@@ -335,6 +340,23 @@ class AutoCalibrator(BaseCalibrator):
         if "fit_info" in doc:
             self.selection_ = check_selection(doc["fit_info"])
             self.chosen_ = self.selection_["chosen"]
+
+    def check_document_map(self, where: str = "") -> None:
+        """The map must be one the chosen method (``fit_info``) produces with the parameters
+        ``auto`` fits it with; without ``fit_info``, any binary map."""
+        from mlcal.calibrators.document_rules import check_binary_map
+
+        chosen = getattr(self, "chosen_", None)
+        if chosen is None:
+            super().check_document_map(where)
+            return
+        try:
+            cls = calibrator_class(chosen)
+        except ValueError as exc:
+            raise CalibratorFormatError(f"calibrator document: fit_info 'chosen': {exc}") \
+                from None
+        check_binary_map(cls, self.candidate_params(cls.method_name), self.map_,
+                         f"{where}auto chose {chosen!r}: ")
 
 
 def row_folds(x: np.ndarray, pos: np.ndarray, neg: np.ndarray, n_folds: int, seed: int):

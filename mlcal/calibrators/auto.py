@@ -289,8 +289,14 @@ class AutoCalibrator(BaseCalibrator):
         if not losses:
             raise ValueError("auto: every candidate failed in cross-validation: " +
                              "; ".join(f"{r['method']}: {r['status']}" for r in rows))
-        total = float(np.sum(pos) + np.sum(neg))
-        mean = {n: float((np.sum(pos * lp) + np.sum(neg * ln)) / total)
+        # the statistics on weights scaled by an even power of two 2**k (exact): the same
+        # bits as unscaled in the normal range, and no underflow of w * loss or overflow of
+        # var / total when the weights are tiny (subnormal weights gave se = inf, a fit that
+        # could not be saved)
+        k = weight_scale_exponent(np.concatenate((pos, neg)))
+        pos_k, neg_k = np.ldexp(pos, k), np.ldexp(neg, k)
+        total = float(np.sum(pos_k) + np.sum(neg_k))
+        mean = {n: float((np.sum(pos_k * lp) + np.sum(neg_k * ln)) / total)
                 for n, (lp, ln) in losses.items()}
         best = min(mean, key=lambda n: (mean[n], names.index(n)))
         bp, bn = losses[best]
@@ -298,7 +304,9 @@ class AutoCalibrator(BaseCalibrator):
             n = row["method"]
             if n in losses:
                 row["cv_log_loss"] = mean[n]
-                row["se"] = _paired_se(losses[n][0] - bp, losses[n][1] - bn, pos, neg, total)
+                # se of frequency weights w: sqrt(var / sum w) = sqrt(var / total) * 2**(k/2)
+                row["se"] = float(np.ldexp(_paired_se(losses[n][0] - bp, losses[n][1] - bn,
+                                                      pos_k, neg_k, total), k // 2))
         ok = [r for r in rows if r["method"] in losses]
         within = [r for r in ok
                   if r["cv_log_loss"] - mean[best] <= float(self.se_rule) * r["se"]]
@@ -404,6 +412,16 @@ def _rows(x: np.ndarray, pos: np.ndarray, neg: np.ndarray):
     w = np.column_stack((pos, neg)).ravel()
     keep = w > 0
     return (np.repeat(x, 2)[keep], np.tile(np.array([1.0, 0.0]), x.size)[keep], w[keep])
+
+
+def weight_scale_exponent(w: np.ndarray) -> int:
+    """An even ``k`` with ``max(w) * 2**k`` in [1/4, 1) when that needs scaling up (tiny
+    weights), else 0 (weights are left as they are unless they are below 1/4)."""
+    top = float(np.max(w))
+    if not top > 0.0 or top >= 0.25:
+        return 0
+    k = -int(np.frexp(top)[1])   # top * 2**k in [1/2, 1)
+    return k - (k % 2)
 
 
 def _paired_se(d_pos: np.ndarray, d_neg: np.ndarray, pos: np.ndarray, neg: np.ndarray,

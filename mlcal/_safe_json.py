@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any
 
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024   # a 1M-bin step map is ~40 MB
@@ -31,7 +30,6 @@ _BOM = "\ufeff"
 BYTES_PER_CONTAINER = 16
 BYTES_PER_STRING = 8
 ELEMENT_SLACK = 1024
-_STRING_BYTES = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
 def _parse_float(text: str) -> float:
@@ -85,18 +83,39 @@ def _count(data: str | bytes, chars: str | bytes) -> int:
     return sum(data.count(c) for c in chars)
 
 
-def _max_depth(stripped: bytes) -> int:
-    """Deepest bracket nesting of JSON text without its strings (chunked: bounded memory)."""
+_CHUNK = 1 << 16   # ~1 MB of temporaries per chunk
+
+
+def _structure(raw: bytes) -> tuple[int, int, int]:
+    """``(containers, strings, depth)`` of JSON text counted exactly outside strings: a quote
+    ends or starts a string unless an odd run of backslashes precedes it. Vectorised over
+    chunks with the state carried across (inside a string or not, trailing backslashes,
+    nesting level), so time is linear and memory bounded whatever the document holds."""
     import numpy as np
 
-    codes = np.frombuffer(stripped, dtype=np.uint8)
-    level = deepest = 0
-    for start in range(0, codes.size, 1 << 20):
-        chunk = codes[start:start + (1 << 20)]
-        step = ((chunk == 91).astype(np.int64) + (chunk == 123)) - (chunk == 93) - (chunk == 125)
-        levels = np.cumsum(step) + level
+    codes = np.frombuffer(raw, dtype=np.uint8)
+    containers = quotes = deepest = level = inside = carry = 0
+    for start in range(0, codes.size, _CHUNK):
+        a = codes[start:start + _CHUNK]
+        idx = np.arange(a.size)
+        not_bs = a != 92
+        last = np.maximum.accumulate(np.where(not_bs, idx, -1))
+        # backslashes right before each position (the carry counts those of earlier chunks)
+        prev = np.concatenate(([-1], last[:-1]))
+        run = np.where(prev >= 0, idx - 1 - prev, idx + carry)
+        real = (a == 34) & (run % 2 == 0)
+        parity = (np.cumsum(real) + inside) % 2   # odd: inside a string (or its closing quote)
+        outside = parity == 0
+        opens = ((a == 91) | (a == 123)) & outside
+        closes = ((a == 93) | (a == 125)) & outside
+        containers += int(opens.sum())
+        n_real = int(real.sum())
+        quotes += n_real
+        levels = np.cumsum(opens.astype(np.int64) - closes) + level
         deepest, level = max(deepest, int(levels.max())), int(levels[-1])
-    return deepest
+        inside = (inside + n_real) % 2
+        carry = carry + a.size if last[-1] < 0 else a.size - 1 - int(last[-1])
+    return containers, quotes // 2, deepest
 
 
 def check_element_budget(data: str | bytes) -> None:
@@ -104,8 +123,8 @@ def check_element_budget(data: str | bytes) -> None:
     :func:`element_limits` allows for its size (``ValueError`` naming both numbers).
 
     Counting brackets and quotes is a few passes of ``bytes.count``; only when that upper
-    bound is over the budget are strings stripped (one regex pass) for the exact count of the
-    containers outside them, so a bracket inside a string never counts.
+    bound is over the budget is the text scanned exactly (:func:`_structure`), so a bracket
+    inside a string never counts.
     """
     text = isinstance(data, str)
     brackets, quote = ("[{", '"') if text else (b"[{", b'"')
@@ -116,10 +135,8 @@ def check_element_budget(data: str | bytes) -> None:
         return
     raw = data.encode("utf-8") if text else data
     size = len(raw)
-    stripped, strings = _STRING_BYTES.subn(b"", raw)
-    containers = _count(stripped, b"[{")
-    depth = _max_depth(stripped)
-    del stripped, raw
+    containers, strings, depth = _structure(raw)
+    del raw
     if depth > MAX_DEPTH:   # the more telling reason
         raise ValueError(f"document is nested deeper than {MAX_DEPTH} levels")
     max_containers, max_strings = element_limits(size)

@@ -289,24 +289,12 @@ class AutoCalibrator(BaseCalibrator):
         if not losses:
             raise ValueError("auto: every candidate failed in cross-validation: " +
                              "; ".join(f"{r['method']}: {r['status']}" for r in rows))
-        # the statistics on weights scaled by an even power of two 2**k (exact): the same
-        # bits as unscaled in the normal range, and no underflow of w * loss or overflow of
-        # var / total when the weights are tiny (subnormal weights gave se = inf, a fit that
-        # could not be saved)
-        k = weight_scale_exponent(np.concatenate((pos, neg)))
-        pos_k, neg_k = np.ldexp(pos, k), np.ldexp(neg, k)
-        total = float(np.sum(pos_k) + np.sum(neg_k))
-        mean = {n: float((np.sum(pos_k * lp) + np.sum(neg_k * ln)) / total)
-                for n, (lp, ln) in losses.items()}
-        best = min(mean, key=lambda n: (mean[n], names.index(n)))
-        bp, bn = losses[best]
+        mean, se, best = cv_statistics(losses, pos, neg, names)
         for row in rows:
             n = row["method"]
             if n in losses:
                 row["cv_log_loss"] = mean[n]
-                # se of frequency weights w: sqrt(var / sum w) = sqrt(var / total) * 2**(k/2)
-                row["se"] = float(np.ldexp(_paired_se(losses[n][0] - bp, losses[n][1] - bn,
-                                                      pos_k, neg_k, total), k // 2))
+                row["se"] = se[n]
         ok = [r for r in rows if r["method"] in losses]
         within = [r for r in ok
                   if r["cv_log_loss"] - mean[best] <= float(self.se_rule) * r["se"]]
@@ -412,6 +400,29 @@ def _rows(x: np.ndarray, pos: np.ndarray, neg: np.ndarray):
     w = np.column_stack((pos, neg)).ravel()
     keep = w > 0
     return (np.repeat(x, 2)[keep], np.tile(np.array([1.0, 0.0]), x.size)[keep], w[keep])
+
+
+def cv_statistics(losses: dict[str, tuple[np.ndarray, np.ndarray]], pos: np.ndarray,
+                  neg: np.ndarray, names: list[str]) -> tuple[dict, dict, str]:
+    """Per candidate the weighted mean CV log loss and the standard error of its paired
+    difference to the best (frequency weights ``pos``, ``neg``), and the best's name.
+
+    Computed on the weights scaled by an even power of two ``2**k``
+    (:func:`weight_scale_exponent`; exact): the same bits as unscaled in the normal range,
+    and no underflow of ``w * loss`` or overflow of ``var / total`` when the weights are tiny
+    (subnormal weights gave ``se = inf``: a fit that could not be saved). The se is
+    ``sqrt(var / total) * 2**(k/2)``, exactly ``sqrt(var / sum(w))``'s scaling.
+    """
+    k = weight_scale_exponent(np.concatenate((pos, neg)))
+    pos_k, neg_k = np.ldexp(pos, k), np.ldexp(neg, k)
+    total = float(np.sum(pos_k) + np.sum(neg_k))
+    mean = {n: float((np.sum(pos_k * lp) + np.sum(neg_k * ln)) / total)
+            for n, (lp, ln) in losses.items()}
+    best = min(mean, key=lambda n: (mean[n], names.index(n)))
+    bp, bn = losses[best]
+    se = {n: float(np.ldexp(_paired_se(lp - bp, ln - bn, pos_k, neg_k, total), k // 2))
+          for n, (lp, ln) in losses.items()}
+    return mean, se, best
 
 
 def weight_scale_exponent(w: np.ndarray) -> int:

@@ -28,7 +28,7 @@ import numpy as np
 
 #: size of each element-bomb document (within the 64 MiB cap, so only the element budget
 #: stops it)
-BOMB_BYTES = 8 * 1024 * 1024
+BOMB_BYTES = 4 * 1024 * 1024
 MULTICLASS = ("multiclass-one-vs-rest", "multiclass-temperature", "multiclass-vector",
               "multiclass-matrix")
 

@@ -129,8 +129,15 @@ def main() -> None:
     lines = [",".join(cols)] + [",".join(repr(float(cols[c][r])) if c != "y"
                                          else str(cols[c][r]) for c in cols) for r in range(n)]
     data_csv.write_text("\n".join(lines) + "\n")
+    import functools
+
+    import mlcal.cli
     import mlcal.cli.evaluate  # noqa: F401  (imports outside the measured loads)
     import mlcal.onnx  # noqa: F401
+
+    # `mlcal.cli.main` as the command runs it, with its argument parser built once (building
+    # it for every case took most of this script's time)
+    mlcal.cli.build_parser = functools.lru_cache(maxsize=None)(mlcal.cli.build_parser)
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     limit = _vm_size() + ADDRESS_SPACE_HEADROOM
     if hard == resource.RLIM_INFINITY or limit < hard:

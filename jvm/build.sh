@@ -9,6 +9,7 @@ rm -rf "$out/classes"
 mkdir -p "$out/classes"
 find "$here/src/main/java" -name '*.java' -print0 | sort -z \
   | xargs -0 "${bin}javac" --release 11 -Xlint:all -encoding UTF-8 -d "$out/classes"
+cp -R "$here/src/main/resources/." "$out/classes/"   # methods.json: mlcal's method table
 "${bin}jar" --create --file "$out/mlcal-calibrator.jar" --main-class io.mlcal.Main \
   -C "$out/classes" .
 echo "$out/mlcal-calibrator.jar"

@@ -57,6 +57,10 @@ def _fsync_dir(directory: str) -> None:
 def atomic_path(path: str | os.PathLike, *, overwrite: bool = False) -> Iterator[str]:
     """Yield a temporary path to write; on normal exit it replaces ``path`` atomically.
 
+    An ``OSError`` creating, writing (an error naming the temporary file, or no file) or
+    committing the file is re-raised as the same kind of error with the same OS reason,
+    naming ``path`` (the temporary file's name means nothing to the user).
+
     Parameters
     ----------
     path : str or os.PathLike
@@ -77,33 +81,59 @@ def atomic_path(path: str | os.PathLike, *, overwrite: bool = False) -> Iterator
     check_new_path(path, overwrite=overwrite)
     directory, name = os.path.split(path)
     suffix = os.path.splitext(name)[1]
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=f".tmp{suffix}", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=f".tmp{suffix}", dir=directory)
+    except OSError as exc:
+        raise _naming_target(exc, path) from exc
     os.close(fd)
     try:
-        yield tmp
-        os.chmod(tmp, _new_file_mode(path))
-        fd = os.open(tmp, os.O_RDONLY)   # flush whatever the writer wrote, however it wrote it
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if overwrite:
-            os.replace(tmp, path)
-        else:
-            try:   # a hard link fails if the target appeared meanwhile: no-clobber, atomically
-                os.link(tmp, path)
-            except FileExistsError:
-                _refuse_existing(path)
-            except OSError:   # filesystem without hard links
-                if os.path.exists(path):
-                    _refuse_existing(path)
-                os.replace(tmp, path)
-            else:
-                os.unlink(tmp)
-        _fsync_dir(directory)
+            yield tmp
+        except OSError as exc:   # the caller's write to the temporary file failed
+            if exc.filename not in (tmp, None) and exc.filename2 != tmp:
+                raise   # about another file
+            raise _naming_target(exc, path) from exc
+        try:
+            _commit(tmp, path, directory, overwrite)
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            raise _naming_target(exc, path) from exc
     finally:
         with suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+def _naming_target(exc: OSError, path: str) -> OSError:
+    """The same kind of error (same errno, same OS reason) naming the file the user asked
+    for instead of mlcal's temporary file beside it."""
+    if exc.errno is None:
+        return exc
+    return OSError(exc.errno, exc.strerror or str(exc), path)
+
+
+def _commit(tmp: str, path: str, directory: str, overwrite: bool) -> None:
+    """Flush ``tmp`` to disk and move it over ``path`` (no-clobber unless ``overwrite``)."""
+    os.chmod(tmp, _new_file_mode(path))
+    fd = os.open(tmp, os.O_RDONLY)   # flush whatever the writer wrote, however it wrote it
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if overwrite:
+        os.replace(tmp, path)
+    else:
+        try:   # a hard link fails if the target appeared meanwhile: no-clobber, atomically
+            os.link(tmp, path)
+        except FileExistsError:
+            _refuse_existing(path)
+        except OSError:   # filesystem without hard links
+            if os.path.exists(path):
+                _refuse_existing(path)
+            os.replace(tmp, path)
+        else:
+            os.unlink(tmp)
+    _fsync_dir(directory)
 
 
 def write_atomic(path: str | os.PathLike, data: str | bytes, *, overwrite: bool = False) -> str:

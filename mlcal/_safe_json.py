@@ -17,6 +17,19 @@ MAX_DOCUMENT_BYTES = 64 * 1024 * 1024   # a 1M-bin step map is ~40 MB
 MAX_DEPTH = 32                          # mlcal documents nest 3 levels deep
 MAX_INT_DIGITS = 400                    # far beyond any count; bounds int() parsing time
 _BOM = "\ufeff"
+#: Element budget. The size cap alone does not bound memory: parsed, ``[]`` (2 bytes) becomes a
+#: 64-byte list, so 57 MiB of empty arrays took 3.2 GB. Every container of a valid mlcal
+#: document carries at least ~19 bytes of text (the most compact class map,
+#: ``{"type":"step","format_version":1,"thresholds":[],"values":[0]}``, holds 3 in 62 bytes)
+#: and every string at least ~10 (``{"type":"sigmoid","format_version":1,"a":0,"b":0}``: 5 in
+#: 49), so a document of n bytes may hold ``ELEMENT_SLACK + n // BYTES_PER_CONTAINER`` arrays
+#: and objects and ``ELEMENT_SLACK + n // BYTES_PER_STRING`` strings (keys included). That
+#: holds parsed containers to ~4x and strings to ~7x the document size; numbers need no budget
+#: (each takes at least 2 bytes of text for 8-32 bytes parsed). The Java evaluator applies the
+#: same budget (io.mlcal.Json).
+BYTES_PER_CONTAINER = 16
+BYTES_PER_STRING = 8
+ELEMENT_SLACK = 1024
 
 
 def _parse_float(text: str) -> float:
@@ -59,18 +72,96 @@ def _depth(doc: Any) -> int:
     return deepest
 
 
+def element_limits(n_bytes: int) -> tuple[int, int]:
+    """``(containers, strings)``: how many arrays/objects and strings a valid document of
+    ``n_bytes`` bytes (UTF-8) may hold; see :data:`BYTES_PER_CONTAINER`."""
+    return (ELEMENT_SLACK + n_bytes // BYTES_PER_CONTAINER,
+            ELEMENT_SLACK + n_bytes // BYTES_PER_STRING)
+
+
+def _count(data: str | bytes, chars: str | bytes) -> int:
+    return sum(data.count(c) for c in chars)
+
+
+_CHUNK = 1 << 16   # ~1 MB of temporaries per chunk
+
+
+def _structure(raw: bytes) -> tuple[int, int, int]:
+    """``(containers, strings, depth)`` of JSON text counted exactly outside strings: a quote
+    ends or starts a string unless an odd run of backslashes precedes it. Vectorised over
+    chunks with the state carried across (inside a string or not, trailing backslashes,
+    nesting level), so time is linear and memory bounded whatever the document holds."""
+    import numpy as np
+
+    codes = np.frombuffer(raw, dtype=np.uint8)
+    containers = quotes = deepest = level = inside = carry = 0
+    for start in range(0, codes.size, _CHUNK):
+        a = codes[start:start + _CHUNK]
+        idx = np.arange(a.size)
+        not_bs = a != 92
+        last = np.maximum.accumulate(np.where(not_bs, idx, -1))
+        # backslashes right before each position (the carry counts those of earlier chunks)
+        prev = np.concatenate(([-1], last[:-1]))
+        run = np.where(prev >= 0, idx - 1 - prev, idx + carry)
+        real = (a == 34) & (run % 2 == 0)
+        parity = (np.cumsum(real) + inside) % 2   # odd: inside a string (or its closing quote)
+        outside = parity == 0
+        opens = ((a == 91) | (a == 123)) & outside
+        closes = ((a == 93) | (a == 125)) & outside
+        containers += int(opens.sum())
+        n_real = int(real.sum())
+        quotes += n_real
+        levels = np.cumsum(opens.astype(np.int64) - closes) + level
+        deepest, level = max(deepest, int(levels.max())), int(levels[-1])
+        inside = (inside + n_real) % 2
+        carry = carry + a.size if last[-1] < 0 else a.size - 1 - int(last[-1])
+    return containers, quotes // 2, deepest
+
+
+def check_element_budget(data: str | bytes) -> None:
+    """Refuse, before parsing, a document holding more containers or strings than
+    :func:`element_limits` allows for its size (``ValueError`` naming both numbers).
+
+    Counting brackets and quotes is a few passes of ``bytes.count``; only when that upper
+    bound is over the budget is the text scanned exactly (:func:`_structure`), so a bracket
+    inside a string never counts.
+    """
+    text = isinstance(data, str)
+    brackets, quote = ("[{", '"') if text else (b"[{", b'"')
+    size = len(data)   # characters <= UTF-8 bytes: a budget no larger than the real one
+    containers, strings = _count(data, brackets), data.count(quote) // 2
+    max_containers, max_strings = element_limits(size)
+    if containers <= max_containers and strings <= max_strings:
+        return
+    raw = data.encode("utf-8") if text else data
+    size = len(raw)
+    containers, strings, depth = _structure(raw)
+    del raw
+    if depth > MAX_DEPTH:   # the more telling reason
+        raise ValueError(f"document is nested deeper than {MAX_DEPTH} levels")
+    max_containers, max_strings = element_limits(size)
+    if containers > max_containers:
+        raise ValueError(f"document holds {containers} arrays and objects, more than a valid "
+                         f"document of {size} bytes can ({max_containers})")
+    if strings > max_strings:
+        raise ValueError(f"document holds {strings} strings, more than a valid document of "
+                         f"{size} bytes can ({max_strings})")
+
+
 def loads_strict(data: str | bytes | bytearray, *, max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
     """Parse one JSON document strictly.
 
     Raises
     ------
     ValueError
-        Too large, not UTF-8, starts with a byte-order mark, not JSON, non-finite or overflowing
-        numbers, duplicate keys, or nested deeper than ``MAX_DEPTH``.
+        Too large, more arrays/objects or strings than its size allows
+        (:func:`check_element_budget`), not UTF-8, starts with a byte-order mark, not JSON,
+        non-finite or overflowing numbers, duplicate keys, or nested deeper than ``MAX_DEPTH``.
     """
     if isinstance(data, (bytes, bytearray)):
         if len(data) > max_bytes:
             raise ValueError(f"document is {len(data)} bytes, over the {max_bytes}-byte limit")
+        check_element_budget(data)
         try:
             data = bytes(data).decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -80,6 +171,8 @@ def loads_strict(data: str | bytes | bytearray, *, max_bytes: int = MAX_DOCUMENT
         raise ValueError(f"expected JSON text, got {type(data).__name__}")
     elif len(data) > max_bytes:
         raise ValueError(f"document is {len(data)} characters, over the {max_bytes} limit")
+    else:
+        check_element_budget(data)
     if data.startswith(_BOM):
         raise ValueError("document starts with a byte-order mark (U+FEFF); JSON files must not "
                          "(save it as UTF-8 without BOM)")

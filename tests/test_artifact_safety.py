@@ -233,3 +233,240 @@ def test_valid_model_still_loads(saved_model):
 
     model = load_model(str(saved_model))
     assert model.classes_.tolist() == [0, 1] and model.threshold == 0.5
+
+
+# -- issue #24: bounded parsing, regular files, consistent documents ---------------------------
+def _structure_reference(raw: bytes) -> tuple[int, int, int]:
+    """Containers, strings and depth by a regex that strips strings, then a plain loop."""
+    import re
+
+    stripped, strings = re.subn(rb'"(?:[^"\\]|\\.)*"', b"", raw, flags=re.DOTALL)
+    level = deepest = 0
+    for ch in stripped:
+        if ch in b"[{":
+            level += 1
+            deepest = max(deepest, level)
+        elif ch in b"]}":
+            level -= 1
+    return stripped.count(b"[") + stripped.count(b"{"), strings, deepest
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 1 << 18])
+def test_exact_structure_count_matches_a_reference(chunk, monkeypatch):
+    import random
+
+    import mlcal._safe_json as sj
+
+    monkeypatch.setattr(sj, "_CHUNK", chunk)
+    rng = random.Random(chunk)
+    tricky = ["a[{\\\"]}\\\\", "", "\\", 'x"y', "[[[", "\\\\\\\"", "}}"]
+
+    def value(depth):
+        r = rng.random()
+        if depth > 4 or r < 0.3:
+            return rng.choice([1, 2.5, None, True] + tricky)
+        if r < 0.65:
+            return [value(depth + 1) for _ in range(rng.randint(0, 4))]
+        return {rng.choice(tricky) + str(i): value(depth + 1) for i in range(rng.randint(0, 3))}
+
+    for _ in range(150):
+        raw = json.dumps(value(0)).encode()
+        assert sj._structure(raw) == _structure_reference(raw), raw
+
+
+@pytest.mark.parametrize("item", [b"[]", b"{}", b'""', b"[[0]]"])
+def test_element_bomb_within_the_size_cap_is_refused_before_parsing(item):
+    import tracemalloc
+
+    from mlcal._safe_json import element_limits
+
+    n = 1_000_000   # ~3-6 MB: far under the 64 MiB cap
+    text = b'{"format": "mlcal-calibrator", "junk": [' + b",".join([item] * n) + b"]}"
+    tracemalloc.start()
+    try:
+        with pytest.raises(CalibratorFormatError, match="more than a valid document"):
+            load_calibrator(text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # parsing first (the old loader) took ~20x the text; the exact count before parsing
+    # holds it to the text's size plus fixed chunk buffers
+    assert peak < 2 * len(text) + 8 * 2 ** 20, peak / len(text)
+    containers, strings = element_limits(len(text))
+    assert containers < n and strings < n
+
+
+def test_a_valid_document_is_far_within_the_element_budget(fitted):
+    from mlcal._safe_json import _structure, element_limits
+
+    for doc in (fitted.to_json(), get_calibrator("auto").fit(
+            np.linspace(0, 1, 200), np.arange(200) % 3 == 0).to_json()):
+        raw = doc.encode()
+        containers, strings, _ = _structure(raw)
+        max_containers, max_strings = element_limits(len(raw))
+        assert containers <= max_containers and strings <= max_strings
+
+
+def test_unknown_top_level_fields_are_refused_by_name(fitted):
+    doc = _doc(fitted)
+    doc["junk"] = [[]] * 3
+    with pytest.raises(CalibratorFormatError, match="unknown top-level field.*'junk'"):
+        load_calibrator(doc)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory", "symlink-to-fifo"])
+def test_only_regular_files_are_read_and_nothing_blocks(kind, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    if kind in ("fifo", "symlink-to-fifo"):
+        path = tmp_path / "cal.json"
+        os.mkfifo(path)
+        if kind == "symlink-to-fifo":
+            (tmp_path / "link.json").symlink_to(path)
+            path = tmp_path / "link.json"
+    else:
+        path = {"dev-zero": Path("/dev/zero"), "directory": tmp_path}[kind]
+    # in a subprocess: the old loader blocked forever on a FIFO (and streamed /dev/zero)
+    code = ("import sys, mlcal\ntry:\n    mlcal.load_calibrator(__import__('pathlib').Path("
+            f"{str(path)!r}))\nexcept mlcal.CalibratorFormatError as e:\n    print(e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    expected = {"fifo": "is a FIFO", "symlink-to-fifo": "is a FIFO",
+                "dev-zero": "is a character device", "directory": "is a directory"}[kind]
+    assert expected in proc.stdout and "not a regular file" in proc.stdout, proc
+
+
+@pytest.mark.parametrize("method, edit, message", [
+    ("platt", lambda d: d.update(map={"type": "step", "format_version": 1,
+                                      "thresholds": [0.5], "values": [0.1, 0.9]}),
+     "'platt' calibrator fits 'sigmoid' maps, not a 'step' map"),
+    ("histogram", lambda d: d.update(map={"type": "multiclass-ovr", "format_version": 1,
+                                          "normalisation": "sum", "maps": [d["map"]] * 2}),
+     "not a 'multiclass-ovr' map"),
+    ("isotonic", lambda d: d["map"].update(values=d["map"]["values"][::-1]),
+     "'isotonic' map is non-decreasing, this one is not"),
+    ("beta", lambda d: d["map"].update(a=-1.0), "'beta' map is non-decreasing"),
+    ("temperature", lambda d: d["map"].update(a=-2.0, b=-2.0),
+     "'temperature' map is non-decreasing"),
+    ("platt", lambda d: d["map"].update(input_transform="sigmoid"), "input transform"),
+    ("histogram", lambda d: d["params"].update(n_bins=10 ** 300), "parameter 'n_bins'"),
+    ("auto", lambda d: d["params"].update(seed=2 ** 53), "parameter 'seed'"),
+])
+def test_documents_must_be_consistent(method, edit, message):
+    rng = np.random.default_rng(5)
+    s = rng.random(300)
+    y = (rng.random(300) < s).astype(int)
+    doc = _doc(get_calibrator(method).fit(s, y))
+    edit(doc)
+    with pytest.raises(CalibratorFormatError, match=message):
+        load_calibrator(doc)
+
+
+def test_multiclass_maps_must_be_what_the_method_fits():
+    from mlcal.calibrators.multiclass import OneVsRest, TemperatureScaling
+
+    rng = np.random.default_rng(2)
+    z = rng.normal(size=(300, 3))
+    y = np.argmax(z + rng.gumbel(size=(300, 3)), axis=1)
+    doc = _doc(TemperatureScaling().fit(z, y))
+    doc["map"]["bias"] = [0.5, 0.0, 0.0]
+    with pytest.raises(CalibratorFormatError, match="weights of ones and a zero bias"):
+        load_calibrator(doc)
+    doc = _doc(OneVsRest("isotonic").fit(z, y))
+    doc["map"]["maps"][1]["values"] = doc["map"]["maps"][1]["values"][::-1]
+    with pytest.raises(CalibratorFormatError, match="class map 1: a 'isotonic' map is non-dec"):
+        load_calibrator(doc)
+
+
+def test_cli_evaluate_and_export_refuse_a_decreasing_monotone_map(fitted, tmp_path, capsys):
+    doc = _doc(fitted)
+    doc["map"]["values"] = doc["map"]["values"][::-1]
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(doc))
+    data = tmp_path / "d.csv"
+    data.write_text("score,y\n0.1,0\n0.9,1\n")
+    assert main(["evaluate", "--calibrator", str(path), "--data", str(data)]) == 2
+    assert "non-decreasing" in capsys.readouterr().err
+    pytest.importorskip("onnx")
+    out = tmp_path / "m.onnx"
+    assert main(["export-onnx", "--calibrator", str(path), "--out", str(out)]) == 2
+    assert "non-decreasing" in capsys.readouterr().err and not out.exists()
+
+
+def test_java_method_table_is_mlcal_s():
+    from mlcal.calibrators.document_rules import table_json
+
+    resource = Path(__file__).resolve().parents[1] / "jvm/src/main/resources/io/mlcal/methods.json"
+    assert resource.read_text(encoding="utf-8") == table_json(), (
+        "regenerate with: python -m mlcal.calibrators.document_rules")
+
+
+@pytest.mark.parametrize("weight", [5e-324, 1e-310, 1e-200])
+def test_auto_fitted_with_tiny_weights_saves_and_loads_bit_identically(weight, tmp_path):
+    rng = np.random.default_rng(0)
+    s = rng.random(200)
+    y = (rng.random(200) < s).astype(int)
+    cal = get_calibrator("auto").fit(s, y, np.full(200, weight))
+    path = save_calibrator(cal, tmp_path / "auto.json")   # was "se is inf"
+    again = load_calibrator(Path(path))
+    assert again.to_json() == cal.to_json()
+    probe = np.linspace(-1, 2, 31)
+    assert np.array_equal(again.predict(probe).view(np.uint64), cal.predict(probe).view(np.uint64))
+    assert all(np.isfinite(r["se"]) for r in cal.selection_["candidates"] if "se" in r)
+
+
+def test_auto_statistics_are_exact_for_tiny_weights():
+    """CV statistics on weights scaled by powers of two: identical means, se scaled by
+    exactly 2**(k/2), and for subnormal weights the value of an exact rational computation."""
+    from fractions import Fraction
+
+    from mlcal.calibrators.auto import cv_statistics
+
+    rng = np.random.default_rng(3)
+    pos, neg = rng.integers(0, 4, 50).astype(float), rng.integers(0, 4, 50).astype(float)
+    losses = {n: (rng.random(50), rng.random(50)) for n in ("a", "b", "c")}
+    mean0, se0, best0 = cv_statistics(losses, pos, neg, ["a", "b", "c"])
+    for k in (20, 1000, 1070):
+        mean, se, best = cv_statistics(losses, np.ldexp(pos, -k), np.ldexp(neg, -k),
+                                       ["a", "b", "c"])
+        assert mean == mean0 and best == best0
+        assert all(np.isfinite(v) for v in se.values())
+        if k % 2 == 0:
+            assert {n: np.ldexp(v, -k // 2) for n, v in se.items()} == se0
+    # against exact arithmetic at the subnormal weights themselves
+    wp, wn = np.ldexp(pos, -1070), np.ldexp(neg, -1070)
+    mean, se, best = cv_statistics(losses, wp, wn, ["a", "b", "c"])
+    W = [Fraction(float(v)) for v in np.concatenate((wp, wn))]
+    total = sum(W)
+    for n, (lp, ln) in losses.items():
+        L = [Fraction(float(v)) for v in np.concatenate((lp, ln))]
+        B = [Fraction(float(v)) for v in np.concatenate(losses[best])]
+        exact_mean = sum(w * x for w, x in zip(W, L)) / total
+        assert abs(mean[n] - float(exact_mean)) <= 1e-15 * abs(float(exact_mean))
+        d = [x - b for x, b in zip(L, B)]
+        dm = sum(w * x for w, x in zip(W, d)) / total
+        var = sum(w * (x - dm) ** 2 for w, x in zip(W, d)) / total
+        exact_se = float(var / total) ** 0.5 if var / total < 2 ** 1000 else \
+            float(var) ** 0.5 / float(total * 2 ** 1074) ** 0.5 * 2.0 ** 537
+        assert abs(se[n] - exact_se) <= 1e-12 * max(exact_se, 1e-300)
+
+
+def test_write_errors_name_the_target_not_the_temporary_file(fitted, tmp_path):
+    import subprocess
+    import sys
+
+    target = tmp_path / "cal.json"
+    # a file-size limit makes the write itself fail (EFBIG), as a full disk would
+    code = (f"import resource, signal, mlcal, numpy as np\n"
+            f"signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            f"cal = mlcal.load_calibrator({fitted.to_json()!r})\n"
+            f"resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))\n"
+            f"try:\n    mlcal.save_calibrator(cal, {str(target)!r})\n"
+            f"except OSError as e:\n    print(repr(e)); print(e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert "File too large" in proc.stdout and str(target) in proc.stdout, proc
+    assert ".tmp" not in proc.stdout
+    assert list(tmp_path.iterdir()) == []   # nothing half-written left behind

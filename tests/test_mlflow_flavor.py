@@ -139,7 +139,10 @@ def _values_out_of_range(text):
 def _other_method(text):
     # a valid Platt document where the MLmodel file names an isotonic calibrator
     doc = json.loads(text)
-    doc.update(method="platt", params={"smooth_targets": doc["params"]["interpolate"]})
+    # (with a sigmoid map: the loader refuses a platt document carrying the isotonic map)
+    doc.update(method="platt", params={"smooth_targets": doc["params"]["interpolate"]},
+               map={"type": "sigmoid", "format_version": 1, "input_transform": "identity",
+                    "domain": doc["map"]["domain"], "a": -4.0, "b": 2.0})
     return json.dumps(doc)
 
 

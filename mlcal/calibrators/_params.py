@@ -39,13 +39,24 @@ def _is_real(v: Any) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
 
 
+#: the largest count an ``Integer`` parameter takes unless it says otherwise: a bin, knot,
+#: fold or point count beyond 2**31 - 1 cannot be meant (a document saying ``n_bins`` is a
+#: 301-digit number is corrupt), and the bound is exact in a double (the Java evaluator)
+MAX_COUNT = 2 ** 31 - 1
+
+
 class Constraint:
-    """One acceptable kind of value; subclasses define ``accepts`` and ``describe``."""
+    """One acceptable kind of value; subclasses define ``accepts``, ``describe`` and ``spec``
+    (the JSON form the Java evaluator interprets, see
+    :mod:`mlcal.calibrators.document_rules`)."""
 
     def accepts(self, value: Any) -> bool:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def describe(self) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def spec(self) -> dict[str, Any]:  # pragma: no cover - abstract
         raise NotImplementedError
 
 
@@ -61,6 +72,9 @@ class Options(Constraint):
     def describe(self) -> str:
         return "one of " + ", ".join(repr(o) for o in self.options)
 
+    def spec(self) -> dict[str, Any]:
+        return {"kind": "options", "options": list(self.options)}
+
 
 @dataclass(frozen=True)
 class IsNone(Constraint):
@@ -71,6 +85,9 @@ class IsNone(Constraint):
 
     def describe(self) -> str:
         return "None"
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": "none"}
 
 
 @dataclass(frozen=True)
@@ -83,19 +100,26 @@ class Boolean(Constraint):
     def describe(self) -> str:
         return "True or False"
 
+    def spec(self) -> dict[str, Any]:
+        return {"kind": "boolean"}
+
 
 @dataclass(frozen=True)
 class Integer(Constraint):
-    """An integer (not a bool, not a float) with ``low <= value``."""
+    """An integer (not a bool, not a float) with ``low <= value <= high``."""
 
     low: int
+    high: int = MAX_COUNT
 
     def accepts(self, value: Any) -> bool:
         return (isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
-                and value >= self.low)
+                and self.low <= value <= self.high)
 
     def describe(self) -> str:
-        return f"an integer >= {self.low}"
+        return f"an integer in [{self.low}, {self.high}]"
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": "integer", "low": self.low, "high": self.high}
 
 
 @dataclass(frozen=True)
@@ -126,6 +150,10 @@ class Real(Constraint):
         hi = "]" if self.closed in ("both", "right") else ")"
         return f"a number in {lo}{self.low:g}, {self.high:g}{hi}"
 
+    def spec(self) -> dict[str, Any]:
+        return {"kind": "real", "low": self.low,
+                "high": None if self.high == math.inf else self.high, "closed": self.closed}
+
 
 @dataclass(frozen=True)
 class ListOf(Constraint):
@@ -143,6 +171,9 @@ class ListOf(Constraint):
 
     def describe(self) -> str:
         return f"a non-empty list, each item {self.item.describe()}"
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": "list", "item": self.item.spec()}
 
 
 def validate_params(owner: str, params: Mapping[str, Any],

@@ -49,6 +49,8 @@ DEFAULT_FOLDS = 5
 #: the weights are counts totalling at most this many rows
 ROW_FOLDS_MAX_ROWS = 10_000_000
 CELL_FOLDS = 3
+#: largest ``seed`` (exact in a double, so the Java evaluator compares it exactly too)
+MAX_SEED = 2 ** 53 - 1
 
 
 def _row_log_losses(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -78,6 +80,9 @@ class RegisteredMethod(Constraint):
     def describe(self) -> str:
         names = [n for n in available_calibrators() if n != "auto"]
         return "a registered method other than 'auto' (" + ", ".join(names) + ")"
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": "registered-method"}
 
 
 @register_calibrator("auto")
@@ -162,7 +167,7 @@ class AutoCalibrator(BaseCalibrator):
                               "se_rule": [Real(0.0)],
                               "cv_max_points": [IsNone(), Integer(2)],
                               "bound_smoothing": BOUND_SMOOTHING_CONSTRAINTS,
-                              "seed": [Integer(0)]}
+                              "seed": [Integer(0, MAX_SEED)]}
 
     def __init__(self, candidates: list[str] | None = None, n_folds: int | None = None,
                  se_rule: float = 1.0, cv_max_points: int | None = DEFAULT_CV_MAX_POINTS,
@@ -284,16 +289,12 @@ class AutoCalibrator(BaseCalibrator):
         if not losses:
             raise ValueError("auto: every candidate failed in cross-validation: " +
                              "; ".join(f"{r['method']}: {r['status']}" for r in rows))
-        total = float(np.sum(pos) + np.sum(neg))
-        mean = {n: float((np.sum(pos * lp) + np.sum(neg * ln)) / total)
-                for n, (lp, ln) in losses.items()}
-        best = min(mean, key=lambda n: (mean[n], names.index(n)))
-        bp, bn = losses[best]
+        mean, se, best = cv_statistics(losses, pos, neg, names)
         for row in rows:
             n = row["method"]
             if n in losses:
                 row["cv_log_loss"] = mean[n]
-                row["se"] = _paired_se(losses[n][0] - bp, losses[n][1] - bn, pos, neg, total)
+                row["se"] = se[n]
         ok = [r for r in rows if r["method"] in losses]
         within = [r for r in ok
                   if r["cv_log_loss"] - mean[best] <= float(self.se_rule) * r["se"]]
@@ -335,6 +336,23 @@ class AutoCalibrator(BaseCalibrator):
         if "fit_info" in doc:
             self.selection_ = check_selection(doc["fit_info"])
             self.chosen_ = self.selection_["chosen"]
+
+    def check_document_map(self, where: str = "") -> None:
+        """The map must be one the chosen method (``fit_info``) produces with the parameters
+        ``auto`` fits it with; without ``fit_info``, any binary map."""
+        from mlcal.calibrators.document_rules import check_binary_map
+
+        chosen = getattr(self, "chosen_", None)
+        if chosen is None:
+            super().check_document_map(where)
+            return
+        try:
+            cls = calibrator_class(chosen)
+        except ValueError as exc:
+            raise CalibratorFormatError(f"calibrator document: fit_info 'chosen': {exc}") \
+                from None
+        check_binary_map(cls, self.candidate_params(cls.method_name), self.map_,
+                         f"{where}auto chose {chosen!r}: ")
 
 
 def row_folds(x: np.ndarray, pos: np.ndarray, neg: np.ndarray, n_folds: int, seed: int):
@@ -382,6 +400,39 @@ def _rows(x: np.ndarray, pos: np.ndarray, neg: np.ndarray):
     w = np.column_stack((pos, neg)).ravel()
     keep = w > 0
     return (np.repeat(x, 2)[keep], np.tile(np.array([1.0, 0.0]), x.size)[keep], w[keep])
+
+
+def cv_statistics(losses: dict[str, tuple[np.ndarray, np.ndarray]], pos: np.ndarray,
+                  neg: np.ndarray, names: list[str]) -> tuple[dict, dict, str]:
+    """Per candidate the weighted mean CV log loss and the standard error of its paired
+    difference to the best (frequency weights ``pos``, ``neg``), and the best's name.
+
+    Computed on the weights scaled by an even power of two ``2**k``
+    (:func:`weight_scale_exponent`; exact): the same bits as unscaled in the normal range,
+    and no underflow of ``w * loss`` or overflow of ``var / total`` when the weights are tiny
+    (subnormal weights gave ``se = inf``: a fit that could not be saved). The se is
+    ``sqrt(var / total) * 2**(k/2)``, exactly ``sqrt(var / sum(w))``'s scaling.
+    """
+    k = weight_scale_exponent(np.concatenate((pos, neg)))
+    pos_k, neg_k = np.ldexp(pos, k), np.ldexp(neg, k)
+    total = float(np.sum(pos_k) + np.sum(neg_k))
+    mean = {n: float((np.sum(pos_k * lp) + np.sum(neg_k * ln)) / total)
+            for n, (lp, ln) in losses.items()}
+    best = min(mean, key=lambda n: (mean[n], names.index(n)))
+    bp, bn = losses[best]
+    se = {n: float(np.ldexp(_paired_se(lp - bp, ln - bn, pos_k, neg_k, total), k // 2))
+          for n, (lp, ln) in losses.items()}
+    return mean, se, best
+
+
+def weight_scale_exponent(w: np.ndarray) -> int:
+    """An even ``k`` with ``max(w) * 2**k`` in [1/4, 1) when that needs scaling up (tiny
+    weights), else 0 (weights are left as they are unless they are below 1/4)."""
+    top = float(np.max(w))
+    if not top > 0.0 or top >= 0.25:
+        return 0
+    k = -int(np.frexp(top)[1])   # top * 2**k in [1/2, 1)
+    return k - (k % 2)
 
 
 def _paired_se(d_pos: np.ndarray, d_neg: np.ndarray, pos: np.ndarray, neg: np.ndarray,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import stat
 from typing import Any, ClassVar
 
 import numpy as np
@@ -80,6 +81,11 @@ class BaseCalibrator(BaseEstimator):
 
     method_name: ClassVar[str] = ""
     requires_unit_interval: ClassVar[bool] = False
+    #: the map kinds ``_fit`` returns (a document of the method holding another kind is
+    #: refused on load); empty: any binary kind
+    map_kinds: ClassVar[tuple[str, ...]] = ()
+    #: whether every fitted map is non-decreasing in the score (checked on load)
+    monotone: ClassVar[bool] = False
     _parameter_constraints: ClassVar[dict[str, list[Constraint]]] = {}
 
     def _validate_params(self) -> None:
@@ -231,10 +237,23 @@ class BaseCalibrator(BaseEstimator):
         if cls is not BaseCalibrator and target is not cls:
             raise CalibratorFormatError(f"document holds a {target.__name__} calibrator, "
                                         f"not {cls.__name__}")
+        from mlcal.calibrators.document_rules import ENVELOPE_FIELDS, check_fields
+
+        # another method's extras are refused by name in restore_extras
+        check_fields(doc, ENVELOPE_FIELDS + cls.EXTRA_DOCUMENT_FIELDS, target.method_name)
         obj = build_from_params(target, params)
         obj.map_ = read_document_map(doc)
         obj.restore_extras(doc)
+        obj.check_document_map()
         return obj
+
+    def check_document_map(self, where: str = "") -> None:
+        """Refuse a loaded ``map_`` this method cannot have fitted (another kind, an input
+        transform its parameters exclude, a decreasing map of a monotone method; see
+        :mod:`mlcal.calibrators.document_rules`): :class:`CalibratorFormatError`."""
+        from mlcal.calibrators.document_rules import check_binary_map
+
+        check_binary_map(type(self), self.get_params(deep=False), self.map_, where)
 
 
 def keep_off_bounds(fitted: CalibrationMap, scores: np.ndarray, y: np.ndarray, w: np.ndarray,
@@ -335,17 +354,50 @@ def calibrator_from_document(doc: Any) -> Any:
     return BaseCalibrator.from_dict(doc)
 
 
-def _read_calibrator_file(path: str | os.PathLike, max_bytes: int) -> bytes:
+_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISSOCK, "a socket"))
+
+
+def read_regular_file(path: str | os.PathLike, max_bytes: int, what: str = "calibrator file"
+                      ) -> bytes:
+    """At most ``max_bytes`` bytes of the regular file at ``path``
+    (:class:`CalibratorFormatError` otherwise, naming ``what`` and the path).
+
+    The file is opened non-blocking and checked with ``fstat`` on the open descriptor, so a
+    FIFO, device, socket or directory (also behind a symlink, also one swapped in after a
+    check) is refused at once instead of hanging or streaming forever; at most
+    ``max_bytes + 1`` bytes are read whatever size the file reports.
+    """
+    name = short_repr(os.fspath(path))
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(max_bytes + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except (OSError, ValueError) as exc:   # ValueError: a NUL in the path
-        raise CalibratorFormatError(f"cannot read calibrator file "
-                                    f"{short_repr(os.fspath(path))}: {exc}") from None
+        raise CalibratorFormatError(f"cannot read {what} {name}: {exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((k for test, k in _FILE_KINDS if test(mode)), "not a regular file")
+            raise CalibratorFormatError(f"{what} {name} is {kind}, not a regular file")
+        chunks, left = [], max_bytes + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        raise CalibratorFormatError(f"cannot read {what} {name}: {exc}") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
     if len(data) > max_bytes:
-        raise CalibratorFormatError(f"calibrator file {short_repr(os.fspath(path))} is larger "
-                                    f"than the {max_bytes}-byte limit")
+        raise CalibratorFormatError(f"{what} {name} is larger than the {max_bytes}-byte limit")
     return data
+
+
+def _read_calibrator_file(path: str | os.PathLike, max_bytes: int) -> bytes:
+    return read_regular_file(path, max_bytes)
 
 
 def load_calibrator(source: str | bytes | os.PathLike | dict, *,

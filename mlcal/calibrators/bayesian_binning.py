@@ -47,6 +47,7 @@ class _BayesianBinning(BaseCalibrator):
     """
 
     requires_unit_interval = True
+    map_kinds = ("step",)
     _parameter_constraints = {
         "lam": [Options(("auto",)), Real(0.0, closed="neither")],
         "lam_grid": [IsNone(), ListOf(Real(0.0, closed="neither"))],

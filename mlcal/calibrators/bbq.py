@@ -107,6 +107,7 @@ class BBQ(BaseCalibrator):
 
     requires_unit_interval = True
 
+    map_kinds = ("step",)
     _parameter_constraints = {"alpha": [Real(0.0)], "bin_estimate": [Options(BIN_ESTIMATES)],
                               "max_map_size": MAX_MAP_SIZE_CONSTRAINTS,
         "bound_smoothing": BOUND_SMOOTHING_CONSTRAINTS}

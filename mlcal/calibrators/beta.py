@@ -41,6 +41,8 @@ class Beta(BaseCalibrator):
     map_ : BetaMap
     """
 
+    map_kinds = ("beta",)
+    monotone = True   # a, b >= 0
     requires_unit_interval = True
     _parameter_constraints = {"parameters": [Options(BETA_PARAMETERS)],
                               "smooth_targets": [Boolean()]}

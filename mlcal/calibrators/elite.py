@@ -148,6 +148,7 @@ class ELiTE(BaseCalibrator):
 
     requires_unit_interval = True
 
+    map_kinds = ("linear",)   # trend filtering: not monotone
     _parameter_constraints = {
         "n_lambdas": [Integer(1)],
         "lambda_min_ratio": [Real(0.0, 1.0, closed="right")],

@@ -120,6 +120,7 @@ class ENIR(BaseCalibrator):
 
     requires_unit_interval = True
 
+    map_kinds = ("linear", "step")   # near-isotonic: not monotone
     _parameter_constraints = {"interpolate": [Boolean()], "smooth_bins": [Boolean()],
                               "max_breakpoints": [Integer(2)],
                               "max_map_size": MAX_MAP_SIZE_CONSTRAINTS,

@@ -45,6 +45,7 @@ class HistogramBinning(BaseCalibrator):
         Original map size, final size and measured sup-norm error of the size cap.
     """
 
+    map_kinds = ("step",)   # bin rates: any order
     _parameter_constraints = {"n_bins": [Integer(1), Options(("auto",))],
                               "max_map_size": MAX_MAP_SIZE_CONSTRAINTS,
         "bound_smoothing": BOUND_SMOOTHING_CONSTRAINTS}

@@ -53,6 +53,8 @@ class Isotonic(BaseCalibrator):
     [0.0, 0.5, 1.0]
     """
 
+    map_kinds = ("linear", "step")
+    monotone = True   # PAVA block means
     _parameter_constraints = {"interpolate": [Boolean()],
                               "max_map_size": MAX_MAP_SIZE_CONSTRAINTS,
         "bound_smoothing": BOUND_SMOOTHING_CONSTRAINTS}

@@ -91,6 +91,7 @@ class KDECalibrator(BaseCalibrator):
         Original map size, final size and measured sup-norm error of the size cap.
     """
 
+    map_kinds = ("linear", "step")   # kernel regression: any order
     _parameter_constraints = {
         "bandwidth": [Options(("silverman",)), Real(0.0, closed="neither")],
         "kernel": [Options(KERNELS)],

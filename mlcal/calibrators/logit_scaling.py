@@ -22,6 +22,8 @@ from mlcal.maps import BetaMap, SigmoidMap
 class _LogitScaling(BaseCalibrator):
     """``p = expit(k * logit(s) + c)`` with ``k >= 0``; subclasses say whether ``c`` is fitted."""
 
+    map_kinds = ("beta", "sigmoid")
+    monotone = True   # slope k >= 0
     intercept: ClassVar[bool] = True
     _parameter_constraints = {"smooth_targets": [Boolean()],
                               "input_transform": [Options(INPUT_TRANSFORM_CHOICES)]}

@@ -103,6 +103,9 @@ class MulticlassCalibrator(BaseEstimator):
     document_method: ClassVar[str] = ""
     #: the map type this class fits (checked on load)
     map_type: ClassVar[type] = SoftmaxAffineMap
+    #: the weights of the softmax-affine map it fits (checked on load): "ones" (a diagonal of
+    #: ones and a zero bias: temperature scaling), "diagonal" or "matrix"; None for one-vs-rest
+    weights_shape: ClassVar[str | None] = None
 
     def _validate_params(self) -> None:
         constraints = {"input_kind": [Options(INPUT_KINDS)], **self._parameter_constraints}
@@ -198,14 +201,41 @@ class MulticlassCalibrator(BaseEstimator):
         if cls is not MulticlassCalibrator and target is not cls:
             raise CalibratorFormatError(f"document holds a {target.__name__} calibrator, "
                                         f"not {cls.__name__}")
+        from mlcal.calibrators.document_rules import ENVELOPE_FIELDS, check_fields
+
+        # "class_extras" outside one-vs-rest is refused by name in _restore_class_extras
+        check_fields(doc, ENVELOPE_FIELDS + ("class_extras",), method)
         obj = build_from_params(target, target._params_from_document(params))
         fitted = read_document_map(doc)
         if not isinstance(fitted, target.map_type):
             raise CalibratorFormatError(f"calibrator document: a {target.__name__} needs a "
                                         f"{target.map_type.kind!r} map, got {fitted.kind!r}")
+        obj._check_map(fitted)
         obj._restore(fitted)
         obj._restore_class_extras(doc)
+        obj._check_class_maps()
         return obj
+
+    def _check_class_maps(self) -> None:
+        """Hook: one-vs-rest checks each class map against its binary method."""
+
+    def _check_map(self, fitted) -> None:
+        """Refuse a map of the right type this method still cannot have fitted."""
+        shape = self.weights_shape
+        w = fitted.weights
+        ok = (w.ndim == 2) if shape == "matrix" else (w.ndim == 1)
+        if ok and shape == "ones":
+            ok = bool(np.all(w == 1.0) and np.all(fitted.bias == 0.0))
+        if not ok:
+            what = {"matrix": "a full weight matrix", "diagonal": "diagonal weights",
+                    "ones": "weights of ones and a zero bias"}[shape]
+            raise CalibratorFormatError(f"calibrator document: a {type(self).__name__} map "
+                                        f"has {what}")
+        kind = self.input_kind
+        expected = {"probabilities": "log-probabilities", "logits": "logits"}.get(kind)
+        if expected is not None and fitted.input != expected:
+            raise CalibratorFormatError(f"calibrator document: input_kind {kind!r} fits a map "
+                                        f"on {expected!r}, not {fitted.input!r}")
 
     @classmethod
     def _params_from_document(cls, params: dict) -> dict:
@@ -275,6 +305,10 @@ class OneVsRest(MulticlassCalibrator):
             raise CalibratorFormatError(f"calibrator document: {exc}") from None
         return {**params, "calibrator": build_from_params(target, inner)}
 
+    def _check_map(self, fitted) -> None:
+        # the class maps are restored onto calibrators below and checked there
+        pass
+
     def _restore(self, fitted) -> None:
         super()._restore(fitted)
         self.calibrators_ = []
@@ -283,6 +317,12 @@ class OneVsRest(MulticlassCalibrator):
                    else clone(self.calibrator))
             cal.map_ = class_map
             self.calibrators_.append(cal)
+
+    def _check_class_maps(self) -> None:
+        # each class map must be one the binary method fits (after class_extras: auto's
+        # choice is in its fit_info)
+        for k, cal in enumerate(self.calibrators_):
+            cal.check_document_map(f"class map {k}: ")
 
     def to_dict(self) -> dict[str, Any]:
         """As :meth:`MulticlassCalibrator.to_dict`, plus ``"class_extras"`` when the binary
@@ -406,6 +446,7 @@ class TemperatureScaling(_SoftmaxScaling):
     """
 
     document_method = "multiclass-temperature"
+    weights_shape = "ones"
 
     def __init__(self, input_kind: str = "auto"):
         self.input_kind = input_kind
@@ -444,6 +485,7 @@ class VectorScaling(_SoftmaxScaling):
     """
 
     document_method = "multiclass-vector"
+    weights_shape = "diagonal"
 
     def __init__(self, input_kind: str = "auto"):
         self.input_kind = input_kind
@@ -490,6 +532,7 @@ class MatrixScaling(_SoftmaxScaling):
 
     _parameter_constraints = {"off_diagonal_penalty": [Real(0.0)], "bias_penalty": [Real(0.0)]}
     document_method = "multiclass-matrix"
+    weights_shape = "matrix"
 
     def __init__(self, off_diagonal_penalty: float = 1e-2, bias_penalty: float = 1e-2,
                  input_kind: str = "auto"):

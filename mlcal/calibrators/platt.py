@@ -38,6 +38,7 @@ class Platt(BaseCalibrator):
         Newton iterations used.
     """
 
+    map_kinds = ("sigmoid",)   # a > 0 on anti-correlated scores: not monotone
     _parameter_constraints = {"smooth_targets": [Boolean()]}
 
     def __init__(self, smooth_targets: bool = True):

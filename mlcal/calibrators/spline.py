@@ -85,6 +85,8 @@ class MonotoneSpline(BaseCalibrator):
     True
     """
 
+    map_kinds = ("linear",)
+    monotone = True   # cumulative sums of increments >= 0
     _parameter_constraints = {"n_knots": [Integer(2)],
                               "penalties": [IsNone(), ListOf(Real(0.0, closed="neither"))],
                               "cv": [Integer(2)],

@@ -1,9 +1,12 @@
 package io.mlcal;
 
 import java.io.IOException;
+import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.BasicFileAttributes;
+import java.util.Arrays;
 import java.util.Map;
 
 /**
@@ -42,17 +45,83 @@ public final class Calibrator {
      * @throws MapFormatException if the file cannot be read or is not a valid document
      */
     public static Calibrator load(Path path) {
-        byte[] data;
-        try {
-            if (Files.size(path) > Json.MAX_DOCUMENT_BYTES) {
-                throw new MapFormatException("calibrator file '" + path + "' is larger than the "
-                        + Json.MAX_DOCUMENT_BYTES + "-byte limit");
+        return fromDocument(Json.parse(readRegularFile(path, Json.MAX_DOCUMENT_BYTES)));
+    }
+
+    /**
+     * At most {@code maxBytes} bytes of the regular file at {@code path}. A FIFO, device,
+     * socket or directory (also behind a symlink) is refused from its attributes before it is
+     * opened, so it cannot block or stream forever; at most {@code maxBytes + 1} bytes are
+     * read whatever size the file reports (0 for {@code /dev/zero}), and the file's identity
+     * is compared before and after reading (a file swapped meanwhile is refused). Java cannot
+     * open without blocking: a FIFO swapped in between the check and the open (by someone who
+     * can write the directory) would still block the open.
+     *
+     * @throws MapFormatException naming the path and what is wrong
+     */
+    static byte[] readRegularFile(Path path, int maxBytes) {
+        BasicFileAttributes before = regularFileAttributes(path);
+        byte[] buf = new byte[(int) Math.min(maxBytes + 1L, Math.max(before.size() + 1, 8192))];
+        int n = 0;
+        try (InputStream in = Files.newInputStream(path)) {
+            while (n <= maxBytes) {
+                if (n == buf.length) {
+                    buf = Arrays.copyOf(buf, (int) Math.min(maxBytes + 1L, 2L * n));
+                }
+                int got = in.read(buf, n, buf.length - n);
+                if (got < 0) {
+                    break;
+                }
+                n += got;
             }
-            data = Files.readAllBytes(path);
         } catch (IOException e) {
             throw new MapFormatException("cannot read calibrator file '" + path + "': " + e);
         }
-        return fromDocument(Json.parse(data));
+        if (n > maxBytes) {
+            throw new MapFormatException("calibrator file '" + path + "' is larger than the "
+                    + maxBytes + "-byte limit");
+        }
+        Object key = before.fileKey();
+        if (key != null && !key.equals(regularFileAttributes(path).fileKey())) {
+            throw new MapFormatException("calibrator file '" + path + "' was replaced while "
+                    + "it was read");
+        }
+        return Arrays.copyOf(buf, n);
+    }
+
+    private static BasicFileAttributes regularFileAttributes(Path path) {
+        BasicFileAttributes attrs;
+        try {
+            attrs = Files.readAttributes(path, BasicFileAttributes.class);
+        } catch (IOException e) {
+            throw new MapFormatException("cannot read calibrator file '" + path + "': " + e);
+        }
+        if (!attrs.isRegularFile()) {
+            throw new MapFormatException("calibrator file '" + path + "' is " + fileKind(path,
+                    attrs) + ", not a regular file");
+        }
+        return attrs;
+    }
+
+    /** What a non-regular file is, in the words of mlcal's message. */
+    private static String fileKind(Path path, BasicFileAttributes attrs) {
+        if (attrs.isDirectory()) {
+            return "a directory";
+        }
+        try {
+            int type = ((Integer) Files.getAttribute(path, "unix:mode")) & 0170000;
+            switch (type) {
+                case 0010000: return "a FIFO (named pipe)";
+                case 0020000: return "a character device";
+                case 0060000: return "a block device";
+                case 0140000: return "a socket";
+                default: break;
+            }
+        } catch (IOException | UnsupportedOperationException | IllegalArgumentException
+                 | ClassCastException e) {
+            // no unix view: fall through
+        }
+        return "not a regular file";
     }
 
     /**
@@ -102,11 +171,17 @@ public final class Calibrator {
         if (!(doc.get("params") instanceof Map)) {
             throw new MapFormatException("calibrator document: 'params' must be an object");
         }
+        CalibrationMap map;
         try {
-            return new Calibrator((String) method, Maps.fromDoc(doc.get("map")));
+            map = Maps.fromDoc(doc.get("map"));
         } catch (MapFormatException e) {
             throw new MapFormatException("calibrator document: " + e.getMessage());
         }
+        @SuppressWarnings("unchecked")
+        Map<String, Object> params = (Map<String, Object>) doc.get("params");
+        // the map must be one the method fits; fields, parameters and extras as mlcal checks
+        DocumentRules.check(doc, (String) method, params, map);
+        return new Calibrator((String) method, map);
     }
 
     /** The fitting method ({@code "isotonic"}, ...), or null for a bare map document. */

@@ -1,6 +1,10 @@
 package io.mlcal;
 
 import java.nio.ByteBuffer;
+import java.util.AbstractList;
+import java.util.Arrays;
+import java.util.BitSet;
+import java.util.RandomAccess;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
@@ -18,12 +22,23 @@ import java.util.Map;
  * <p>Values: {@code Map<String, Object>} (insertion ordered), {@code List<Object>},
  * {@code String}, {@link Number}, {@code Boolean} and {@link #NULL}. A number keeps its literal
  * and whether it was written as an integer; its double value is {@code Double.parseDouble} of
- * the literal, correctly rounded like Python's {@code float()}.
+ * the literal, correctly rounded like Python's {@code float()}. An array of numbers only is
+ * held as one {@code double[]} ({@link NumberArray}: 8 bytes a number, not an object each).
+ *
+ * <p>Element budget (mlcal's {@code check_element_budget}): a document of n bytes may hold at
+ * most {@code ELEMENT_SLACK + n / BYTES_PER_CONTAINER} arrays and objects and
+ * {@code ELEMENT_SLACK + n / BYTES_PER_STRING} strings (keys included), and as many numbers
+ * outside number-only arrays; a valid mlcal document needs far fewer. Counted while parsing,
+ * so memory stays a small multiple of the document size (the size cap alone let 2-byte
+ * numbers become ~80-byte objects).
  */
 public final class Json {
     public static final int MAX_DOCUMENT_BYTES = 64 * 1024 * 1024;
     public static final int MAX_DEPTH = 32;
     public static final int MAX_INT_DIGITS = 400;
+    public static final int BYTES_PER_CONTAINER = 16;
+    public static final int BYTES_PER_STRING = 8;
+    public static final int ELEMENT_SLACK = 1024;
     /** JSON null (a Java null would be ambiguous with a missing key). */
     public static final Object NULL = new Object() {
         @Override
@@ -39,9 +54,13 @@ public final class Json {
         public final String literal;
 
         Number(String literal, boolean integer) {
+            this(literal, integer, Double.parseDouble(literal));
+        }
+
+        Number(String literal, boolean integer, double value) {
             this.literal = literal;
             this.integer = integer;
-            this.value = Double.parseDouble(literal);
+            this.value = value;
         }
 
         @Override
@@ -50,11 +69,67 @@ public final class Json {
         }
     }
 
-    private final String text;
-    private int pos;
+    /** An array of numbers only, held as doubles; its items read as {@link Number}s. */
+    public static final class NumberArray extends AbstractList<Object> implements RandomAccess {
+        private final double[] values;
+        private final BitSet integers;
 
-    private Json(String text) {
+        NumberArray(double[] values, BitSet integers) {
+            this.values = values;
+            this.integers = integers;
+        }
+
+        @Override
+        public Object get(int i) {
+            double v = values[i];
+            boolean integer = integers.get(i);
+            String literal = integer && Math.abs(v) < 1e18 ? Long.toString((long) v)
+                    : Double.toString(v);
+            return new Number(literal, integer, v);
+        }
+
+        @Override
+        public int size() {
+            return values.length;
+        }
+
+        /** The values (a copy). */
+        public double[] toDoubleArray() {
+            return values.clone();
+        }
+    }
+
+    private final String text;
+    private final long maxContainers;
+    private final long maxStrings;
+    private int pos;
+    private long containers;
+    private long strings;
+    private long boxedNumbers;
+
+    private Json(String text, long sizeBytes) {
         this.text = text;
+        this.maxContainers = ELEMENT_SLACK + sizeBytes / BYTES_PER_CONTAINER;
+        this.maxStrings = ELEMENT_SLACK + sizeBytes / BYTES_PER_STRING;
+    }
+
+    private static long utf8Length(String text) {
+        long n = 0;
+        for (int i = 0; i < text.length(); i++) {
+            char c = text.charAt(i);
+            if (c < 0x80) {
+                n += 1;
+            } else if (c < 0x800) {
+                n += 2;
+            } else if (Character.isHighSurrogate(c) && i + 1 < text.length()
+                    && Character.isLowSurrogate(text.charAt(i + 1))) {
+                n += 4;
+                i++;
+            } else {
+                n += 3;
+            }
+        }
+        return n;
     }
 
     /** Parse UTF-8 bytes (strictly decoded) as one JSON document. */
@@ -72,11 +147,15 @@ public final class Json {
         } catch (CharacterCodingException e) {
             throw new MapFormatException("document is not UTF-8 text");
         }
-        return parse(text);
+        return parse(text, data.length);
     }
 
     /** Parse a string as one JSON document. */
     public static Object parse(String text) {
+        return parse(text, utf8Length(text));
+    }
+
+    private static Object parse(String text, long sizeBytes) {
         if (text.length() > MAX_DOCUMENT_BYTES) {
             throw new MapFormatException("document is " + text.length() + " characters, over the "
                     + MAX_DOCUMENT_BYTES + " limit");
@@ -85,7 +164,7 @@ public final class Json {
             throw new MapFormatException("document starts with a byte-order mark (U+FEFF); JSON "
                     + "files must not (save it as UTF-8 without BOM)");
         }
-        Json p = new Json(text);
+        Json p = new Json(text, sizeBytes);
         p.skipSpace();
         Object value = p.value(1);
         p.skipSpace();
@@ -153,6 +232,28 @@ public final class Json {
         return value;
     }
 
+    private void countContainer() {
+        if (++containers > maxContainers) {
+            throw new MapFormatException("document holds more than " + maxContainers
+                    + " arrays and objects, more than a valid document of its size can");
+        }
+    }
+
+    private void countString() {
+        if (++strings > maxStrings) {
+            throw new MapFormatException("document holds more than " + maxStrings
+                    + " strings, more than a valid document of its size can");
+        }
+    }
+
+    private void countBoxed(Object v) {
+        if (v instanceof Number && ++boxedNumbers > maxStrings) {
+            throw new MapFormatException("document holds more than " + maxStrings
+                    + " numbers outside number arrays, more than a valid document of its "
+                    + "size can");
+        }
+    }
+
     private Map<String, Object> object(int depth) {
         Map<String, Object> out = new LinkedHashMap<>();
         if (openContainer(depth, '}')) {
@@ -168,6 +269,7 @@ public final class Json {
             expect(':');
             skipSpace();
             Object v = value(depth + 1);
+            countBoxed(v);
             if (out.containsKey(key)) {
                 throw new MapFormatException("duplicate key " + Maps.shortRepr(key)
                         + " in an object");
@@ -178,20 +280,47 @@ public final class Json {
     }
 
     private List<Object> array(int depth) {
-        List<Object> out = new ArrayList<>();
+        double[] nums = new double[0];
+        BitSet integers = new BitSet();
         if (openContainer(depth, ']')) {
-            return out;
+            return new NumberArray(nums, integers);
         }
+        nums = new double[16];
+        int n = 0;
+        List<Object> out = null;   // set once an item is not a number
         do {
             skipSpace();
-            out.add(value(depth + 1));
+            char c = pos < text.length() ? text.charAt(pos) : ' ';
+            if (out == null && (c == '-' || isDigit(c))) {
+                Number num = number();
+                if (n == nums.length) {
+                    nums = Arrays.copyOf(nums, 2 * n);
+                }
+                integers.set(n, num.integer);
+                nums[n++] = num.value;
+                continue;
+            }
+            if (out == null) {
+                NumberArray head = new NumberArray(Arrays.copyOf(nums, n), integers);
+                nums = null;
+                out = new ArrayList<>(Math.max(n + 1, 10));
+                for (int i = 0; i < n; i++) {
+                    Object v = head.get(i);
+                    countBoxed(v);
+                    out.add(v);
+                }
+            }
+            Object v = value(depth + 1);
+            countBoxed(v);
+            out.add(v);
         } while (nextItem(']'));
-        return out;
+        return out != null ? out : new NumberArray(Arrays.copyOf(nums, n), integers);
     }
 
     /** Step over the opening bracket; true (with {@code close} consumed) when it is empty. */
     private boolean openContainer(int depth, char close) {
         checkDepth(depth);
+        countContainer();
         pos++;
         skipSpace();
         if (pos < text.length() && text.charAt(pos) == close) {
@@ -220,6 +349,7 @@ public final class Json {
     }
 
     private String string() {
+        countString();
         pos++; // opening quote
         StringBuilder sb = new StringBuilder();
         while (true) {

@@ -76,6 +76,9 @@ public final class Main {
                     case "--kinds":
                         stdout.println(String.join("\n", Maps.kinds()));
                         return 0;
+                    case "--methods":
+                        stdout.println(String.join("\n", DocumentRules.methods()));
+                        return 0;
                     case "--detmath":
                         return detmath(value(args, ++i), value(args, ++i), value(args, ++i),
                                 stderr);

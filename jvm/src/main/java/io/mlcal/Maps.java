@@ -133,7 +133,18 @@ public final class Maps {
     }
 
     private static double[] numbers(List<?> raw, String key, String where) {
-        double[] out = new double[raw.size()];
+        double[] out;
+        if (raw instanceof Json.NumberArray) {
+            out = ((Json.NumberArray) raw).toDoubleArray();
+            for (double v : out) {
+                if (!Double.isFinite(v)) {
+                    throw new MapFormatException(where + ": field '" + key
+                            + "' contains non-finite numbers");
+                }
+            }
+            return out;
+        }
+        out = new double[raw.size()];
         for (int i = 0; i < out.length; i++) {
             if (!(raw.get(i) instanceof Json.Number)) {
                 throw new MapFormatException(where + ": field '" + key

@@ -106,8 +106,9 @@ class AutoCalibrator(BaseCalibrator):
 
     With fewer than ``2 * n_folds`` unique scores (a small tree's leaves, say) the folds split
     the rows of each score instead (:func:`row_folds`; integer weights up to
-    :data:`ROW_FOLDS_MAX_ROWS` rows). Otherwise, or when a training fold lacks a class, no CV is
-    possible and the first candidate is used (recorded as the reason). ``fit_info`` records the
+    :data:`ROW_FOLDS_MAX_ROWS` rows). Otherwise, or when a training fold lacks a class or a
+    fold holds no rows (5 rows, say), no CV is possible and the first candidate is used, with a
+    ``UserWarning`` saying why (also recorded as the reason). ``fit_info`` records the
     fold unit: ``"points"``, ``"cells"`` or ``"rows"``.
 
     Parameters
@@ -260,17 +261,22 @@ class AutoCalibrator(BaseCalibrator):
                                   "seed": int(self.seed), "n_points": int(np.unique(x).size)}
         if folds is not None:
             for f in range(k):
-                train = folds != f
-                if not (pos[train].any() and neg[train].any()):
+                train, test = folds != f, folds == f
+                # (row folds on a handful of rows can leave a fold with nothing to predict)
+                if not (pos[train].any() and neg[train].any() and test.any()):
                     folds = None
                     break
         if folds is None:
+            n_rows = float(np.sum(pos) + np.sum(neg))
+            reason = (f"no {k}-fold cross-validation possible on {n_rows:g} rows (total "
+                      f"weight) with {record['n_points']} unique scores: it needs every fold "
+                      "to hold rows and every training part both classes (at least "
+                      f"{2 * k} unique scores, or {2 * k}+ rows with integer weights up to "
+                      f"{ROW_FOLDS_MAX_ROWS:.0e}); the first candidate, {names[0]}, is used")
+            warnings.warn(f"auto: {reason}", UserWarning, stacklevel=3)
             record.update(candidates=[{"method": n, "status": "not cross-validated"}
                                       for n in names], best=None, chosen=names[0],
-                          reason=f"no {k}-fold cross-validation possible (fewer than "
-                                 f"{2 * k} unique scores with non-integer weights or over "
-                                 f"{ROW_FOLDS_MAX_ROWS:.0e} rows, or a training fold without "
-                                 "both classes); the first candidate is used")
+                          reason=reason)
             return record
         rows = []
         losses = {}

@@ -6,17 +6,9 @@ import numpy as np
 
 from mlcal.base_scores import SCORE_SOURCES
 from mlcal.calibrators.catalog import available_calibrators, get_calibrator
+from mlcal.cli._io import read_frame
 from mlcal.cli.fit import _parse_params
 from mlcal.mlflow.base_models import BASE_FORMATS
-
-
-def _read_frame(path: str):
-    import pandas as pd
-
-    try:
-        return pd.read_csv(path)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"data file not found: {path}") from None
 
 
 def _feature_columns(frame, label: str, info, base) -> list[str]:
@@ -54,7 +46,7 @@ def run(args) -> int:
     try:
         if args.experiment:
             mlflow.set_experiment(args.experiment)
-        frame = _read_frame(args.data)
+        frame = read_frame(args.data)
         if args.label_column not in frame.columns:
             raise ValueError(f"{args.data} has no label column {args.label_column!r}; columns "
                              f"are {list(frame.columns)}")
@@ -68,7 +60,7 @@ def run(args) -> int:
         cols = _feature_columns(frame, args.label_column, info, base)
         evaluation = {}
         if args.eval_data:
-            ev = _read_frame(args.eval_data)
+            ev = read_frame(args.eval_data)
             missing = [c for c in [*cols, args.label_column] if c not in ev.columns]
             if missing:
                 raise ValueError(f"{args.eval_data} has no column(s) {missing}")
@@ -105,8 +97,9 @@ def register(sub) -> None:
     p.add_argument("--data", required=True,
                    help="calibration CSV: the base model's feature columns plus the label")
     p.add_argument("--label-column", default="y", help="label column (default: y)")
-    p.add_argument("--method", required=True,
-                   help=f"calibration method: {', '.join(available_calibrators())}")
+    p.add_argument("--method", default="auto",
+                   help=f"calibration method: {', '.join(available_calibrators())} "
+                        "(default: auto, chosen by cross-validated log loss)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="calibrator parameter (JSON value), repeatable")
     p.add_argument("--eval-data", default=None,

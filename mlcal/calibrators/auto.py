@@ -278,39 +278,12 @@ class AutoCalibrator(BaseCalibrator):
                                       for n in names], best=None, chosen=names[0],
                           reason=reason)
             return record
-        rows = []
-        losses = {}
+        results = {}
         for name in names:
             loss_pos, loss_neg, sizes, error = self._out_of_fold(name, x, pos, neg, folds, k)
-            if error is not None:
-                rows.append({"method": name, "status": f"failed: {error}"})
-                continue
-            losses[name] = (loss_pos, loss_neg)
-            rows.append({"method": name, "status": "ok", "complexity": float(np.mean(sizes))})
-        if not losses:
-            raise ValueError("auto: every candidate failed in cross-validation: " +
-                             "; ".join(f"{r['method']}: {r['status']}" for r in rows))
-        total = float(np.sum(pos) + np.sum(neg))
-        mean = {n: float((np.sum(pos * lp) + np.sum(neg * ln)) / total)
-                for n, (lp, ln) in losses.items()}
-        best = min(mean, key=lambda n: (mean[n], names.index(n)))
-        bp, bn = losses[best]
-        for row in rows:
-            n = row["method"]
-            if n in losses:
-                row["cv_log_loss"] = mean[n]
-                row["se"] = _paired_se(losses[n][0] - bp, losses[n][1] - bn, pos, neg, total)
-        ok = [r for r in rows if r["method"] in losses]
-        within = [r for r in ok
-                  if r["cv_log_loss"] - mean[best] <= float(self.se_rule) * r["se"]]
-        chosen = min(within, key=lambda r: (r["complexity"], names.index(r["method"])))
-        if chosen["method"] == best:
-            reason = "lowest CV log loss, and no simpler candidate within " \
-                     f"{float(self.se_rule):g} SE"
-        else:
-            reason = (f"simplest candidate within {float(self.se_rule):g} SE of the lowest CV "
-                      f"log loss ({best})")
-        record.update(candidates=rows, best=best, chosen=chosen["method"], reason=reason)
+            results[name] = error if error is not None else ((loss_pos, loss_neg),
+                                                             float(np.mean(sizes)))
+        record.update(select_one_se(names, results, (pos, neg), float(self.se_rule)))
         return record
 
     def _out_of_fold(self, name, x, pos, neg, folds, k):
@@ -341,6 +314,62 @@ class AutoCalibrator(BaseCalibrator):
         if "fit_info" in doc:
             self.selection_ = check_selection(doc["fit_info"])
             self.chosen_ = self.selection_["chosen"]
+
+
+def select_one_se(names: list[str], results: dict[str, Any], weights: tuple[np.ndarray, ...],
+                  se_rule: float) -> dict[str, Any]:
+    """The one-standard-error choice among cross-validated candidates (shared by the binary
+    and the multiclass ``auto``).
+
+    Parameters
+    ----------
+    names : list of str
+        Candidates in preference order (ties in complexity go to the earlier one).
+    results : dict
+        Per name: an error message (the candidate failed), or ``(losses, complexity)`` where
+        ``losses`` is a tuple of per-unit out-of-fold loss arrays aligned with ``weights``
+        (binary: losses of the positive and of the negative rows at each point; multiclass:
+        one array of per-row losses).
+    weights : tuple of ndarray
+        Frequency weights of the units.
+    se_rule : float
+        Standard errors of the paired loss difference that count as noise.
+
+    Returns
+    -------
+    dict
+        ``candidates`` (one row per name: status, complexity, CV log loss, SE against the best),
+        ``best``, ``chosen`` and ``reason``.
+    """
+    rows, losses = [], {}
+    for name in names:
+        outcome = results[name]
+        if isinstance(outcome, str):
+            rows.append({"method": name, "status": f"failed: {outcome}"})
+            continue
+        losses[name], complexity = outcome
+        rows.append({"method": name, "status": "ok", "complexity": float(complexity)})
+    if not losses:
+        raise ValueError("auto: every candidate failed in cross-validation: " +
+                         "; ".join(f"{r['method']}: {r['status']}" for r in rows))
+    total = float(sum(np.sum(w) for w in weights))
+    mean = {n: float(sum(np.sum(w * loss) for w, loss in zip(weights, parts)) / total)
+            for n, parts in losses.items()}
+    best = min(mean, key=lambda n: (mean[n], names.index(n)))
+    for row in rows:
+        n = row["method"]
+        if n in losses:
+            row["cv_log_loss"] = mean[n]
+            row["se"] = _paired_se([a - b for a, b in zip(losses[n], losses[best])], weights,
+                                   total)
+    within = [r for r in rows
+              if r["method"] in losses and r["cv_log_loss"] - mean[best] <= se_rule * r["se"]]
+    chosen = min(within, key=lambda r: (r["complexity"], names.index(r["method"])))
+    if chosen["method"] == best:
+        reason = f"lowest CV log loss, and no simpler candidate within {se_rule:g} SE"
+    else:
+        reason = f"simplest candidate within {se_rule:g} SE of the lowest CV log loss ({best})"
+    return {"candidates": rows, "best": best, "chosen": chosen["method"], "reason": reason}
 
 
 def row_folds(x: np.ndarray, pos: np.ndarray, neg: np.ndarray, n_folds: int, seed: int):
@@ -390,12 +419,11 @@ def _rows(x: np.ndarray, pos: np.ndarray, neg: np.ndarray):
     return (np.repeat(x, 2)[keep], np.tile(np.array([1.0, 0.0]), x.size)[keep], w[keep])
 
 
-def _paired_se(d_pos: np.ndarray, d_neg: np.ndarray, pos: np.ndarray, neg: np.ndarray,
-               total: float) -> float:
+def _paired_se(diffs, weights, total: float) -> float:
     """Standard error of the weighted mean of per-row loss differences (frequency weights;
-    ``total`` is the sum of the weights)."""
-    mean = (np.sum(pos * d_pos) + np.sum(neg * d_neg)) / total
-    var = (np.sum(pos * (d_pos - mean) ** 2) + np.sum(neg * (d_neg - mean) ** 2)) / total
+    ``diffs`` and ``weights`` are aligned tuples of arrays; ``total`` sums the weights)."""
+    mean = sum(np.sum(w * d) for w, d in zip(weights, diffs)) / total
+    var = sum(np.sum(w * (d - mean) ** 2) for w, d in zip(weights, diffs)) / total
     return float(np.sqrt(var / total))
 
 

@@ -7,6 +7,8 @@ import numpy as np
 from mlcal.base_scores import SCORE_SOURCES
 from mlcal.calibrators.catalog import available_calibrators, get_calibrator
 from mlcal.cli._io import read_frame
+from mlcal.holdout import DEFAULT_HOLDOUT
+from mlcal.labels import describe_labels
 from mlcal.cli.fit import _parse_params
 from mlcal.mlflow.base_models import BASE_FORMATS
 
@@ -53,8 +55,8 @@ def run(args) -> int:
         y = frame[args.label_column].to_numpy()
         labels = np.unique(y)
         if labels.size != 2:
-            raise ValueError(f"the label column {args.label_column!r} must hold exactly two "
-                             f"classes, found {labels.size}")
+            raise ValueError(f"label column {args.label_column!r} of {args.data} must hold "
+                             f"two classes; found {describe_labels(y)} in {len(y)} rows")
         base, info = load_base_model(args.model_uri, output_column=args.output_column,
                                      kind=args.output_kind, classes=labels)
         cols = _feature_columns(frame, args.label_column, info, base)
@@ -66,7 +68,9 @@ def run(args) -> int:
                 raise ValueError(f"{args.eval_data} has no column(s) {missing}")
             evaluation = {"X_eval": ev[cols], "y_eval": ev[args.label_column].to_numpy()}
         cal = get_calibrator(args.method, **_parse_params(args.param))
+        holdout = 0.0 if args.eval_data else args.holdout
         result = calibrate_and_log(base, frame[cols], y, calibrator=cal, score=args.score,
+                                   holdout=holdout, holdout_seed=args.holdout_seed,
                                    threshold=args.threshold, name=args.name,
                                    registered_model_name=args.register, run_name=args.run_name,
                                    input_example=frame[cols].iloc[:5],
@@ -74,9 +78,19 @@ def run(args) -> int:
     except MlflowException as exc:
         raise ValueError(exc.message) from None
     cal_ = result.model.calibrator_
+    rows = result.report["n_rows"]
     print(f"calibrated {args.model_uri} with {type(cal_).__name__} ({cal_.map_.kind} map of "
-          f"size {cal_.map_.size}) on {len(y)} rows; metrics on the "
-          f"{result.report['evaluated_on']}:")
+          f"size {cal_.map_.size}) on {rows['fit']} rows; metrics on the "
+          f"{result.report['evaluated_on']} ({rows['metrics']} rows, "
+          f"{result.report['metrics_source']}):")
+    if holdout > 0:
+        print(f"(no --eval-data: {rows['metrics']} of the {rows['given']} rows of {args.data} "
+              f"were held out, stratified by label, seed {args.holdout_seed}; the logged model "
+              f"is the calibrator fitted on the other {rows['fit']}, so the metrics are its own)")
+    elif not args.eval_data:
+        print("(--holdout 0: metrics computed on the calibration rows themselves, optimistic; "
+              "the run is tagged mlcal.metrics_source=in-sample, which the promotion gate refuses by "
+              "default)")
     print(format_report(result.report))
     print(f"run id: {result.run_id}")
     print(f"model URI: {result.model_uri}")
@@ -103,8 +117,14 @@ def register(sub) -> None:
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="calibrator parameter (JSON value), repeatable")
     p.add_argument("--eval-data", default=None,
-                   help="separate evaluation CSV for the logged metrics (default: the "
-                        "calibration data)")
+                   help="separate evaluation CSV for the logged metrics (then every row of "
+                        "--data calibrates)")
+    p.add_argument("--holdout", type=float, default=DEFAULT_HOLDOUT, metavar="SHARE",
+                   help="without --eval-data: the share of --data rows held out (stratified "
+                        "by label, seeded) for the logged metrics; the model is fitted on the "
+                        "rest (default 0.25). 0 logs metrics on the calibration rows, tagged "
+                        "in-sample, which the promotion gate refuses")
+    p.add_argument("--holdout-seed", type=int, default=0, help="seed of the hold-out draw")
     p.add_argument("--register", default=None, metavar="NAME",
                    help="also register the calibrated model under this name")
     p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI")

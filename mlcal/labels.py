@@ -54,6 +54,11 @@ def _same(a, b) -> bool:
         return False
 
 
+def same_label(a, b) -> bool:
+    """Whether two labels are the same class ("1" is not 1, 1.0 is 1, True is 1)."""
+    return _same(a, b)
+
+
 def _numeric(values) -> bool:
     return all(isinstance(v, (int, float, bool, np.number, np.bool_)) for v in values)
 

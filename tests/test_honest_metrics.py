@@ -148,3 +148,28 @@ def test_multiclass_default_holds_out_rows_of_every_class_and_tags_auto(store):
     assert run.data.params["mlcal.method"] == "multiclass-auto"
     assert run.data.tags["mlcal.auto_chosen"] == result.model.calibrator_.chosen_
     assert result.report["calibrator"]["fit_info"]["chosen"] == result.model.calibrator_.chosen_
+
+
+def test_cli_calibrate_takes_pos_label_and_tags_in_sample_metrics(store, binary, tmp_path,
+                                                                   capsys):
+    from mlcal.cli import main
+
+    base, X, y = binary
+    model_dir = tmp_path / "base"
+    mlflow.sklearn.save_model(base, str(model_dir), pip_requirements=FAST_REQS)
+    csv = tmp_path / "cal.csv"
+    X.assign(label=y).to_csv(csv, index=False)
+    args = ["calibrate", "--model-uri", str(model_dir), "--data", str(csv), "--label-column",
+            "label", "--method", "platt"]
+    assert main(args + ["--pos-label", "no"]) == 2
+    assert "positive class is 'yes'" in capsys.readouterr().err
+    assert main(args + ["--pos-label", "maybe"]) == 2
+    assert "['no', 'yes'] (2 labels)" in capsys.readouterr().err
+    # one logged run only (the CLI lets MLflow infer requirements, which is slow); the default
+    # hold-out through the CLI is covered in test_mlflow_flavor.py
+    assert main(args + ["--pos-label", "yes", "--holdout", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "--holdout 0: metrics computed on the calibration rows" in out
+    run = _run(out.split("run id: ")[1].split()[0])
+    assert run.data.tags["mlcal.metrics_source"] == "in-sample"
+    assert run.data.tags["mlcal.eval_rows"] == "800"

@@ -6,9 +6,10 @@ import numpy as np
 
 from mlcal.base_scores import SCORE_SOURCES
 from mlcal.calibrators.catalog import available_calibrators, get_calibrator
-from mlcal.cli._io import read_frame
+from mlcal.base_scores import classes_of
+from mlcal.cli._io import parse_pos_label, read_frame
 from mlcal.holdout import DEFAULT_HOLDOUT
-from mlcal.labels import describe_labels
+from mlcal.labels import describe_labels, same_label
 from mlcal.cli.fit import _parse_params
 from mlcal.mlflow.base_models import BASE_FORMATS
 
@@ -36,6 +37,19 @@ def load_base_model(uri: str, *, output_column=None, kind: str = "probability", 
     return load_base_estimator(uri, output_column=output_column, kind=kind, classes=classes)
 
 
+def _order_classes(labels: np.ndarray, args, y) -> np.ndarray:
+    """The two labels as (negative, positive): ``--pos-label`` second, else sorted order."""
+    if args.pos_label is None:
+        return labels
+    pos = parse_pos_label(args.pos_label, y)
+    match = [i for i, v in enumerate(labels) if same_label(v, pos)]
+    if not match:
+        raise ValueError(f"--pos-label {args.pos_label!r} is not one of the labels found in "
+                         f"label column {args.label_column!r} of {args.data}: "
+                         f"{describe_labels(y)}")
+    return labels[[1 - match[0], match[0]]]
+
+
 def run(args) -> int:
     from mlcal.mlflow import calibrate_and_log  # first: names the missing extra
     import mlflow
@@ -57,8 +71,14 @@ def run(args) -> int:
         if labels.size != 2:
             raise ValueError(f"label column {args.label_column!r} of {args.data} must hold "
                              f"two classes; found {describe_labels(y)} in {len(y)} rows")
+        labels = _order_classes(labels, args, y)
         base, info = load_base_model(args.model_uri, output_column=args.output_column,
                                      kind=args.output_kind, classes=labels)
+        model_classes = np.asarray(classes_of(base)).tolist()
+        if args.pos_label is not None and not same_label(model_classes[1], labels[1]):
+            raise ValueError(f"--pos-label {args.pos_label!r}: the base model's positive class "
+                             f"is {model_classes[1]!r} (its classes {model_classes}); mlcal "
+                             "calibrates the probability of the model's second class")
         cols = _feature_columns(frame, args.label_column, info, base)
         evaluation = {}
         if args.eval_data:
@@ -125,6 +145,9 @@ def register(sub) -> None:
                         "rest (default 0.25). 0 logs metrics on the calibration rows, tagged "
                         "in-sample, which the promotion gate refuses")
     p.add_argument("--holdout-seed", type=int, default=0, help="seed of the hold-out draw")
+    p.add_argument("--pos-label", default=None, metavar="LABEL",
+                   help="the positive class (default: the base model's second class, or for "
+                        "a pyfunc-scored model the second of the two sorted labels)")
     p.add_argument("--register", default=None, metavar="NAME",
                    help="also register the calibrated model under this name")
     p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI")

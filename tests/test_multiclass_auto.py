@@ -188,3 +188,17 @@ def test_too_few_rows_per_class_fall_back_to_the_first_candidate_with_a_warning(
         auto = MulticlassAuto().fit(s[keep], y[keep])
     assert auto.chosen_ == "temperature" and auto.selection_["best"] is None
     assert "rows per class" in auto.selection_["reason"]
+
+
+@pytest.mark.parametrize("candidates,match", [
+    (["vector", "vector"], "lists a method twice"),
+    (["isotonic"], "one-vs-rest:<binary method>"),
+    (["auto"], "one-vs-rest:<binary method>"),
+    (["one-vs-rest:nope"], "one-vs-rest:<binary method>"),
+])
+def test_bad_candidates_are_named_errors(candidates, match):
+    from mlcal.calibrators._params import InvalidParameterError
+
+    s, y = _distorted(100, seed=9)
+    with pytest.raises(InvalidParameterError, match=match):
+        MulticlassAuto(candidates=candidates).fit(s, y)

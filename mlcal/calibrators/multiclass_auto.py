@@ -23,8 +23,8 @@ import numpy as np
 
 from mlcal._solvers.detmath import det_log_array
 from mlcal._solvers.softmax_affine import canonical_order
-from mlcal.calibrators._params import (Constraint, Integer, IsNone, ListOf, Real,
-                                       short_repr)
+from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterError, IsNone,
+                                       ListOf, Real, short_repr)
 from mlcal.calibrators.auto import EPS, _check_fields, assign_folds, select_one_se
 from mlcal.calibrators.base import CalibratorFormatError
 from mlcal.calibrators.catalog import available_calibrators
@@ -120,6 +120,12 @@ class MulticlassAuto(MulticlassCalibrator):
         self.seed = seed
         self.input_kind = input_kind
 
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        if self.candidates is not None and len(set(self.candidates)) != len(self.candidates):
+            raise InvalidParameterError(f"MulticlassAuto: parameter 'candidates' lists a "
+                                        f"method twice: {short_repr(list(self.candidates))}")
+
     def candidate_names(self) -> list[str]:
         """The candidates compared, in preference order."""
         return [str(c) for c in (self.candidates if self.candidates is not None
@@ -128,9 +134,6 @@ class MulticlassAuto(MulticlassCalibrator):
     def _fit(self, s, y, w, probabilities):
         kind = "probabilities" if probabilities else "logits"
         names = self.candidate_names()
-        if len(set(names)) != len(names):
-            raise ValueError(f"MulticlassAuto: parameter 'candidates' lists a method twice: "
-                             f"{short_repr(names)}")
         k = int(self.n_folds if self.n_folds is not None else DEFAULT_FOLDS)
         # everything below runs on the rows in canonical order, so that sums (the CV log
         # losses in fit_info) cannot depend on the order the rows came in

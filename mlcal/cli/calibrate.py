@@ -74,11 +74,13 @@ def run(args) -> int:
         labels = _order_classes(labels, args, y)
         base, info = load_base_model(args.model_uri, output_column=args.output_column,
                                      kind=args.output_kind, classes=labels)
-        model_classes = np.asarray(classes_of(base)).tolist()
-        if args.pos_label is not None and not same_label(model_classes[1], labels[1]):
-            raise ValueError(f"--pos-label {args.pos_label!r}: the base model's positive class "
-                             f"is {model_classes[1]!r} (its classes {model_classes}); mlcal "
-                             "calibrates the probability of the model's second class")
+        if args.pos_label is not None:
+            model_classes = np.asarray(classes_of(base)).tolist()
+            if not same_label(model_classes[1], labels[1]):
+                raise ValueError(f"--pos-label {args.pos_label!r}: the base model's positive "
+                                 f"class is {model_classes[1]!r} (its classes "
+                                 f"{model_classes}); mlcal calibrates the probability of the "
+                                 "model's second class")
         cols = _feature_columns(frame, args.label_column, info, base)
         evaluation = {}
         if args.eval_data:

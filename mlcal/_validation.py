@@ -34,13 +34,24 @@ def as_labels(y, n: int, *, name: str = "y") -> np.ndarray:
     try:
         arr = np.asarray(y, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must contain only the labels 0 and 1") from None
+        raise ValueError(f"{name} must contain only the labels 0 and 1; found "
+                         f"{_found_labels(y)}; map other labels to 0/1 with "
+                         "mlcal.labels.to_binary(y, pos_label=...)") from None
     if arr.shape[0] != n:
         raise ValueError(f"length mismatch: {n} scores but {arr.shape[0]} labels in {name}")
     if not np.isin(arr, (0.0, 1.0)).all():
         bad = np.unique(arr[~np.isin(arr, (0.0, 1.0))])[:5]
-        raise ValueError(f"{name} must contain only the labels 0 and 1; found {bad.tolist()}")
+        raise ValueError(f"{name} must contain only the labels 0 and 1; found {bad.tolist()} "
+                         f"among {_found_labels(y)}; map other labels to 0/1 with "
+                         "mlcal.labels.to_binary(y, pos_label=...)")
     return arr
+
+
+def _found_labels(y) -> str:
+    """The distinct labels of ``y`` for an error message: ``['maybe', 'no'] (2 labels)``."""
+    from mlcal.labels import describe_labels
+
+    return describe_labels(y)
 
 
 def as_weights(sample_weight, n: int) -> np.ndarray:

@@ -54,6 +54,11 @@ def _same(a, b) -> bool:
         return False
 
 
+def same_label(a, b) -> bool:
+    """Whether two labels are the same class ("1" is not 1, 1.0 is 1, True is 1)."""
+    return _same(a, b)
+
+
 def _numeric(values) -> bool:
     return all(isinstance(v, (int, float, bool, np.number, np.bool_)) for v in values)
 
@@ -64,6 +69,77 @@ def _known(arr: np.ndarray, allowed: list) -> np.ndarray:
     if raw.dtype.kind in "biuf" and _numeric(allowed):
         return np.isin(raw.astype(np.float64), np.asarray(allowed, dtype=np.float64))
     return np.array([any(_same(v, a) for a in allowed) for v in arr], dtype=bool)
+
+
+def distinct_labels(y) -> list:
+    """The distinct labels of ``y`` (missing ones left out), sorted (by their text when the
+    types are mixed); "1" and 1 stay distinct, 1.0 and 1 do not."""
+    arr = np.asarray(y, dtype=object).reshape(-1)
+    found: list = []
+    for v in _plain(arr[~_missing_mask(arr)]) if arr.size else []:
+        if not any(_same(v, f) for f in found):
+            found.append(v)
+            if len(found) > 1000:   # a score column passed as labels: enough to say so
+                break
+    try:
+        return sorted(found)
+    except TypeError:
+        return sorted(found, key=lambda v: (type(v).__name__, str(v)))
+
+
+def describe_labels(y, limit: int = 10) -> str:
+    """``"['maybe', 'no', 'yes'] (3 labels)"``: what an error message says was found."""
+    found = distinct_labels(y)
+    count = f"{len(found)}{'+' if len(found) > 1000 else ''} label{'s' * (len(found) != 1)}"
+    shown = str(found) if len(found) <= limit else str(found[:limit])[:-1] + ", ...]"
+    return f"{shown} ({count})"
+
+
+def to_binary(y, pos_label=None, *, name: str = "y") -> np.ndarray:
+    """Binary labels of any type as the float64 0/1 array the calibrators fit on.
+
+    Parameters
+    ----------
+    y : array-like of shape (n,)
+        Labels: numbers, strings or booleans, exactly two distinct values.
+    pos_label : optional
+        The positive class (mapped to 1, the other label to 0). Required unless the labels
+        are 0/1 (or booleans), which are taken as they are.
+    name : str
+        How the labels are named in error messages, e.g. ``"column 'y' of data.csv"``.
+
+    Returns
+    -------
+    ndarray of float64, shape (n,)
+
+    Raises
+    ------
+    MissingLabelError
+        Missing labels (NaN/None).
+    ValueError
+        Not exactly two distinct labels, ``pos_label`` not among them, or labels other than
+        0/1 without ``pos_label``; each message lists the labels found.
+    """
+    arr = np.asarray(y, dtype=object).reshape(-1)
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty (0 rows)")
+    missing = _missing_mask(arr)
+    if missing.any():
+        raise MissingLabelError(f"{name}: {int(missing.sum())} of {arr.size} labels are missing "
+                                "(NaN/None); drop or fix those rows")
+    found = distinct_labels(arr)
+    if len(found) != 2:
+        raise ValueError(f"{name} must contain two classes; found {describe_labels(arr)} "
+                         f"in {arr.size} rows")
+    if pos_label is None:
+        if not all(_same(v, 0) or _same(v, 1) for v in found):
+            raise ValueError(f"{name} holds the labels {found}, not 0/1; name the positive "
+                             "class with pos_label (CLI: --pos-label)")
+        pos_label = 1
+    elif not any(_same(pos_label, v) for v in found):
+        raise ValueError(f"pos_label {pos_label!r} is not one of the labels found in {name}: "
+                         f"{found}")
+    return _known(arr, [pos_label]).astype(np.float64)
 
 
 def positive_indicator(y, classes: Sequence, *, name: str = "y") -> np.ndarray:

@@ -26,10 +26,11 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
 
     Multiclass (3 or more classes): the calibrator takes the base model's whole score matrix
     (``predict_proba``, or one ``decision_function``/margin column per class, read as
-    logits). ``calibrator`` is then a multiclass method name (``"temperature"``,
+    logits). ``calibrator`` is then a multiclass method name (``"auto"``, ``"temperature"``,
     ``"vector"``, ``"matrix"``), a :class:`~mlcal.calibrators.multiclass.MulticlassCalibrator`,
-    or a binary method name / calibrator, which is applied one-vs-rest
-    (:class:`~mlcal.calibrators.multiclass.OneVsRest`). ``predict`` returns the class of
+    or another binary method name / calibrator, which is applied one-vs-rest
+    (:class:`~mlcal.calibrators.multiclass.OneVsRest`). ``"auto"`` is
+    :class:`~mlcal.calibrators.multiclass_auto.MulticlassAuto` there. ``predict`` returns the class of
     highest calibrated probability (``threshold`` is not used).
 
     Parameters
@@ -38,10 +39,13 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
         A scikit-learn classifier or pipeline, or an XGBoost, LightGBM or CatBoost
         classifier (their scikit-learn API); must expose ``predict_proba`` or
         ``decision_function`` (or a margin, see ``score``) and have at least two classes.
-    calibrator : BaseCalibrator, MulticlassCalibrator or str, default="isotonic"
+    calibrator : BaseCalibrator, MulticlassCalibrator or str, default="auto"
         An unfitted calibrator, or a registered method name (see
         :func:`mlcal.available_calibrators`; multiclass models also take the names in
-        :data:`mlcal.calibrators.multiclass.MULTICLASS_METHODS`).
+        :data:`mlcal.calibrators.multiclass.MULTICLASS_METHODS`). The default, ``"auto"``,
+        chooses the method by cross-validated log loss (binary:
+        :class:`~mlcal.calibrators.auto.AutoCalibrator`; multiclass: among temperature,
+        vector and matrix scaling and one-vs-rest ``auto``).
     score : {"auto", "predict_proba", "decision_function", "margin"}, default="auto"
         Which base-model output to calibrate. ``"auto"`` takes ``predict_proba[:, 1]`` (the
         positive-class probability) when the model has it, else ``decision_function``.
@@ -64,7 +68,7 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
         positive class.
     """
 
-    def __init__(self, base_estimator=None, calibrator="isotonic", score: str = "auto",
+    def __init__(self, base_estimator=None, calibrator="auto", score: str = "auto",
                  threshold: float = 0.5):
         self.base_estimator = base_estimator
         self.calibrator = calibrator

@@ -427,9 +427,9 @@ def test_auto_statistics_are_exact_for_tiny_weights():
     rng = np.random.default_rng(3)
     pos, neg = rng.integers(0, 4, 50).astype(float), rng.integers(0, 4, 50).astype(float)
     losses = {n: (rng.random(50), rng.random(50)) for n in ("a", "b", "c")}
-    mean0, se0, best0 = cv_statistics(losses, pos, neg, ["a", "b", "c"])
+    mean0, se0, best0 = cv_statistics(losses, (pos, neg), ["a", "b", "c"])
     for k in (20, 1000, 1070):
-        mean, se, best = cv_statistics(losses, np.ldexp(pos, -k), np.ldexp(neg, -k),
+        mean, se, best = cv_statistics(losses, (np.ldexp(pos, -k), np.ldexp(neg, -k)),
                                        ["a", "b", "c"])
         assert mean == mean0 and best == best0
         assert all(np.isfinite(v) for v in se.values())
@@ -437,7 +437,7 @@ def test_auto_statistics_are_exact_for_tiny_weights():
             assert {n: np.ldexp(v, -k // 2) for n, v in se.items()} == se0
     # against exact arithmetic at the subnormal weights themselves
     wp, wn = np.ldexp(pos, -1070), np.ldexp(neg, -1070)
-    mean, se, best = cv_statistics(losses, wp, wn, ["a", "b", "c"])
+    mean, se, best = cv_statistics(losses, (wp, wn), ["a", "b", "c"])
     W = [Fraction(float(v)) for v in np.concatenate((wp, wn))]
     total = sum(W)
     for n, (lp, ln) in losses.items():

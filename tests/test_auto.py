@@ -310,7 +310,8 @@ def test_too_few_unique_scores_and_fractional_weights_fall_back_to_the_first_can
     s = np.repeat([0.1, 0.4, 0.6, 0.9], 50)
     y = (np.arange(200) % 3 == 0).astype(int)
     w = np.full(200, 0.5)
-    cal = mlcal.AutoCalibrator(candidates=["isotonic", "platt"]).fit(s, y, sample_weight=w)
+    with pytest.warns(UserWarning, match="no 5-fold cross-validation possible on 100 rows"):
+        cal = mlcal.AutoCalibrator(candidates=["isotonic", "platt"]).fit(s, y, sample_weight=w)
     assert cal.chosen_ == "isotonic" and cal.selection_["best"] is None
     assert "no 5-fold cross-validation" in cal.selection_["reason"]
 

@@ -329,11 +329,25 @@ def test_cli_calibrate_logs_registers_and_bundles_mlcal(data, store, tmp_path):
     run = mlflow.MlflowClient().get_run(run_id)
     assert run.data.params["mlcal.method"] == "platt"
     assert run.data.params["mlcal.calibrator.smooth_targets"] == "True"
-    assert run.data.params["mlcal.evaluated_on"] == "calibration set"
+    # no --eval-data: 25 % of the rows held out (stratified, seed 0) for the metrics; the
+    # logged model is the calibrator fitted on the other rows
+    from mlcal.holdout import holdout_split
+    from mlcal.metrics import ece
+
+    fit_rows, held = holdout_split(data["y_cal"], 0.25, 0)
+    assert run.data.params["mlcal.evaluated_on"] == "held-out 25% of the calibration rows"
+    assert run.data.tags["mlcal.metrics_source"] == "held-out"
+    assert run.data.tags["mlcal.eval_rows"] == str(len(held))
+    assert run.data.params["mlcal.n_calibration"] == str(len(fit_rows)) == str(600 - len(held))
+    assert f"{len(held)} of the 600 rows" in text and "held out" in text
     assert run.data.tags["mlcal.method"] == "platt"
     assert "ece_improvement" in run.data.metrics
     loaded = load_model(model_uri)
-    expected = CalibratedModel(data["base"], "platt").fit(data["X_cal"], data["y_cal"])
+    expected = CalibratedModel(data["base"], "platt").fit(data["X_cal"].iloc[fit_rows],
+                                                          data["y_cal"][fit_rows])
+    X_held, y_held = data["X_cal"].iloc[held], data["y_cal"][held]
+    assert run.data.metrics["ece_after"] == pytest.approx(
+        ece(y_held, expected.predict_proba(X_held)[:, 1]), abs=1e-12)
     np.testing.assert_array_equal(loaded.predict_proba(data["X_test"]),
                                   expected.predict_proba(data["X_test"]))
     np.testing.assert_array_equal(load_model("models:/mlcal-cli/1").predict_proba(data["X_test"]),

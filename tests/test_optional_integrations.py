@@ -107,7 +107,8 @@ def test_core_dependencies_leave_the_integrations_to_extras():
     assert names.isdisjoint(INTEGRATIONS), names
     extras = project["optional-dependencies"]
     assert any(d.startswith("mlflow") for d in extras["mlflow"])
-    assert {d.split(">")[0] for d in extras["onnx"]} == {"onnx", "skl2onnx", "onnxruntime"}
+    assert {d.split(">")[0] for d in extras["onnx"]} == {"onnx", "skl2onnx", "onnxruntime",
+                                                         "onnxmltools"}
     assert extras["spark"] == ["pyspark>=3.5"]
     assert "mlcal[mlflow,onnx,spark]" in extras["dev"]
     readme = (ROOT / "README.md").read_text().splitlines()

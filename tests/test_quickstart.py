@@ -61,18 +61,26 @@ def test_quickstart_end_to_end(tmp_path, capsys, monkeypatch):
     # numba compilation happens (or is loaded from cache) before the timed fits, not in them
     assert out.index("numba kernels ready") < out.index("(base)")
     # the printed table: calibrated ECE below the base model's
+    methods = ("auto", "platt", "histogram", "isotonic", "enir")
     rows = {line.split()[0]: line.split() for line in out.splitlines()
-            if line.split() and line.split()[0] in {"(base)", "platt", "histogram", "isotonic",
-                                                     "enir"}}
+            if line.split() and line.split()[0] in {"(base)", *methods}}
     base_ece = float(rows["(base)"][1])
     cal_ece = [float(r[4]) for name, r in rows.items() if name != "(base)"]
-    assert len(cal_ece) == 4 and min(cal_ece) < base_ece
-    # the registry holds the four versions and the champion alias; the ONNX file exists
+    assert len(cal_ece) == 5 and min(cal_ece) < base_ece
+    # the champion candidate is the method of lowest log loss on the selection rows
+    log_loss = {name: float(rows[name][8]) for name in methods}
+    lowest = min(methods, key=lambda m: (log_loss[m], methods.index(m)))
+    assert f"candidate '{lowest}'" in out and "lowest log loss" in out
+    # the registry holds the five versions and the champion alias; the ONNX file exists
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'qs' / 'mlflow.db'}")
     versions = client.search_model_versions("name='mlcal-quickstart'")
-    assert len(versions) == 4
+    assert len(versions) == 5
     champion = client.get_model_version_by_alias("mlcal-quickstart", "champion")
     assert champion.tags["mlcal.gate.result"] == "promoted"
+    run = client.get_run(champion.run_id)
+    assert run.data.tags["mlcal.method"] == lowest
+    assert run.data.tags["mlcal.metrics_source"] == "held-out"
+    assert run.data.metrics["log_loss_after"] == pytest.approx(log_loss[lowest], abs=1e-4)
     assert (tmp_path / "qs" / f"champion-v{champion.version}.onnx").exists()
     assert "mlflow models serve -m 'models:/mlcal-quickstart@champion'" in out
     serve_line = next(ln for ln in out.splitlines() if "serve the champion:" in ln)

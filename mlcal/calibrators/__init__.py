@@ -28,7 +28,8 @@ from mlcal.calibrators.multiclass import (MatrixScaling, MissingClassError,  # n
                                           MulticlassCalibrator, NotProbabilitiesError,
                                           OneVsRest, TemperatureScaling, TooFewClassesError,
                                           VectorScaling)
+from mlcal.calibrators.multiclass_auto import MulticlassAuto  # noqa: E402
 
-__all__ += ["MatrixScaling", "MissingClassError", "MulticlassCalibrator",
+__all__ += ["MatrixScaling", "MissingClassError", "MulticlassAuto", "MulticlassCalibrator",
             "NotProbabilitiesError", "OneVsRest", "TemperatureScaling", "TooFewClassesError",
             "VectorScaling"]

@@ -111,8 +111,9 @@ class AutoCalibrator(BaseCalibrator):
 
     With fewer than ``2 * n_folds`` unique scores (a small tree's leaves, say) the folds split
     the rows of each score instead (:func:`row_folds`; integer weights up to
-    :data:`ROW_FOLDS_MAX_ROWS` rows). Otherwise, or when a training fold lacks a class, no CV is
-    possible and the first candidate is used (recorded as the reason). ``fit_info`` records the
+    :data:`ROW_FOLDS_MAX_ROWS` rows). Otherwise, or when a training fold lacks a class or a
+    fold holds no rows (5 rows, say), no CV is possible and the first candidate is used, with a
+    ``UserWarning`` saying why (also recorded as the reason). ``fit_info`` records the
     fold unit: ``"points"``, ``"cells"`` or ``"rows"``.
 
     Parameters
@@ -265,47 +266,29 @@ class AutoCalibrator(BaseCalibrator):
                                   "seed": int(self.seed), "n_points": int(np.unique(x).size)}
         if folds is not None:
             for f in range(k):
-                train = folds != f
-                if not (pos[train].any() and neg[train].any()):
+                train, test = folds != f, folds == f
+                # (row folds on a handful of rows can leave a fold with nothing to predict)
+                if not (pos[train].any() and neg[train].any() and test.any()):
                     folds = None
                     break
         if folds is None:
+            n_rows = float(np.sum(pos) + np.sum(neg))
+            reason = (f"no {k}-fold cross-validation possible on {n_rows:g} rows (total "
+                      f"weight) with {record['n_points']} unique scores: it needs every fold "
+                      "to hold rows and every training part both classes (at least "
+                      f"{2 * k} unique scores, or {2 * k}+ rows with integer weights up to "
+                      f"{ROW_FOLDS_MAX_ROWS:.0e}); the first candidate, {names[0]}, is used")
+            warnings.warn(f"auto: {reason}", UserWarning, stacklevel=3)
             record.update(candidates=[{"method": n, "status": "not cross-validated"}
                                       for n in names], best=None, chosen=names[0],
-                          reason=f"no {k}-fold cross-validation possible (fewer than "
-                                 f"{2 * k} unique scores with non-integer weights or over "
-                                 f"{ROW_FOLDS_MAX_ROWS:.0e} rows, or a training fold without "
-                                 "both classes); the first candidate is used")
+                          reason=reason)
             return record
-        rows = []
-        losses = {}
+        results = {}
         for name in names:
             loss_pos, loss_neg, sizes, error = self._out_of_fold(name, x, pos, neg, folds, k)
-            if error is not None:
-                rows.append({"method": name, "status": f"failed: {error}"})
-                continue
-            losses[name] = (loss_pos, loss_neg)
-            rows.append({"method": name, "status": "ok", "complexity": float(np.mean(sizes))})
-        if not losses:
-            raise ValueError("auto: every candidate failed in cross-validation: " +
-                             "; ".join(f"{r['method']}: {r['status']}" for r in rows))
-        mean, se, best = cv_statistics(losses, pos, neg, names)
-        for row in rows:
-            n = row["method"]
-            if n in losses:
-                row["cv_log_loss"] = mean[n]
-                row["se"] = se[n]
-        ok = [r for r in rows if r["method"] in losses]
-        within = [r for r in ok
-                  if r["cv_log_loss"] - mean[best] <= float(self.se_rule) * r["se"]]
-        chosen = min(within, key=lambda r: (r["complexity"], names.index(r["method"])))
-        if chosen["method"] == best:
-            reason = "lowest CV log loss, and no simpler candidate within " \
-                     f"{float(self.se_rule):g} SE"
-        else:
-            reason = (f"simplest candidate within {float(self.se_rule):g} SE of the lowest CV "
-                      f"log loss ({best})")
-        record.update(candidates=rows, best=best, chosen=chosen["method"], reason=reason)
+            results[name] = error if error is not None else ((loss_pos, loss_neg),
+                                                             float(np.mean(sizes)))
+        record.update(select_one_se(names, results, (pos, neg), float(self.se_rule)))
         return record
 
     def _out_of_fold(self, name, x, pos, neg, folds, k):
@@ -355,6 +338,58 @@ class AutoCalibrator(BaseCalibrator):
                          f"{where}auto chose {chosen!r}: ")
 
 
+def select_one_se(names: list[str], results: dict[str, Any], weights: tuple[np.ndarray, ...],
+                  se_rule: float) -> dict[str, Any]:
+    """The one-standard-error choice among cross-validated candidates (shared by the binary
+    and the multiclass ``auto``).
+
+    Parameters
+    ----------
+    names : list of str
+        Candidates in preference order (ties in complexity go to the earlier one).
+    results : dict
+        Per name: an error message (the candidate failed), or ``(losses, complexity)`` where
+        ``losses`` is a tuple of per-unit out-of-fold loss arrays aligned with ``weights``
+        (binary: losses of the positive and of the negative rows at each point; multiclass:
+        one array of per-row losses).
+    weights : tuple of ndarray
+        Frequency weights of the units.
+    se_rule : float
+        Standard errors of the paired loss difference that count as noise.
+
+    Returns
+    -------
+    dict
+        ``candidates`` (one row per name: status, complexity, CV log loss, SE against the best),
+        ``best``, ``chosen`` and ``reason``.
+    """
+    rows, losses = [], {}
+    for name in names:
+        outcome = results[name]
+        if isinstance(outcome, str):
+            rows.append({"method": name, "status": f"failed: {outcome}"})
+            continue
+        losses[name], complexity = outcome
+        rows.append({"method": name, "status": "ok", "complexity": float(complexity)})
+    if not losses:
+        raise ValueError("auto: every candidate failed in cross-validation: " +
+                         "; ".join(f"{r['method']}: {r['status']}" for r in rows))
+    mean, se, best = cv_statistics(losses, weights, names)
+    for row in rows:
+        n = row["method"]
+        if n in losses:
+            row["cv_log_loss"] = mean[n]
+            row["se"] = se[n]
+    within = [r for r in rows
+              if r["method"] in losses and r["cv_log_loss"] - mean[best] <= se_rule * r["se"]]
+    chosen = min(within, key=lambda r: (r["complexity"], names.index(r["method"])))
+    if chosen["method"] == best:
+        reason = f"lowest CV log loss, and no simpler candidate within {se_rule:g} SE"
+    else:
+        reason = f"simplest candidate within {se_rule:g} SE of the lowest CV log loss ({best})"
+    return {"candidates": rows, "best": best, "chosen": chosen["method"], "reason": reason}
+
+
 def row_folds(x: np.ndarray, pos: np.ndarray, neg: np.ndarray, n_folds: int, seed: int):
     """Row-level folds for data with few distinct scores and integer weights (counts).
 
@@ -402,10 +437,11 @@ def _rows(x: np.ndarray, pos: np.ndarray, neg: np.ndarray):
     return (np.repeat(x, 2)[keep], np.tile(np.array([1.0, 0.0]), x.size)[keep], w[keep])
 
 
-def cv_statistics(losses: dict[str, tuple[np.ndarray, np.ndarray]], pos: np.ndarray,
-                  neg: np.ndarray, names: list[str]) -> tuple[dict, dict, str]:
+def cv_statistics(losses: dict[str, tuple[np.ndarray, ...]], weights: tuple[np.ndarray, ...],
+                  names: list[str]) -> tuple[dict, dict, str]:
     """Per candidate the weighted mean CV log loss and the standard error of its paired
-    difference to the best (frequency weights ``pos``, ``neg``), and the best's name.
+    difference to the best, and the best's name (``losses[name]`` and ``weights`` are aligned
+    tuples of per-unit loss and frequency-weight arrays).
 
     Computed on the weights scaled by an even power of two ``2**k``
     (:func:`weight_scale_exponent`; exact): the same bits as unscaled in the normal range,
@@ -413,15 +449,15 @@ def cv_statistics(losses: dict[str, tuple[np.ndarray, np.ndarray]], pos: np.ndar
     (subnormal weights gave ``se = inf``: a fit that could not be saved). The se is
     ``sqrt(var / total) * 2**(k/2)``, exactly ``sqrt(var / sum(w))``'s scaling.
     """
-    k = weight_scale_exponent(np.concatenate((pos, neg)))
-    pos_k, neg_k = np.ldexp(pos, k), np.ldexp(neg, k)
-    total = float(np.sum(pos_k) + np.sum(neg_k))
-    mean = {n: float((np.sum(pos_k * lp) + np.sum(neg_k * ln)) / total)
-            for n, (lp, ln) in losses.items()}
+    k = weight_scale_exponent(np.concatenate(weights))
+    scaled = tuple(np.ldexp(w, k) for w in weights)
+    total = float(sum(np.sum(w) for w in scaled))
+    mean = {n: float(sum(np.sum(w * loss) for w, loss in zip(scaled, parts)) / total)
+            for n, parts in losses.items()}
     best = min(mean, key=lambda n: (mean[n], names.index(n)))
-    bp, bn = losses[best]
-    se = {n: float(np.ldexp(_paired_se(lp - bp, ln - bn, pos_k, neg_k, total), k // 2))
-          for n, (lp, ln) in losses.items()}
+    se = {n: float(np.ldexp(_paired_se([a - b for a, b in zip(parts, losses[best])], scaled,
+                                       total), k // 2))
+          for n, parts in losses.items()}
     return mean, se, best
 
 
@@ -435,12 +471,11 @@ def weight_scale_exponent(w: np.ndarray) -> int:
     return k - (k % 2)
 
 
-def _paired_se(d_pos: np.ndarray, d_neg: np.ndarray, pos: np.ndarray, neg: np.ndarray,
-               total: float) -> float:
+def _paired_se(diffs, weights, total: float) -> float:
     """Standard error of the weighted mean of per-row loss differences (frequency weights;
-    ``total`` is the sum of the weights)."""
-    mean = (np.sum(pos * d_pos) + np.sum(neg * d_neg)) / total
-    var = (np.sum(pos * (d_pos - mean) ** 2) + np.sum(neg * (d_neg - mean) ** 2)) / total
+    ``diffs`` and ``weights`` are aligned tuples of arrays; ``total`` sums the weights)."""
+    mean = sum(np.sum(w * d) for w, d in zip(weights, diffs)) / total
+    var = sum(np.sum(w * (d - mean) ** 2) for w, d in zip(weights, diffs)) / total
     return float(np.sqrt(var / total))
 
 

@@ -116,10 +116,11 @@ def method_table() -> dict[str, dict[str, Any]]:
     for name, cls in sorted(_DOCUMENT_CLASSES.items()):
         constraints = {"input_kind": [Options(INPUT_KINDS)], **cls._parameter_constraints}
         table[name] = {
-            "multiclass": True, "map_kinds": [cls.map_type.kind],
+            "multiclass": True,
+            "map_kinds": [t.kind for t in (cls.map_type if isinstance(cls.map_type, tuple)
+                                           else (cls.map_type,))],
             "weights": cls.weights_shape,
-            "extras": ["class_extras"] if cls.document_method == "multiclass-one-vs-rest"
-            else [],
+            "extras": list(cls.document_extras),
             "param_names": sorted(cls._get_param_names()),
             "params": {k: [c.spec() for c in v] for k, v in sorted(constraints.items())
                        if k != "calibrator"}}

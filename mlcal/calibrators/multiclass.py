@@ -106,6 +106,8 @@ class MulticlassCalibrator(BaseEstimator):
     #: the weights of the softmax-affine map it fits (checked on load): "ones" (a diagonal of
     #: ones and a zero bias: temperature scaling), "diagonal" or "matrix"; None for one-vs-rest
     weights_shape: ClassVar[str | None] = None
+    #: extra top-level document fields this method writes (besides the envelope)
+    document_extras: ClassVar[tuple[str, ...]] = ()
 
     def _validate_params(self) -> None:
         constraints = {"input_kind": [Options(INPUT_KINDS)], **self._parameter_constraints}
@@ -203,16 +205,19 @@ class MulticlassCalibrator(BaseEstimator):
                                         f"not {cls.__name__}")
         from mlcal.calibrators.document_rules import ENVELOPE_FIELDS, check_fields
 
-        # "class_extras" outside one-vs-rest is refused by name in _restore_class_extras
-        check_fields(doc, ENVELOPE_FIELDS + ("class_extras",), method)
+        # "class_extras" and "fit_info" are refused by name in _restore_extras by the methods
+        # that do not write them
+        check_fields(doc, ENVELOPE_FIELDS + ("class_extras", "fit_info"), method)
         obj = build_from_params(target, target._params_from_document(params))
         fitted = read_document_map(doc)
         if not isinstance(fitted, target.map_type):
+            kinds = target.map_type if isinstance(target.map_type, tuple) else (target.map_type,)
             raise CalibratorFormatError(f"calibrator document: a {target.__name__} needs a "
-                                        f"{target.map_type.kind!r} map, got {fitted.kind!r}")
+                                        f"{' or '.join(repr(k.kind) for k in kinds)} map, got "
+                                        f"{fitted.kind!r}")
         obj._check_map(fitted)
         obj._restore(fitted)
-        obj._restore_class_extras(doc)
+        obj._restore_extras(doc)
         obj._check_class_maps()
         return obj
 
@@ -241,12 +246,19 @@ class MulticlassCalibrator(BaseEstimator):
     def _params_from_document(cls, params: dict) -> dict:
         return params
 
-    def _restore_class_extras(self, doc: dict) -> None:
-        """Hook: restore the per-class ``"class_extras"`` of :class:`OneVsRest` documents;
-        other multiclass methods have none and refuse the field."""
-        if "class_extras" in doc:
-            raise CalibratorFormatError(f"calibrator document: {type(self).__name__} "
-                                        "documents have no 'class_extras'")
+    def _restore_extras(self, doc: dict) -> None:
+        """Hook: restore the extra document fields of a method (:class:`OneVsRest`'s per-class
+        ``"class_extras"``, multiclass ``auto``'s ``"fit_info"``); methods refuse those they
+        do not write."""
+        for key in ("class_extras", "fit_info"):
+            if key in doc:
+                raise CalibratorFormatError(f"calibrator document: {type(self).__name__} "
+                                            f"documents have no {key!r}")
+
+    def complexity(self) -> float:
+        """Free parameters of the fitted map (what multiclass ``auto`` calls simpler); by
+        default the map's size."""
+        return float(self.map_.size)
 
     def _restore(self, fitted) -> None:
         self.map_ = fitted
@@ -277,6 +289,7 @@ class OneVsRest(MulticlassCalibrator):
     """
 
     document_method = "multiclass-one-vs-rest"
+    document_extras = ("class_extras",)
     map_type = MulticlassMap
 
     def __init__(self, calibrator="isotonic", input_kind: str = "auto"):
@@ -334,7 +347,10 @@ class OneVsRest(MulticlassCalibrator):
             doc["class_extras"] = extras
         return doc
 
-    def _restore_class_extras(self, doc: dict) -> None:
+    def _restore_extras(self, doc: dict) -> None:
+        if "fit_info" in doc:
+            raise CalibratorFormatError("calibrator document: OneVsRest documents have no "
+                                        "'fit_info' (each class's is in 'class_extras')")
         extras = doc.get("class_extras")
         if extras is None:
             return
@@ -466,6 +482,9 @@ class TemperatureScaling(_SoftmaxScaling):
 
         return evaluate, np.array([1.0]), build, _newton
 
+    def complexity(self) -> float:
+        return 1.0
+
 
 class VectorScaling(_SoftmaxScaling):
     """Vector scaling, ``softmax(diag(d) x + b)``: a scale and an offset per class (Guo et al.
@@ -501,6 +520,10 @@ class VectorScaling(_SoftmaxScaling):
             return SoftmaxAffineMap(theta[:K].copy(), theta[K:].copy(), 1.0, inp)
 
         return evaluate, np.concatenate([np.ones(K), np.zeros(K)]), build, _newton
+
+    def complexity(self) -> float:
+        K = self.map_.n_classes   # K scales and K biases, less the biases' common shift
+        return float(2 * K - 1)
 
 
 class MatrixScaling(_SoftmaxScaling):
@@ -571,14 +594,20 @@ class MatrixScaling(_SoftmaxScaling):
         return (evaluate, np.concatenate([np.eye(K).reshape(-1), np.zeros(K)]), build,
                 _newton if use_newton else _lbfgs)
 
+    def complexity(self) -> float:
+        K = self.map_.n_classes   # the penalty shrinks the off-diagonal, but they are free
+        return float(K * K + K - 1)
 
-#: multiclass method names accepted by :func:`multiclass_calibrator` (besides binary names)
+
+#: multiclass method names accepted by :func:`multiclass_calibrator` (besides binary names);
+#: ``"auto"`` (:class:`~mlcal.calibrators.multiclass_auto.MulticlassAuto`) adds itself
 MULTICLASS_METHODS = {"temperature": TemperatureScaling, "vector": VectorScaling,
                       "matrix": MatrixScaling}
 
 
 def multiclass_calibrator(name: str) -> MulticlassCalibrator:
-    """A new multiclass calibrator: ``"temperature"``, ``"vector"`` or ``"matrix"``, or any
+    """A new multiclass calibrator: ``"auto"`` (chosen among the multiclass methods by
+    cross-validated log loss), ``"temperature"``, ``"vector"`` or ``"matrix"``, or any other
     binary method name (:func:`mlcal.available_calibrators`) applied one-vs-rest."""
     key = str(name).lower()
     if key in MULTICLASS_METHODS:
@@ -597,3 +626,14 @@ _DOCUMENT_CLASSES = {c.document_method: c for c in (OneVsRest, TemperatureScalin
 def multiclass_document_class(method: str) -> type[MulticlassCalibrator] | None:
     """The multiclass calibrator class whose documents carry ``method``, or None."""
     return _DOCUMENT_CLASSES.get(method)
+
+
+def register_multiclass_method(name: str, cls: type[MulticlassCalibrator]) -> None:
+    """Make ``cls`` a multiclass method: :func:`multiclass_calibrator` builds it from ``name``
+    and its documents (``cls.document_method``) load."""
+    MULTICLASS_METHODS[name] = cls
+    _DOCUMENT_CLASSES[cls.document_method] = cls
+
+
+# registers "auto" (it builds on the classes above, so it is imported last)
+from mlcal.calibrators import multiclass_auto as _multiclass_auto  # noqa: E402,F401

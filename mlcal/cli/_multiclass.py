@@ -36,6 +36,13 @@ def split_names(text: str, option: str) -> list[str]:
     return names
 
 
+def reject_pos_label(args) -> None:
+    """``--pos-label`` names the positive class of binary labels; multiclass labels have none."""
+    if getattr(args, "pos_label", None) is not None:
+        raise ValueError("--pos-label is for binary labels; with --score-columns the labels "
+                         "are class indices, or names given with --classes")
+
+
 def read_multiclass(args, extra: list[str] | None = None):
     """``(scores (n, K), class indices (n,), columns)`` from ``args.data``.
 

@@ -6,17 +6,12 @@ import numpy as np
 
 from mlcal.base_scores import SCORE_SOURCES
 from mlcal.calibrators.catalog import available_calibrators, get_calibrator
+from mlcal.base_scores import classes_of
+from mlcal.cli._io import parse_pos_label, read_frame
+from mlcal.holdout import DEFAULT_HOLDOUT
+from mlcal.labels import describe_labels, same_label
 from mlcal.cli.fit import _parse_params
 from mlcal.mlflow.base_models import BASE_FORMATS
-
-
-def _read_frame(path: str):
-    import pandas as pd
-
-    try:
-        return pd.read_csv(path)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"data file not found: {path}") from None
 
 
 def _feature_columns(frame, label: str, info, base) -> list[str]:
@@ -42,6 +37,19 @@ def load_base_model(uri: str, *, output_column=None, kind: str = "probability", 
     return load_base_estimator(uri, output_column=output_column, kind=kind, classes=classes)
 
 
+def _order_classes(labels: np.ndarray, args, y) -> np.ndarray:
+    """The two labels as (negative, positive): ``--pos-label`` second, else sorted order."""
+    if args.pos_label is None:
+        return labels
+    pos = parse_pos_label(args.pos_label, y)
+    match = [i for i, v in enumerate(labels) if same_label(v, pos)]
+    if not match:
+        raise ValueError(f"--pos-label {args.pos_label!r} is not one of the labels found in "
+                         f"label column {args.label_column!r} of {args.data}: "
+                         f"{describe_labels(y)}")
+    return labels[[1 - match[0], match[0]]]
+
+
 def run(args) -> int:
     from mlcal.mlflow import calibrate_and_log  # first: names the missing extra
     import mlflow
@@ -54,27 +62,37 @@ def run(args) -> int:
     try:
         if args.experiment:
             mlflow.set_experiment(args.experiment)
-        frame = _read_frame(args.data)
+        frame = read_frame(args.data)
         if args.label_column not in frame.columns:
             raise ValueError(f"{args.data} has no label column {args.label_column!r}; columns "
                              f"are {list(frame.columns)}")
         y = frame[args.label_column].to_numpy()
         labels = np.unique(y)
         if labels.size != 2:
-            raise ValueError(f"the label column {args.label_column!r} must hold exactly two "
-                             f"classes, found {labels.size}")
+            raise ValueError(f"label column {args.label_column!r} of {args.data} must hold "
+                             f"two classes; found {describe_labels(y)} in {len(y)} rows")
+        labels = _order_classes(labels, args, y)
         base, info = load_base_model(args.model_uri, output_column=args.output_column,
                                      kind=args.output_kind, classes=labels)
+        if args.pos_label is not None:
+            model_classes = np.asarray(classes_of(base)).tolist()
+            if not same_label(model_classes[1], labels[1]):
+                raise ValueError(f"--pos-label {args.pos_label!r}: the base model's positive "
+                                 f"class is {model_classes[1]!r} (its classes "
+                                 f"{model_classes}); mlcal calibrates the probability of the "
+                                 "model's second class")
         cols = _feature_columns(frame, args.label_column, info, base)
         evaluation = {}
         if args.eval_data:
-            ev = _read_frame(args.eval_data)
+            ev = read_frame(args.eval_data)
             missing = [c for c in [*cols, args.label_column] if c not in ev.columns]
             if missing:
                 raise ValueError(f"{args.eval_data} has no column(s) {missing}")
             evaluation = {"X_eval": ev[cols], "y_eval": ev[args.label_column].to_numpy()}
         cal = get_calibrator(args.method, **_parse_params(args.param))
+        holdout = 0.0 if args.eval_data else args.holdout
         result = calibrate_and_log(base, frame[cols], y, calibrator=cal, score=args.score,
+                                   holdout=holdout, holdout_seed=args.holdout_seed,
                                    threshold=args.threshold, name=args.name,
                                    registered_model_name=args.register, run_name=args.run_name,
                                    input_example=frame[cols].iloc[:5],
@@ -82,9 +100,19 @@ def run(args) -> int:
     except MlflowException as exc:
         raise ValueError(exc.message) from None
     cal_ = result.model.calibrator_
+    rows = result.report["n_rows"]
     print(f"calibrated {args.model_uri} with {type(cal_).__name__} ({cal_.map_.kind} map of "
-          f"size {cal_.map_.size}) on {len(y)} rows; metrics on the "
-          f"{result.report['evaluated_on']}:")
+          f"size {cal_.map_.size}) on {rows['fit']} rows; metrics on the "
+          f"{result.report['evaluated_on']} ({rows['metrics']} rows, "
+          f"{result.report['metrics_source']}):")
+    if holdout > 0:
+        print(f"(no --eval-data: {rows['metrics']} of the {rows['given']} rows of {args.data} "
+              f"were held out, stratified by label, seed {args.holdout_seed}; the logged model "
+              f"is the calibrator fitted on the other {rows['fit']}, so the metrics are its own)")
+    elif not args.eval_data:
+        print("(--holdout 0: metrics computed on the calibration rows themselves, optimistic; "
+              "the run is tagged mlcal.metrics_source=in-sample, which the promotion gate refuses by "
+              "default)")
     print(format_report(result.report))
     print(f"run id: {result.run_id}")
     print(f"model URI: {result.model_uri}")
@@ -105,13 +133,23 @@ def register(sub) -> None:
     p.add_argument("--data", required=True,
                    help="calibration CSV: the base model's feature columns plus the label")
     p.add_argument("--label-column", default="y", help="label column (default: y)")
-    p.add_argument("--method", required=True,
-                   help=f"calibration method: {', '.join(available_calibrators())}")
+    p.add_argument("--method", default="auto",
+                   help=f"calibration method: {', '.join(available_calibrators())} "
+                        "(default: auto, chosen by cross-validated log loss)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="calibrator parameter (JSON value), repeatable")
     p.add_argument("--eval-data", default=None,
-                   help="separate evaluation CSV for the logged metrics (default: the "
-                        "calibration data)")
+                   help="separate evaluation CSV for the logged metrics (then every row of "
+                        "--data calibrates)")
+    p.add_argument("--holdout", type=float, default=DEFAULT_HOLDOUT, metavar="SHARE",
+                   help="without --eval-data: the share of --data rows held out (stratified "
+                        "by label, seeded) for the logged metrics; the model is fitted on the "
+                        "rest (default 0.25). 0 logs metrics on the calibration rows, tagged "
+                        "in-sample, which the promotion gate refuses")
+    p.add_argument("--holdout-seed", type=int, default=0, help="seed of the hold-out draw")
+    p.add_argument("--pos-label", default=None, metavar="LABEL",
+                   help="the positive class (default: the base model's second class, or for "
+                        "a pyfunc-scored model the second of the two sorted labels)")
     p.add_argument("--register", default=None, metavar="NAME",
                    help="also register the calibrated model under this name")
     p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI")

@@ -11,8 +11,8 @@ from mlcal.calibrators.base import load_calibrator
 from mlcal.maps import apply_input_transform
 from mlcal.calibrators.multiclass import (MulticlassCalibrator, NotProbabilitiesError,
                                           check_probability_rows)
-from mlcal.cli._io import add_data_arguments, read_columns
-from mlcal.cli._multiclass import add_multiclass_arguments, read_multiclass
+from mlcal.cli._io import add_data_arguments, binary_label_column, read_columns
+from mlcal.cli._multiclass import add_multiclass_arguments, read_multiclass, reject_pos_label
 from mlcal.metrics import BIN_STRATEGIES, calibration_report, format_report
 from mlcal.multiclass_metrics import multiclass_report
 
@@ -35,6 +35,7 @@ def run_multiclass(args, cal) -> int:
         raise ValueError(f"{args.calibrator} holds a multiclass calibrator "
                          f"({cal.map_.n_classes} classes): pass its class columns with "
                          "--score-columns C1,C2,...")
+    reject_pos_label(args)
     scores, y, _ = read_multiclass(args)
     if scores.shape[1] != cal.map_.n_classes:
         raise ValueError(f"--score-columns has {scores.shape[1]} columns but the calibrator "
@@ -61,7 +62,7 @@ def run(args) -> int:
     scores = np.asarray(data[args.score_column], dtype=float)
     # the uncalibrated probability the map itself starts from
     before = apply_input_transform(scores, cal.map_.input_transform)
-    report = calibration_report(data[args.label_column], before, cal.predict(scores),
+    report = calibration_report(binary_label_column(data, args), before, cal.predict(scores),
                                 n_bins=args.n_bins, strategy=args.strategy)
     if args.json:
         print(dumps_safe(report, indent=1))   # NaN (e.g. AUC of one class) -> null

@@ -6,8 +6,8 @@ import json
 
 from mlcal.calibrators.base import save_calibrator
 from mlcal.calibrators.catalog import available_calibrators, get_calibrator
-from mlcal.cli._io import add_data_arguments, read_columns
-from mlcal.cli._multiclass import add_multiclass_arguments, read_multiclass
+from mlcal.cli._io import add_data_arguments, binary_label_column, read_columns
+from mlcal.cli._multiclass import add_multiclass_arguments, read_multiclass, reject_pos_label
 
 
 def _parse_params(items: list[str]) -> dict:
@@ -29,6 +29,7 @@ def run_multiclass(args) -> int:
     from mlcal.calibrators.multiclass import MULTICLASS_METHODS, OneVsRest
 
     check_new_path(args.out, overwrite=args.force)   # fail before doing any work
+    reject_pos_label(args)
     scores, y, data = read_multiclass(args, [args.weight_column] if args.weight_column else [])
     params = _parse_params(args.param)
     key = args.method.lower()
@@ -52,9 +53,10 @@ def run(args) -> int:
         raise ValueError("--classes applies to multiclass data; pass --score-columns too")
     cols = [args.score_column, args.label_column] + ([args.weight_column] if args.weight_column else [])
     data = read_columns(args.data, cols)
+    y = binary_label_column(data, args)
     cal = get_calibrator(args.method, **_parse_params(args.param))
-    return _fit_and_save(cal, data[args.score_column], data[args.label_column], data, args,
-                         f"{len(data[args.label_column])} rows", show_transform=True)
+    return _fit_and_save(cal, data[args.score_column], y, data, args, f"{len(y)} rows",
+                         show_transform=True)
 
 
 def _fit_and_save(cal, scores, y, data, args, what: str, show_transform: bool = False) -> int:
@@ -79,10 +81,12 @@ def register(sub) -> None:
     p = sub.add_parser("fit", help="fit a calibrator on scores and labels from a CSV file",
                        description="Fit a calibrator and write it as JSON. Multiclass: give "
                                    "one score column per class with --score-columns.")
-    p.add_argument("--method", required=True,
+    p.add_argument("--method", default="auto",
                    help=f"calibration method: {', '.join(available_calibrators())}; with "
-                        f"--score-columns also {', '.join(MULTICLASS_METHODS)} (a binary "
-                        "method is then fitted one-vs-rest, one map per class)")
+                        f"--score-columns also {', '.join(MULTICLASS_METHODS)} (another "
+                        "binary method is then fitted one-vs-rest, one map per class). "
+                        "Default: auto, chosen by cross-validated log loss (multiclass: "
+                        "among temperature, vector, matrix scaling and one-vs-rest auto)")
     add_data_arguments(p)
     add_multiclass_arguments(p)
     p.add_argument("--weight-column", default=None, help="optional column of sample weights")

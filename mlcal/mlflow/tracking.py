@@ -12,11 +12,33 @@ import numpy as np
 
 from mlcal._atomic import write_json
 from mlcal.base_scores import naive_probability, naive_probability_matrix
+from mlcal.holdout import DEFAULT_HOLDOUT, holdout_split
 from mlcal.labels import multiclass_labels, positive_indicator
 from mlcal.metrics import METRIC_NAMES, calibration_diagnostics, calibration_report
 from mlcal.model import CalibratedModel
 
 ARTIFACT_DIR = "calibration"
+#: values of the run tag ``mlcal.metrics_source``: ``held-out`` metrics were computed on rows
+#: the calibrator was not fitted on; ``in-sample`` on its own calibration rows (optimistic; the
+#: promotion gate refuses them unless told otherwise)
+METRICS_SOURCES = ("held-out", "in-sample")
+
+
+def tag_metrics_source(source: str, n_rows: int, prefix: str = "") -> None:
+    """Tag the active run with where its calibration metrics come from:
+    ``mlcal.{prefix}metrics_source`` (:data:`METRICS_SOURCES`) and ``mlcal.{prefix}eval_rows``
+    (how many rows they were computed on)."""
+    import mlflow
+
+    check_metrics_source(source)
+    mlflow.set_tags({f"mlcal.{prefix}metrics_source": source,
+                     f"mlcal.{prefix}eval_rows": str(int(n_rows))})
+
+
+def check_metrics_source(source) -> None:
+    if source not in METRICS_SOURCES:
+        raise ValueError(f"metrics_source must be one of {list(METRICS_SOURCES)}, got "
+                         f"{source!r}")
 
 
 def _active_run():
@@ -30,7 +52,8 @@ def _active_run():
 
 def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, map_data=None,
                     n_bins: int = 10, strategy: str = "uniform",
-                    artifact_dir: str = ARTIFACT_DIR, classes=None) -> dict[str, Any]:
+                    artifact_dir: str = ARTIFACT_DIR, classes=None,
+                    metrics_source: str = "held-out") -> dict[str, Any]:
     """Log the effect of a calibration to the active MLflow run.
 
     Logs, for each metric m of ECE, MCE, Brier, RMSE, log loss, AUC and accuracy, the metrics
@@ -43,7 +66,9 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
     ``{artifact_dir}/{prefix}calibration_report.json``; and, when ``calibrator`` is given, the
     tags ``mlcal.{prefix}method``, ``mlcal.{prefix}map_type`` and
     ``mlcal.{prefix}input_transform`` (for ``auto`` also ``mlcal.{prefix}auto_chosen``, the
-    method it chose, with its whole ``fit_info`` in the report).
+    method it chose, with its whole ``fit_info`` in the report). The run is tagged
+    ``mlcal.{prefix}metrics_source`` (``metrics_source``) and ``mlcal.{prefix}eval_rows`` (the
+    number of rows in ``y``).
 
     Multiclass: when ``p_before``/``p_after`` are (n, K) matrices with K >= 3, the metrics,
     diagrams and report of :mod:`mlcal.mlflow.tracking_multiclass` are logged instead
@@ -71,6 +96,10 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
         Multiclass only: the K class labels (column order). ``y`` then holds these labels and
         is validated (:func:`mlcal.labels.multiclass_labels`: no missing or unknown labels,
         every class present).
+    metrics_source : {"held-out", "in-sample"}, default="held-out"
+        Whether ``y`` and the probabilities are rows the calibrator was not fitted on (the
+        intended use: a test set) or its own calibration rows. Say ``"in-sample"`` for the
+        latter: the promotion gate refuses in-sample metrics unless told otherwise.
 
     Returns
     -------
@@ -82,14 +111,19 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
     from mlcal.plotting import plot_map, reliability_diagram
 
     _active_run()
+    check_metrics_source(metrics_source)
     if np.ndim(p_after) == 2 and np.shape(p_after)[1] >= 3:
         from mlcal.mlflow.tracking_multiclass import log_multiclass_calibration
 
         if classes is not None:
             y = multiclass_labels(y, classes, min_rows=1, name="y")
-        return log_multiclass_calibration(y, p_before, p_after, prefix=prefix,
-                                          calibrator=calibrator, classes=classes, n_bins=n_bins,
-                                          strategy=strategy, artifact_dir=artifact_dir)
+        report = log_multiclass_calibration(y, p_before, p_after, prefix=prefix,
+                                            calibrator=calibrator, classes=classes,
+                                            n_bins=n_bins, strategy=strategy,
+                                            artifact_dir=artifact_dir)
+        tag_metrics_source(metrics_source, len(y), prefix)
+        report["metrics_source"] = metrics_source
+        return report
     report = calibration_report(y, p_before, p_after, n_bins=n_bins, strategy=strategy)
     metrics = {}
     for m in METRIC_NAMES:
@@ -133,6 +167,8 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
         if getattr(calibrator, "selection_", None) is not None:
             tags[f"mlcal.{prefix}auto_chosen"] = calibrator.selection_["chosen"]
         mlflow.set_tags(tags)
+    tag_metrics_source(metrics_source, np.shape(y)[0], prefix)
+    report["metrics_source"] = metrics_source
     return report
 
 
@@ -147,6 +183,13 @@ class CalibrationRun:
     model_info: Any
 
 
+def _take(data, rows: np.ndarray):
+    """Rows of a DataFrame/Series (by position) or of an array-like."""
+    if hasattr(data, "iloc"):
+        return data.iloc[rows]
+    return np.asarray(data)[rows] if not isinstance(data, list) else [data[i] for i in rows]
+
+
 def _default_example(X):
     import pandas as pd
 
@@ -159,8 +202,9 @@ def _default_example(X):
     return None
 
 
-def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="isotonic", X_eval=None,
-                      y_eval=None, score: str = "auto", threshold: float = 0.5,
+def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="auto", X_eval=None,
+                      y_eval=None, holdout: float = DEFAULT_HOLDOUT, holdout_seed: int = 0,
+                      score: str = "auto", threshold: float = 0.5,
                       sample_weight=None, name: str = "model",
                       registered_model_name: str | None = None, signature=None,
                       input_example=None, prefix: str = "", n_bins: int = 10,
@@ -169,10 +213,20 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="isotonic", X_
     """Fit a :class:`CalibratedModel`, evaluate it, and log metrics, plots and the model.
 
     Uses the active run, or starts (and ends) one named ``run_name``. The run gets the params
-    ``mlcal.{prefix}method``, ``.score_source``, ``.threshold``, ``.n_calibration``,
-    ``.n_evaluation``, ``.evaluated_on`` and ``mlcal.{prefix}calibrator.<param>``; the metrics of
-    :func:`log_calibration` (logged before the model, so MLflow also attaches them to the
-    LoggedModel); and the model in the ``mlcal`` flavour.
+    ``mlcal.{prefix}method``, ``.score_source``, ``.threshold``, ``.n_calibration`` (rows the
+    calibrator was fitted on), ``.n_evaluation``, ``.evaluated_on``, ``.holdout`` and
+    ``mlcal.{prefix}calibrator.<param>``; the metrics of :func:`log_calibration` (logged before
+    the model, so MLflow also attaches them to the LoggedModel) and its tags
+    ``mlcal.{prefix}metrics_source`` / ``eval_rows``; and the model in the ``mlcal`` flavour.
+
+    Honest metrics by default: without ``X_eval`` a share ``holdout`` (25 %) of the calibration
+    rows, stratified by label and drawn with ``holdout_seed``
+    (:func:`mlcal.holdout.holdout_split`), is held out; the calibrator is fitted on the other
+    rows and the metrics are computed on the held-out ones (tag ``held-out``). The logged
+    model *is* that calibrator (not a refit on all rows), so the logged metrics, which the
+    promotion gate may read, are exactly those of the model it would promote; to fit on every
+    row, pass a separate evaluation set. ``holdout=0`` fits on all rows and computes the
+    metrics on them (tag ``in-sample``; the gate refuses them unless told otherwise).
 
     A multiclass base model (K >= 3 classes) gets the multiclass metrics and per-class
     diagrams of :mod:`mlcal.mlflow.tracking_multiclass`; its evaluation labels must hold every
@@ -185,10 +239,14 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="isotonic", X_
     base_estimator : fitted classifier or :class:`~mlcal.mlflow.PyfuncScorer`
     X_cal, y_cal
         Held-out calibration data; ``y_cal`` holds the base model's class labels.
-    calibrator : str or BaseCalibrator, default="isotonic"
+    calibrator : str, BaseCalibrator or MulticlassCalibrator, default="auto"
     X_eval, y_eval : optional
-        A separate evaluation set. Without it the metrics are computed on the calibration set
-        (optimistic; the report records ``evaluated_on``).
+        A separate evaluation set (then every calibration row is used for the fit).
+    holdout : float, default=0.25
+        Without ``X_eval``: the share of calibration rows held out for the metrics, in [0, 1);
+        0 computes them in-sample. Too few rows for a hold-out is a ``ValueError``
+        (:func:`mlcal.holdout.holdout_split`).
+    holdout_seed : int, default=0
     score, threshold, sample_weight
         As in :class:`CalibratedModel`.
     name, registered_model_name, signature, input_example, **log_model_kwargs
@@ -203,9 +261,23 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="isotonic", X_
 
     if (X_eval is None) != (y_eval is None):
         raise ValueError("give both X_eval and y_eval, or neither")
+    if not 0.0 <= holdout < 1.0:
+        raise ValueError(f"holdout must lie in [0, 1), got {holdout!r}")
+    n_rows = int(np.asarray(y_cal).shape[0])
+    if X_eval is None and holdout > 0:
+        fit_rows, held = holdout_split(y_cal, holdout, holdout_seed)
+        X_eval, y_eval = _take(X_cal, held), _take(y_cal, held)
+        X_cal, y_cal = _take(X_cal, fit_rows), _take(y_cal, fit_rows)
+        if sample_weight is not None:
+            sample_weight = np.asarray(sample_weight)[fit_rows]
+        evaluated_on = f"held-out {holdout:.0%} of the calibration rows"
+        source = "held-out"
+    elif X_eval is None:
+        evaluated_on, source = "calibration set", "in-sample"
+    else:
+        evaluated_on, source = "evaluation set", "held-out"
     model = CalibratedModel(base_estimator, calibrator, score=score, threshold=threshold)
     model.fit(X_cal, y_cal, sample_weight=sample_weight)
-    evaluated_on = "calibration set" if X_eval is None else "evaluation set"
     X_e, y_e = (X_cal, y_cal) if X_eval is None else (X_eval, y_eval)
     scores = model.predict_uncalibrated(X_e)
     multiclass = len(model.classes_) > 2
@@ -225,6 +297,7 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="isotonic", X_
         params = {"method": calibration_method(cal), "score_source": model.score_source_,
                   "threshold": threshold, "n_calibration": int(np.asarray(y_cal).size),
                   "n_evaluation": int(y01.size), "evaluated_on": evaluated_on,
+                  "holdout": holdout if evaluated_on.startswith("held-out") else 0,
                   **{f"calibrator.{k}": v for k, v in cal.get_params(deep=False).items()}}
         mlflow.log_params({f"mlcal.{prefix}{k}": v for k, v in params.items()})
         if X_eval is None or multiclass:   # (no map plot for a multiclass calibrator)
@@ -238,10 +311,15 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="isotonic", X_
             report = log_multiclass_calibration(y01, p_before, p_after, prefix=prefix,
                                                 calibrator=cal, classes=model.classes_,
                                                 n_bins=n_bins, strategy=strategy)
+            tag_metrics_source(source, y01.size, prefix)
+            report["metrics_source"] = source
         else:
             report = log_calibration(y01, p_before, p_after, prefix=prefix, calibrator=cal,
-                                     map_data=map_data, n_bins=n_bins, strategy=strategy)
+                                     map_data=map_data, n_bins=n_bins, strategy=strategy,
+                                     metrics_source=source)
         report["evaluated_on"] = evaluated_on
+        report["n_rows"] = {"given": n_rows, "fit": int(np.asarray(y_cal).shape[0]),
+                            "metrics": int(y01.size)}
         if input_example is None and signature is None:
             input_example = _default_example(X_cal)
         info = log_model(model, name=name, registered_model_name=registered_model_name,

@@ -46,6 +46,8 @@ def log_multiclass_calibration(y, p_before, p_after, *, prefix: str = "", calibr
                                 "params": calibrator.get_params(deep=False),
                                 "map_type": calibrator.map_.kind,
                                 "map_size": int(calibrator.map_.size)}
+        if getattr(calibrator, "selection_", None) is not None:   # auto: what it compared
+            report["calibrator"]["fit_info"] = calibrator.selection_
     mlflow.log_metrics(metrics)
     with tempfile.TemporaryDirectory(prefix="mlcal-log-") as tmp:
         figure_path = os.path.join(tmp, f"{prefix}reliability_multiclass.png")
@@ -57,7 +59,10 @@ def log_multiclass_calibration(y, p_before, p_after, *, prefix: str = "", calibr
         mlflow.log_artifact(figure_path, artifact_path=artifact_dir)
         mlflow.log_artifact(report_path, artifact_path=artifact_dir)
     if calibrator is not None:
-        mlflow.set_tags({f"mlcal.{prefix}method": calibration_method(calibrator),
-                         f"mlcal.{prefix}map_type": calibrator.map_.kind,
-                         f"mlcal.{prefix}n_classes": str(report["n_classes"])})
+        tags = {f"mlcal.{prefix}method": calibration_method(calibrator),
+                f"mlcal.{prefix}map_type": calibrator.map_.kind,
+                f"mlcal.{prefix}n_classes": str(report["n_classes"])}
+        if getattr(calibrator, "selection_", None) is not None:
+            tags[f"mlcal.{prefix}auto_chosen"] = calibrator.selection_["chosen"]
+        mlflow.set_tags(tags)
     return report

@@ -48,7 +48,8 @@ def register_booster_converter(library: str) -> None:
     except ImportError:
         raise MissingConverterError(
             f"exporting a {library} model to ONNX needs the onnxmltools package (its "
-            f"{library} converter); install it with `pip install onnxmltools`") from None
+            f"{library} converter); it comes with `pip install 'mlcal[onnx]'` (or `pip "
+            "install onnxmltools`)") from None
     update_registered_converter(_import_path(cls_path), alias,
                                 calculate_linear_classifier_output_shapes, convert,
                                 options={"nocl": [True, False],

@@ -1,0 +1,284 @@
+"""Multiclass ``auto``: choose a multiclass calibration method by cross-validated log loss.
+
+The multiclass counterpart of :class:`~mlcal.calibrators.auto.AutoCalibrator`, with the same
+selection (:func:`~mlcal.calibrators.auto.select_one_se`: the simplest candidate whose K-fold
+CV log loss is within ``se_rule`` standard errors of the best) and fold dealing
+(:func:`~mlcal.calibrators.auto.assign_folds`). The chosen method is refitted on all rows, so
+the result is that method's own map; ``fit_info`` in the JSON records what was compared and why
+the winner won.
+
+Candidates are names: a key of :data:`~mlcal.calibrators.multiclass.MULTICLASS_METHODS`
+(``"temperature"``, ``"vector"``, ``"matrix"``, and any method registered there later), or
+``"one-vs-rest:<binary method>"``. Simplicity is the number of free parameters of the fitted
+map (:meth:`~mlcal.calibrators.multiclass.MulticlassCalibrator.complexity`).
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from typing import Any
+
+import numpy as np
+
+from mlcal._solvers.detmath import det_log_array
+from mlcal._solvers.softmax_affine import canonical_order
+from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterError, IsNone,
+                                       ListOf, Real, short_repr)
+from mlcal.calibrators.auto import EPS, _check_fields, assign_folds, select_one_se
+from mlcal.calibrators.base import CalibratorFormatError
+from mlcal.calibrators.catalog import available_calibrators
+from mlcal.calibrators.multiclass import (MULTICLASS_METHODS, MulticlassCalibrator,
+                                          OneVsRest, register_multiclass_method)
+from mlcal.multiclass_maps import MulticlassMap, SoftmaxAffineMap
+
+#: The default candidates, simplest first (ties in complexity go to the earlier one). One-vs-rest
+#: ``auto`` is the per-class flexible option (each class chooses its own binary map).
+DEFAULT_CANDIDATES = ("temperature", "vector", "matrix", "one-vs-rest:auto")
+OVR_PREFIX = "one-vs-rest:"
+DEFAULT_FOLDS = 5
+FIT_INFO_VERSION = 1
+
+
+def candidate_calibrator(name: str, input_kind: str) -> MulticlassCalibrator:
+    """A new, unfitted multiclass calibrator for candidate ``name`` (see the module notes)."""
+    if name.startswith(OVR_PREFIX):
+        return OneVsRest(name[len(OVR_PREFIX):], input_kind=input_kind)
+    return MULTICLASS_METHODS[name](input_kind=input_kind)
+
+
+class MulticlassCandidate(Constraint):
+    """A multiclass method name (other than "auto") or ``one-vs-rest:<binary method>``,
+    checked against the registries when validating."""
+
+    def accepts(self, value: Any) -> bool:
+        if not isinstance(value, str):
+            return False
+        if value.startswith(OVR_PREFIX):
+            return value[len(OVR_PREFIX):] in available_calibrators()
+        return value != "auto" and value in MULTICLASS_METHODS
+
+    def spec(self) -> dict[str, Any]:
+        # the Java evaluator's form: one of these multiclass names, or the prefix followed by
+        # a registered binary method
+        return {"kind": "multiclass-candidate", "prefix": OVR_PREFIX,
+                "multiclass": sorted(n for n in MULTICLASS_METHODS if n != "auto")}
+
+    def describe(self) -> str:
+        names = [n for n in MULTICLASS_METHODS if n != "auto"]
+        return ("a multiclass method (" + ", ".join(names) + ") or 'one-vs-rest:<binary "
+                "method>'")
+
+
+class MulticlassAuto(MulticlassCalibrator):
+    """Choose among multiclass calibrators by K-fold cross-validated log loss (one-SE rule).
+
+    1. Rows are put in a canonical order (by class, then by score row and weight, so the
+       input's row order cannot matter) and dealt to folds by
+       :func:`~mlcal.calibrators.auto.assign_folds`: every run of ``n_folds`` consecutive
+       rows of a class holds each fold once (stratified by class).
+    2. Every candidate is fitted on K-1 folds and predicts the held-out fold; a row's loss is
+       ``-log p[y]`` with ``p`` clipped at 1e-15 (for scoring only). A candidate that raises
+       on a fold is recorded as failed.
+    3. :func:`~mlcal.calibrators.auto.select_one_se` picks the candidate of fewest free
+       parameters whose CV log loss is within ``se_rule`` paired standard errors of the best.
+    4. The chosen candidate is refitted on all rows; its map is this calibrator's map.
+
+    When no cross-validation is possible (a training part without every class, or a fold
+    without rows: fewer than about ``2 * n_folds`` rows per class), the first candidate is
+    used, with a ``UserWarning`` saying why (also recorded as the reason).
+
+    Parameters
+    ----------
+    candidates : list of str or None, default=None
+        Candidate names (see the module notes); ``None``: :data:`DEFAULT_CANDIDATES`.
+    n_folds : int or None, default=None
+        Folds (>= 2); ``None``: 5.
+    se_rule : float, default=1.0
+        Standard errors that count as noise; 0 picks the lowest CV log loss.
+    seed : int, default=0
+        Seed of the fold dealing.
+    input_kind : {"auto", "probabilities", "logits"}, default="auto"
+        Resolved once on all rows and passed to every candidate.
+
+    Attributes
+    ----------
+    map_ : SoftmaxAffineMap or MulticlassMap
+        The chosen candidate's map.
+    chosen_ : str
+    calibrator_ : MulticlassCalibrator
+        The chosen candidate, refitted on all rows.
+    selection_ : dict
+        What was compared and why the winner won (``"fit_info"`` in the JSON).
+    """
+
+    document_method = "multiclass-auto"
+    document_extras = ("fit_info", "class_extras")
+    map_type = (SoftmaxAffineMap, MulticlassMap)
+    _parameter_constraints = {"candidates": [IsNone(), ListOf(MulticlassCandidate())],
+                              "n_folds": [IsNone(), Integer(2)], "se_rule": [Real(0.0)],
+                              "seed": [Integer(0)]}
+
+    def __init__(self, candidates: list[str] | None = None, n_folds: int | None = None,
+                 se_rule: float = 1.0, seed: int = 0, input_kind: str = "auto"):
+        self.candidates = candidates
+        self.n_folds = n_folds
+        self.se_rule = se_rule
+        self.seed = seed
+        self.input_kind = input_kind
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        if self.candidates is not None and len(set(self.candidates)) != len(self.candidates):
+            raise InvalidParameterError(f"MulticlassAuto: parameter 'candidates' lists a "
+                                        f"method twice: {short_repr(list(self.candidates))}")
+
+    def candidate_names(self) -> list[str]:
+        """The candidates compared, in preference order."""
+        return [str(c) for c in (self.candidates if self.candidates is not None
+                                 else DEFAULT_CANDIDATES)]
+
+    def _fit(self, s, y, w, probabilities):
+        kind = "probabilities" if probabilities else "logits"
+        names = self.candidate_names()
+        k = int(self.n_folds if self.n_folds is not None else DEFAULT_FOLDS)
+        # everything below runs on the rows in canonical order, so that sums (the CV log
+        # losses in fit_info) cannot depend on the order the rows came in
+        order = class_major_order(s, y, w)
+        s, y, w = s[order], y[order], w[order]
+        folds = stratified_folds(s, y, w, k, int(self.seed))
+        n_classes = s.shape[1]
+        record: dict[str, Any] = {"version": FIT_INFO_VERSION, "rule": "one-se",
+                                  "se_rule": float(self.se_rule), "n_folds": k,
+                                  "seed": int(self.seed), "n_rows": int(s.shape[0]),
+                                  "n_classes": int(n_classes), "input_kind": kind}
+        problem = _no_cv_reason(y, w, folds, k, n_classes)
+        if problem is not None:
+            reason = f"{problem}; the first candidate, {names[0]}, is used"
+            warnings.warn(f"multiclass auto: {reason}", UserWarning, stacklevel=4)
+            record.update(candidates=[{"method": n, "status": "not cross-validated"}
+                                      for n in names], best=None, chosen=names[0],
+                          reason=reason)
+        else:
+            results = {n: self._out_of_fold(n, kind, s, y, w, folds, k) for n in names}
+            record.update(select_one_se(names, results, (w,), float(self.se_rule)))
+        self.chosen_ = record["chosen"]
+        self.selection_ = record
+        self.calibrator_ = candidate_calibrator(self.chosen_, kind).fit(s, y, sample_weight=w)
+        return self.calibrator_.map_
+
+    @staticmethod
+    def _out_of_fold(name, kind, s, y, w, folds, k):
+        """``((per-row losses,), mean free parameters)``, or the error that stopped it."""
+        p_true = np.empty(s.shape[0])
+        sizes = []
+        for f in range(k):
+            train, test = folds != f, folds == f
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")   # the refit on all rows shows warnings
+                    cal = candidate_calibrator(name, kind).fit(s[train], y[train],
+                                                               sample_weight=w[train])
+                p = cal.predict_proba(s[test])
+            except (ValueError, ArithmeticError, RuntimeError, np.linalg.LinAlgError) as exc:
+                return f"{type(exc).__name__}: {short_repr(str(exc))}"
+            p_true[test] = p[np.arange(p.shape[0]), y[test]]
+            sizes.append(cal.complexity())
+        return (-det_log_array(np.clip(p_true, EPS, 1.0)),), float(np.mean(sizes))
+
+    def complexity(self) -> float:
+        return self.calibrator_.complexity()
+
+    # -- JSON ----------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The chosen map, plus ``"fit_info"`` (the selection record) and, when the chosen
+        candidate is one-vs-rest, its ``"class_extras"``."""
+        doc = super().to_dict()
+        doc["fit_info"] = copy.deepcopy(self.selection_)
+        extras = self.calibrator_.to_dict().get("class_extras")
+        if extras is not None:
+            doc["class_extras"] = extras
+        return doc
+
+    def _check_map(self, fitted) -> None:
+        # checked against the chosen candidate once fit_info names it (_restore_extras)
+        pass
+
+    def _restore_extras(self, doc: dict) -> None:
+        info = check_multiclass_selection(doc.get("fit_info"))
+        kind = info["input_kind"]
+        chosen = candidate_calibrator(info["chosen"], kind)
+        if not isinstance(self.map_, chosen.map_type):
+            raise CalibratorFormatError(f"calibrator document: the map ({self.map_.kind}) is "
+                                        f"not one that {info['chosen']!r} fits")
+        chosen._check_map(self.map_)
+        chosen._restore(self.map_)
+        chosen._restore_extras({k: v for k, v in doc.items() if k != "fit_info"})
+        chosen._check_class_maps()
+        self.selection_, self.chosen_, self.calibrator_ = info, info["chosen"], chosen
+
+
+def class_major_order(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Row permutation sorting by (class, score row, weight): identical rows are
+    interchangeable, so nothing computed in this order depends on the input's row order."""
+    order = canonical_order(s, y, w)
+    return order[np.argsort(y[order], kind="stable")]
+
+
+def stratified_folds(s: np.ndarray, y: np.ndarray, w: np.ndarray, n_folds: int,
+                     seed: int) -> np.ndarray:
+    """Fold of each row: in :func:`class_major_order`, each class's rows are dealt by
+    :func:`~mlcal.calibrators.auto.assign_folds` (every run of ``n_folds`` consecutive rows of
+    a class holds each fold once), independently of the input's row order."""
+    order = class_major_order(s, y, w)
+    folds = np.empty(s.shape[0], dtype=np.int64)
+    start = 0
+    for count in np.bincount(y[order]):
+        rows = order[start:start + count]
+        folds[rows] = assign_folds(int(count), n_folds, seed)
+        start += count
+    return folds
+
+
+def _no_cv_reason(y, w, folds, k, n_classes) -> str | None:
+    """Why K-fold CV is impossible on these folds, or None."""
+    for f in range(k):
+        train = (folds != f) & (w > 0)
+        present = np.bincount(y[train], minlength=n_classes) > 0
+        if not (folds == f).any() or not present.all():
+            counts = np.bincount(y[w > 0], minlength=n_classes).tolist()
+            return (f"no {k}-fold cross-validation possible on {y.size} rows (rows per class "
+                    f"{counts}): every training part needs every class and every fold rows")
+    return None
+
+
+_ROW_KEYS = {"method": str, "status": str, "complexity": float, "cv_log_loss": float,
+             "se": float}
+_TOP_KEYS = {"version": int, "rule": str, "se_rule": float, "n_folds": int, "seed": int,
+             "n_rows": int, "n_classes": int, "input_kind": str, "candidates": list,
+             "best": (str, type(None)), "chosen": str, "reason": str}
+
+
+def check_multiclass_selection(info: Any) -> dict[str, Any]:
+    """Validate the ``"fit_info"`` of a multiclass auto document
+    (:class:`~mlcal.calibrators.base.CalibratorFormatError`)."""
+    if info is None:
+        raise CalibratorFormatError("calibrator document: a multiclass auto document needs "
+                                    "'fit_info'")
+    _check_fields(info, _TOP_KEYS, "fit_info", tuple(_TOP_KEYS))
+    if info["input_kind"] not in ("probabilities", "logits"):
+        raise CalibratorFormatError("calibrator document: fit_info 'input_kind' must be "
+                                    f"'probabilities' or 'logits', got "
+                                    f"{short_repr(info['input_kind'])}")
+    for row in info["candidates"]:
+        _check_fields(row, _ROW_KEYS, "fit_info candidate", ("method", "status"))
+        if not MulticlassCandidate().accepts(row["method"]):
+            raise CalibratorFormatError(f"calibrator document: fit_info candidate "
+                                        f"{short_repr(row['method'])} is not a multiclass "
+                                        "method")
+    if info["chosen"] not in [r["method"] for r in info["candidates"]]:
+        raise CalibratorFormatError("calibrator document: fit_info 'chosen' is not a candidate")
+    return info
+
+
+register_multiclass_method("auto", MulticlassAuto)

@@ -1,0 +1,204 @@
+"""Multiclass ``auto``: cross-validated choice among temperature, vector, matrix scaling and
+one-vs-rest auto; reachable as "auto" wherever the binary one is; fit_info in the JSON."""
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp, softmax
+
+import mlcal
+from mlcal import (CalibratedModel, MatrixScaling, MulticlassAuto, OneVsRest,
+                   TemperatureScaling, VectorScaling)
+from mlcal.calibrators.base import CalibratorFormatError
+from mlcal.calibrators.multiclass import multiclass_calibrator
+from mlcal.calibrators.multiclass_auto import stratified_folds
+from mlcal.cli import main
+
+
+def _held_out_nll(p, y):
+    return float(np.mean(-np.log(np.clip(p[np.arange(len(y)), y], 1e-15, 1.0))))
+
+
+def _distorted(n, seed, K=4):
+    """Per-class miscalibration: labels drawn from softmax(z), scores are z scaled and shifted
+    differently per class, which one temperature cannot undo and vector scaling can."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(n, K)) * 1.5
+    u = rng.uniform(size=(n, 1))
+    y = np.minimum((u > np.cumsum(softmax(z, axis=1), axis=1)).sum(axis=1), K - 1)
+    return z * np.array([0.3, 1.0, 2.5, 1.0]) + np.array([1.0, 0.0, -1.0, 0.5]), y
+
+
+def test_per_class_miscalibration_picks_a_richer_map_that_wins_on_held_out_rows():
+    s, y = _distorted(1500, seed=0)
+    s_test, y_test = _distorted(20000, seed=1)
+    auto = MulticlassAuto().fit(s, y)
+    temperature = TemperatureScaling().fit(s, y)
+    assert auto.chosen_ != "temperature" and auto.complexity() > 1
+    rows = {r["method"]: r for r in auto.selection_["candidates"]}
+    assert rows["temperature"]["cv_log_loss"] > rows[auto.chosen_]["cv_log_loss"]
+    assert _held_out_nll(auto.predict_proba(s_test), y_test) < \
+        _held_out_nll(temperature.predict_proba(s_test), y_test) - 0.02
+
+
+def _digits_naive_bayes(n_cal=100):
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+    from sklearn.naive_bayes import GaussianNB
+
+    X, y = load_digits(return_X_y=True)
+    X_tr, X_rest, y_tr, y_rest = train_test_split(X, y, train_size=200, stratify=y,
+                                                  random_state=0)
+    X_cal, X_te, y_cal, y_te = train_test_split(X_rest, y_rest, train_size=n_cal,
+                                                stratify=y_rest, random_state=0)
+    nb = GaussianNB().fit(X_tr, y_tr)
+    return nb.predict_log_proba(X_cal), y_cal, nb.predict_log_proba(X_te), y_te
+
+
+def test_where_vector_and_matrix_scaling_overfit_auto_is_no_worse_than_temperature():
+    # Gaussian naive Bayes on digits, 10 calibration rows per class: the per-class maps
+    # separate the calibration rows (their likelihood has no finite optimum)
+    s, y, s_te, y_te = _digits_naive_bayes()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # one-vs-rest auto's classes with too few rows
+        auto = MulticlassAuto(input_kind="logits").fit(s, y)
+    for cls in (VectorScaling, MatrixScaling):
+        with pytest.raises(ValueError, match="did not converge"):
+            cls(input_kind="logits").fit(s, y)
+    status = {r["method"]: r["status"] for r in auto.selection_["candidates"]}
+    assert status["vector"].startswith("failed") and status["matrix"].startswith("failed")
+    temperature = TemperatureScaling(input_kind="logits").fit(s, y)
+    assert _held_out_nll(auto.predict_proba(s_te), y_te) <= \
+        _held_out_nll(temperature.predict_proba(s_te), y_te)
+
+
+def test_cv_log_losses_match_an_independent_recomputation_and_the_one_se_rule():
+    s, y = _distorted(600, seed=2)
+    auto = MulticlassAuto(candidates=["temperature", "vector", "matrix"]).fit(s, y)
+    folds = stratified_folds(s, y, np.ones(len(y)), 5, 0)
+    # stratified: each class's rows are spread evenly over the folds
+    for k in range(4):
+        counts = np.bincount(folds[y == k], minlength=5)
+        assert counts.max() - counts.min() <= 1
+    losses = {}
+    for name, cls in (("temperature", TemperatureScaling), ("vector", VectorScaling),
+                      ("matrix", MatrixScaling)):
+        loss = np.empty(len(y))
+        for f in range(5):
+            cal = cls(input_kind="logits").fit(s[folds != f], y[folds != f])
+            logits = np.log(cal.predict_proba(s[folds == f]))
+            loss[folds == f] = logsumexp(logits, axis=1) - logits[np.arange(logits.shape[0]),
+                                                                  y[folds == f]]
+        losses[name] = loss
+    rows = {r["method"]: r for r in auto.selection_["candidates"]}
+    for name, loss in losses.items():
+        assert rows[name]["cv_log_loss"] == pytest.approx(loss.mean(), rel=1e-9)
+    best = min(losses, key=lambda n: losses[n].mean())
+    se = {n: np.std(losses[n] - losses[best]) / np.sqrt(len(y)) for n in losses}
+    within = [n for n in ("temperature", "vector", "matrix")
+              if losses[n].mean() - losses[best].mean() <= se[n]]
+    assert auto.chosen_ == within[0]   # listed simplest first: 1, 2K-1, K^2+K-1 parameters
+
+
+def test_the_choice_does_not_depend_on_row_order_and_round_trips_through_json():
+    s, y = _distorted(400, seed=3)
+    perm = np.random.default_rng(0).permutation(len(y))
+    a = MulticlassAuto(candidates=["temperature", "vector", "one-vs-rest:platt"]).fit(s, y)
+    b = MulticlassAuto(candidates=["temperature", "vector", "one-vs-rest:platt"]).fit(s[perm],
+                                                                                      y[perm])
+    assert a.to_json() == b.to_json()
+    back = mlcal.load_calibrator(a.to_json())
+    assert isinstance(back, MulticlassAuto) and back.chosen_ == a.chosen_
+    assert back.selection_ == a.selection_
+    np.testing.assert_array_equal(back.predict_proba(s), a.predict_proba(s))
+    assert back.to_json() == a.to_json()
+
+
+def test_one_vs_rest_auto_choice_keeps_each_class_fit_info():
+    s, y = _distorted(300, seed=4)
+    auto = MulticlassAuto(candidates=["one-vs-rest:auto"]).fit(s, y)
+    doc = json.loads(auto.to_json())
+    assert doc["method"] == "multiclass-auto" and doc["map"]["type"] == "multiclass-ovr"
+    assert len(doc["class_extras"]) == 4 and "fit_info" in doc["class_extras"][0]
+    back = mlcal.load_calibrator(json.dumps(doc))
+    assert back.calibrator_.calibrators_[0].chosen_ == auto.calibrator_.calibrators_[0].chosen_
+
+
+@pytest.mark.parametrize("tamper", [
+    lambda d: d.pop("fit_info"),
+    lambda d: d["fit_info"].update(chosen="isotonic"),
+    lambda d: d["fit_info"]["candidates"][0].update(method="nope"),
+    lambda d: d["fit_info"].update(input_kind="auto"),
+    lambda d: d["fit_info"].update(extra=1),
+    lambda d: d["fit_info"].update(chosen="one-vs-rest:platt"),   # the map is softmax-affine
+])
+def test_malformed_fit_info_is_refused_on_load(tamper):
+    s, y = _distorted(300, seed=5)
+    doc = json.loads(MulticlassAuto(candidates=["temperature", "vector",
+                                                "one-vs-rest:platt"]).fit(s, y).to_json())
+    assert doc["fit_info"]["chosen"] == "vector"   # so the last case names another map
+    tamper(doc)
+    with pytest.raises(CalibratorFormatError):
+        mlcal.load_calibrator(json.dumps(doc))
+
+
+def test_documents_of_other_methods_refuse_fit_info_and_old_one_vs_rest_auto_loads():
+    s, y = _distorted(300, seed=6)
+    doc = json.loads(TemperatureScaling().fit(s, y).to_json())
+    doc["fit_info"] = {}
+    with pytest.raises(CalibratorFormatError, match="fit_info"):
+        mlcal.load_calibrator(json.dumps(doc))
+    old = OneVsRest("auto").fit(s, y)   # what "auto" meant for multiclass before
+    back = mlcal.load_calibrator(old.to_json())
+    assert isinstance(back, OneVsRest)
+    np.testing.assert_array_equal(back.predict_proba(s), old.predict_proba(s))
+
+
+def test_auto_is_the_multiclass_default_everywhere(tmp_path, capsys):
+    from sklearn.linear_model import LogisticRegression
+
+    assert isinstance(multiclass_calibrator("auto"), MulticlassAuto)
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(900, 3))
+    y = (X[:, 0] > 0.4).astype(int) + (X[:, 1] > 0).astype(int)
+    base = LogisticRegression().fit(X[:300], y[:300])
+    model = CalibratedModel(base).fit(X[300:], y[300:])
+    assert isinstance(model.calibrator_, MulticlassAuto)
+    assert model.calibrator_.selection_["input_kind"] == "probabilities"
+    P = base.predict_proba(X[300:])
+    path = tmp_path / "cal.csv"
+    path.write_text("a,b,c,y\n" + "".join(",".join(repr(float(v)) for v in p) + f",{t}\n"
+                                          for p, t in zip(P, y[300:])))
+    out = tmp_path / "auto.json"
+    assert main(["fit", "--data", str(path), "--score-columns", "a,b,c",
+                 "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    assert doc["method"] == "multiclass-auto"
+    assert f"auto chose {doc['fit_info']['chosen']}" in printed
+    assert doc["map"] == model.calibrator_.to_dict()["map"]
+
+
+def test_too_few_rows_per_class_fall_back_to_the_first_candidate_with_a_warning():
+    s, y = _distorted(200, seed=8)
+    keep = (y != 2) | (np.cumsum(y == 2) <= 1)   # class 2 on a single row
+    with pytest.warns(UserWarning, match="no 5-fold cross-validation possible"):
+        auto = MulticlassAuto().fit(s[keep], y[keep])
+    assert auto.chosen_ == "temperature" and auto.selection_["best"] is None
+    assert "rows per class" in auto.selection_["reason"]
+
+
+@pytest.mark.parametrize("candidates,match", [
+    (["vector", "vector"], "lists a method twice"),
+    (["isotonic"], "one-vs-rest:<binary method>"),
+    (["auto"], "one-vs-rest:<binary method>"),
+    (["one-vs-rest:nope"], "one-vs-rest:<binary method>"),
+])
+def test_bad_candidates_are_named_errors(candidates, match):
+    from mlcal.calibrators._params import InvalidParameterError
+
+    s, y = _distorted(100, seed=9)
+    with pytest.raises(InvalidParameterError, match=match):
+        MulticlassAuto(candidates=candidates).fit(s, y)

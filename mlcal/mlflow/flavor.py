@@ -50,7 +50,8 @@ from mlcal.mlflow.base_models import (BASE_MODEL_DIR, PyfuncScorer, base_require
                                       save_base_model)
 from mlcal.mlflow.bundle import bundle_into, is_mlcal_requirement
 from mlcal.mlflow.integrity import (DIGEST_KEY, FILES_KEY, MLMODEL, ModelIntegrityError,
-                                    UnsafeModelFormatError, read_mlmodel, seal, verify_directory)
+                                    UnsafeModelFormatError, read_mlmodel, seal,
+                                    tag_registered_version, verify_directory)
 from mlcal.calibrators.multiclass import MulticlassCalibrator
 from mlcal.model import SCORE_SOURCES, CalibratedModel
 
@@ -445,7 +446,8 @@ def log_model(cal_model: CalibratedModel, name: str | None = None, *,
     Returns
     -------
     mlflow.models.model.ModelInfo
-        ``model_info.model_uri`` loads the model back.
+        ``model_info.model_uri`` loads the model back. A registered version gets the tag
+        ``mlcal.digest`` (see :func:`mlcal.mlflow.check_registered_version`).
     """
     import sys
 
@@ -453,15 +455,21 @@ def log_model(cal_model: CalibratedModel, name: str | None = None, *,
 
     if name is None and artifact_path is None:
         name = "model"
-    return Model.log(artifact_path=artifact_path, name=name, flavor=sys.modules[__name__],
-                     flavor_name=FLAVOR_NAME, cal_model=cal_model,
-                     registered_model_name=registered_model_name, signature=signature,
-                     input_example=input_example, pip_requirements=pip_requirements,
-                     extra_pip_requirements=extra_pip_requirements, conda_env=conda_env,
-                     code_paths=code_paths, threshold=threshold, metadata=metadata,
-                     base_format=base_format, base_model_kwargs=base_model_kwargs,
-                     skops_trusted_types=skops_trusted_types, bundle_mlcal=bundle_mlcal,
-                     **kwargs)
+    info = Model.log(artifact_path=artifact_path, name=name, flavor=sys.modules[__name__],
+                      flavor_name=FLAVOR_NAME, cal_model=cal_model,
+                      registered_model_name=registered_model_name, signature=signature,
+                      input_example=input_example, pip_requirements=pip_requirements,
+                      extra_pip_requirements=extra_pip_requirements, conda_env=conda_env,
+                      code_paths=code_paths, threshold=threshold, metadata=metadata,
+                      base_format=base_format, base_model_kwargs=base_model_kwargs,
+                       skops_trusted_types=skops_trusted_types, bundle_mlcal=bundle_mlcal,
+                       **kwargs)
+    if registered_model_name is not None and info.registered_model_version is not None:
+        # the registry's own record of what was registered: a directory rewritten later
+        # (MLmodel digests included) no longer matches it (check_registered_version)
+        tag_registered_version(registered_model_name, info.registered_model_version,
+                               info.flavors[FLAVOR_NAME][DIGEST_KEY])
+    return info
 
 
 def inside_model_dir(root: str, conf: dict[str, Any], key: str, default: str) -> str:

@@ -217,6 +217,5 @@ def test_sigkill_anywhere_in_save_model_overwrite_leaves_old_or_new(tmp_path):
         np.testing.assert_array_equal(load_model(str(target)).predict_proba(X), p)
     # before the swap the old model stays, once the new one is renamed in it is there
     assert [seen[f"at-{k}"] for k in SAVE_CHECKPOINTS] == ["old"] * 5 + ["new"] * 2
-    assert 0 < sum(seen[f"random-{i}"] == "new" for i in range(n_random)) < n_random
     leftovers = [e for e in os.listdir(tmp_path) if ".mlcal-" in e]
     assert leftovers == [], leftovers

@@ -629,6 +629,17 @@ def load_model(model_uri: str, dst_path: str | None = None, *,
     return _load_local(local, conf, allow_pickle=allow_pickle)
 
 
+def _forget_code_paths(path: str) -> None:
+    """Take the refused model's directories off ``sys.path``: MLflow put its ``code`` entry
+    there before calling the flavour, and a later import would pick modules from it."""
+    import sys
+
+    root = os.path.realpath(path)
+    sys.path[:] = [p for p in sys.path if not (
+        isinstance(p, str) and p and os.path.commonpath(
+            [root, os.path.realpath(p)]) == root)]
+
+
 def _load_pyfunc(path: str, model_config=None) -> CalibratedPyfuncModel:
     """Called by ``mlflow.pyfunc.load_model`` with the local model directory.
 
@@ -643,6 +654,10 @@ def _load_pyfunc(path: str, model_config=None) -> CalibratedPyfuncModel:
                          "supported: 'output'")
 
     allow_pickle = os.environ.get(ALLOW_PICKLE_ENV, "") == "1"
-    conf = _verified_conf(path, allow_pickle=allow_pickle)
+    try:
+        conf = _verified_conf(path, allow_pickle=allow_pickle)
+    except Exception:
+        _forget_code_paths(path)
+        raise
     return CalibratedPyfuncModel(_load_local(path, conf, allow_pickle=allow_pickle),
                                  output=config.get("output", OUTPUT_ALL))

@@ -29,6 +29,11 @@ MLflow model whose pyfunc output holds a score or probability column is used thr
 ``PyfuncScorer(model_uri, output_column="<column>", kind="probability" | "score")`` and nested as
 a copy of its own model directory.
 
+Loading never runs code from the artifact by default: every file is checked against the
+SHA-256 digests MLmodel records (:mod:`mlcal.mlflow.integrity`) and the base model is read only
+from code-free formats (:mod:`mlcal.mlflow.base_loading`); see :func:`load_model`.
+``save_model`` replaces a model crash-safely (:func:`mlcal._atomic.replacing_directory`).
+
 Serving: the model has a column-based signature, so ``mlflow models serve`` accepts JSON
 ``dataframe_split``, ``dataframe_records``, ``inputs``/``instances`` as a list of records or a
 dict of columns, and CSV; a 2-D list without column names is rejected (400).

@@ -23,7 +23,6 @@ passes ``allow_pickle=True``, which hands the directory to MLflow's own flavour 
 
 from __future__ import annotations
 
-import os
 import zipfile
 from typing import Any
 

@@ -54,13 +54,12 @@ from mlcal.mlflow.base_loading import load_base_safely
 from mlcal.mlflow.base_models import (BASE_MODEL_DIR, PyfuncScorer, base_requirements,
                                       save_base_model)
 from mlcal.mlflow.bundle import bundle_into, is_mlcal_requirement
-from mlcal.mlflow.integrity import (DIGEST_KEY, FILES_KEY, MLMODEL, ModelIntegrityError,
+from mlcal.mlflow.integrity import (DIGEST_KEY, FILES_KEY, FLAVOR_NAME, MLMODEL,
                                     UnsafeModelFormatError, read_mlmodel, seal,
                                     tag_registered_version, verify_directory)
 from mlcal.calibrators.multiclass import MulticlassCalibrator
 from mlcal.model import SCORE_SOURCES, CalibratedModel
 
-FLAVOR_NAME = "mlcal"
 LOADER_MODULE = "mlcal.mlflow"
 CALIBRATOR_FILE = "calibrator.json"
 OUTPUT_PROBABILITY = "p_calibrated"

@@ -26,6 +26,7 @@ import stat
 from dataclasses import dataclass
 from typing import Any
 
+FLAVOR_NAME = "mlcal"
 MLMODEL = "MLmodel"
 FILES_KEY = "files"
 DIGEST_KEY = "digest"
@@ -54,7 +55,7 @@ def _is_digest(value: Any) -> bool:
     return isinstance(value, str) and len(value) == 64 and set(value) <= _HEX
 
 
-def _recorded(path: str, name: str) -> bool:
+def _recorded(name: str) -> bool:
     parts = name.split("/")
     if any(p in _UNRECORDED_ANYWHERE for p in parts[:-1]):
         return False
@@ -104,7 +105,7 @@ def scan_directory(root: str) -> dict[str, str]:
             elif not stat.S_ISREG(mode):
                 raise ModelIntegrityError(f"mlcal model at {root}: {rel} is not a regular file "
                                           f"(mode {stat.filemode(mode)})")
-            elif _recorded(root, rel):
+            elif _recorded(rel):
                 out[rel] = file_sha256(entry.path)
     return dict(sorted(out.items()))
 
@@ -117,8 +118,6 @@ def _canonical(obj: Any) -> bytes:
 def overall_digest(flavors: dict[str, Any]) -> str:
     """The digest over every flavour section of MLmodel (which holds the file listing) with
     the mlcal ``digest`` entry left out."""
-    from mlcal.mlflow.flavor import FLAVOR_NAME
-
     body = dict(flavors)
     body[FLAVOR_NAME] = {k: v for k, v in flavors[FLAVOR_NAME].items() if k != DIGEST_KEY}
     try:
@@ -218,8 +217,6 @@ def verify_directory(root: str, conf: dict[str, Any], flavors: dict[str, Any]) -
 
 def seal(root: str, flavors: dict[str, Any]) -> str:
     """Record the digests of ``root`` in ``flavors['mlcal']`` (in place); return the digest."""
-    from mlcal.mlflow.flavor import FLAVOR_NAME
-
     conf = flavors[FLAVOR_NAME]
     conf.pop(DIGEST_KEY, None)
     conf[FILES_KEY] = scan_directory(root)
@@ -230,8 +227,6 @@ def seal(root: str, flavors: dict[str, Any]) -> str:
 def directory_digest(root: str) -> str:
     """The digest ``root`` actually has: its files as they are and its MLmodel's flavour
     sections with the listing replaced by the real one (what a registry tag is compared to)."""
-    from mlcal.mlflow.flavor import FLAVOR_NAME
-
     flavors = read_mlmodel(root)["flavors"]
     if not isinstance(flavors.get(FLAVOR_NAME), dict):
         raise ModelIntegrityError(f"{root} is not an mlcal model (no mlcal flavour mapping)")

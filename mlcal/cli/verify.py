@@ -12,20 +12,31 @@ import sys
 def run(args) -> int:
     import tempfile
 
+    if args.model_uri and not _is_local_uri(args.model_uri):
+        with tempfile.TemporaryDirectory(prefix="mlcal-verify-") as tmp:
+            return _run(args, tmp)
+    return _run(args, None)
+
+
+def _is_local_uri(uri: str) -> bool:
+    from mlcal.mlflow.flavor import _is_local
+
+    return _is_local(uri)
+
+
+def _run(args, download_dir: str | None) -> int:
     import mlflow
     from mlflow.exceptions import MlflowException
     from mlflow.tracking.artifact_utils import _download_artifact_from_uri
 
-    from mlcal.mlflow.flavor import FLAVOR_NAME, _is_local
-    from mlcal.mlflow.integrity import (ModelIntegrityError, check_directory,
+    from mlcal.mlflow.integrity import (FLAVOR_NAME, ModelIntegrityError, check_directory,
                                         check_registered_version, read_mlmodel)
 
     if args.tracking_uri:
         mlflow.set_tracking_uri(args.tracking_uri)
     uri = args.model_uri
     try:
-        local = _download_artifact_from_uri(
-            uri, output_path=None if _is_local(uri) else tempfile.mkdtemp(prefix="mlcal-verify-"))
+        local = _download_artifact_from_uri(uri, output_path=download_dir)
         flavors = read_mlmodel(local)["flavors"]
         conf = flavors.get(FLAVOR_NAME)
         if not isinstance(conf, dict):

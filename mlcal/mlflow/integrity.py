@@ -288,9 +288,10 @@ def check_registered_version(model_uri: str, local_path: str | None = None) -> s
 
         from mlflow.tracking.artifact_utils import _download_artifact_from_uri
 
-        local_path = _download_artifact_from_uri(
-            model_uri, output_path=tempfile.mkdtemp(prefix="mlcal-verify-"))
-    actual = directory_digest(local_path)
+        with tempfile.TemporaryDirectory(prefix="mlcal-verify-") as tmp:
+            actual = directory_digest(_download_artifact_from_uri(model_uri, output_path=tmp))
+    else:
+        actual = directory_digest(local_path)
     if actual != expected:
         raise ModelIntegrityError(
             f"{model_uri} (version {version.version} of {version.name!r}) changed after it was "

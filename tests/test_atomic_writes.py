@@ -219,3 +219,26 @@ def test_sigkill_anywhere_in_save_model_overwrite_leaves_old_or_new(tmp_path):
     assert [seen[f"at-{k}"] for k in SAVE_CHECKPOINTS] == ["old"] * 5 + ["new"] * 2
     leftovers = [e for e in os.listdir(tmp_path) if ".mlcal-" in e]
     assert leftovers == [], leftovers
+
+
+def test_recover_directory_restores_or_cleans_each_leftover(tmp_path):
+    from mlcal._atomic import recover_directory
+
+    target = tmp_path / "model"
+    backup = tmp_path / ".model.mlcal-old"
+    backup.mkdir()
+    (backup / "MLmodel").write_text("old")
+    recover_directory(target)          # killed between the two renames: the old one comes back
+    assert (target / "MLmodel").read_text() == "old" and not backup.exists()
+    backup.mkdir()
+    recover_directory(target)          # killed before the backup was removed: it goes
+    assert not backup.exists() and (target / "MLmodel").read_text() == "old"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    stale = tmp_path / f".model.mlcal-new-{dead}-abc"
+    live = tmp_path / f".model.mlcal-new-{os.getpid()}-abc"   # a save still in progress
+    other = tmp_path / f".other.mlcal-new-{dead}-abc"         # another target's
+    for d in (stale, live, other):
+        d.mkdir()
+    recover_directory(target)
+    assert not stale.exists() and live.exists() and other.exists()

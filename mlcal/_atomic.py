@@ -155,3 +155,174 @@ def write_json(path: str | os.PathLike, obj: Any, *, overwrite: bool = False,
 
     return write_atomic(path, dumps_safe(obj, indent=indent, nonfinite=nonfinite) + "\n",
                         overwrite=overwrite)
+
+
+# -- whole directories -------------------------------------------------------------------------
+# A directory cannot be replaced by one rename, so a save builds the new tree beside the target
+# and swaps it in with two renames (old -> backup, new -> target). The names below are fixed per
+# target so that the next save or load recognises what a killed process left behind.
+_NEW_MARK = ".mlcal-new-"
+_OLD_MARK = ".mlcal-old"
+#: set to a checkpoint name to make the process SIGKILL itself there (crash tests only)
+KILL_AT_ENV = "MLCAL_TEST_KILL_AT"
+
+
+def checkpoint(name: str) -> None:
+    """A point of a multi-step write where a crash test may kill the process."""
+    if os.environ.get(KILL_AT_ENV) == name:
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _backup_name(path: str) -> str:
+    directory, name = os.path.split(path)
+    return os.path.join(directory, f".{name}{_OLD_MARK}")
+
+
+@contextmanager
+def _parent_lock(directory: str) -> Iterator[None]:
+    """An exclusive lock on ``directory`` for the moments of a swap or a recovery (a killed
+    holder releases it); a no-op where ``flock`` does not exist."""
+    try:
+        import fcntl
+    except ImportError:   # pragma: no cover - not POSIX
+        yield
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)   # releases the lock
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:       # exists, owned by someone else
+        return True
+    return True
+
+
+def _is_real_dir(path: str) -> bool:
+    import stat
+
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def recover_directory(path: str | os.PathLike) -> None:
+    """Finish or undo a directory swap that a killed process left half done.
+
+    * a backup with no target (killed between the two renames): the backup is put back;
+    * a backup beside a target (killed before the backup was removed): the backup is removed;
+    * a build directory whose process is dead: removed.
+    """
+    import shutil
+
+    path = os.path.abspath(os.fspath(path))
+    directory, name = os.path.split(path)
+    if not os.path.isdir(directory):
+        return
+    backup = _backup_name(path)
+    prefix = f".{name}{_NEW_MARK}"
+    with _parent_lock(directory):
+        if _is_real_dir(backup):
+            if os.path.lexists(path):
+                shutil.rmtree(backup, ignore_errors=True)
+            else:
+                os.rename(backup, path)
+                _fsync_dir(directory)
+        for entry in os.listdir(directory):
+            if not entry.startswith(prefix):
+                continue
+            pid = entry[len(prefix):].split("-", 1)[0]
+            if pid.isdigit() and not _pid_alive(int(pid)) and _is_real_dir(
+                    os.path.join(directory, entry)):
+                shutil.rmtree(os.path.join(directory, entry), ignore_errors=True)
+
+
+def _fsync_tree(root: str) -> None:
+    for current, dirs, files in os.walk(root):
+        for f in files:
+            fd = os.open(os.path.join(current, f), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(current)
+
+
+@contextmanager
+def replacing_directory(path: str | os.PathLike, *, overwrite: bool = False,
+                        replaceable=None) -> Iterator[str]:
+    """Yield a fresh directory beside ``path``; on normal exit it becomes ``path``.
+
+    The new tree is fsynced, then swapped in under a lock with ``path -> .<name>.mlcal-old``,
+    ``new -> path``, then the backup is removed. After a SIGKILL at any point ``path`` holds
+    the old or the new tree, or :func:`recover_directory` (run first by the next save or load)
+    restores the old one. On an exception the new tree is removed and ``path`` is untouched.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The target directory.
+    overwrite : bool
+        Replace an existing non-empty ``path`` (an empty directory is always replaced).
+    replaceable : callable, optional
+        ``replaceable(path)`` raises if the existing non-empty ``path`` must not be replaced
+        (e.g. it is not the kind of directory this writer owns).
+    """
+    import shutil
+    import tempfile
+
+    path = os.path.abspath(os.fspath(path))
+    directory, name = os.path.split(path)
+    os.makedirs(directory, exist_ok=True)
+    recover_directory(path)
+
+    def check_existing() -> None:
+        if os.path.isfile(path) or os.path.islink(path) or (
+                os.path.isdir(path) and any(os.scandir(path))):
+            check_new_path(path, overwrite=overwrite)
+            if replaceable is not None:
+                replaceable(path)
+
+    check_existing()
+    new = tempfile.mkdtemp(prefix=f".{name}{_NEW_MARK}{os.getpid()}-", dir=directory)
+    os.chmod(new, 0o777 & ~_umask())
+    try:
+        yield new
+        _fsync_tree(new)
+        checkpoint("dir-built")
+        backup = _backup_name(path)
+        with _parent_lock(directory):
+            check_existing()   # again: it may have appeared meanwhile
+            moved = os.path.lexists(path)
+            if moved:
+                os.rename(path, backup)
+                _fsync_dir(directory)
+                checkpoint("dir-old-moved")
+            os.rename(new, path)
+            _fsync_dir(directory)
+            checkpoint("dir-new-in-place")
+            if moved:
+                if os.path.isdir(backup) and not os.path.islink(backup):
+                    shutil.rmtree(backup)
+                else:
+                    os.unlink(backup)
+                checkpoint("dir-old-removed")
+    finally:
+        if os.path.lexists(new):
+            shutil.rmtree(new, ignore_errors=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

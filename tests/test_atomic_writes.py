@@ -131,3 +131,114 @@ def test_plots_and_onnx_are_written_whole_with_no_leftovers(tmp_path):
 
     onnx.checker.check_model(onnx.load(str(onnx_path)))
     assert sorted(os.listdir(tmp_path)) == ["cal.onnx", "map.png"]
+
+
+# -- whole model directories (issue #24, finding 2) --------------------------------------------
+# Fits two calibrated models with different predictions, then for every trial saves the "old"
+# one, forks a child that replaces it with the "new" one (save_model(overwrite=True)) and
+# SIGKILLs that child: at each named checkpoint of the save (the child kills itself there) and
+# after random delays. The test then checks what each killed save left behind.
+_DIR_KILLER = r"""
+import json, os, random, signal, sys, time
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+from mlcal import CalibratedModel
+from mlcal._atomic import KILL_AT_ENV
+from mlcal.mlflow import save_model
+
+work, checkpoints, n_random = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+rng = np.random.default_rng(0)
+X = rng.normal(size=(400, 3))
+y = (X[:, 0] + rng.normal(size=400) > 0).astype(int)
+base = LogisticRegression().fit(X[:200], y[:200])
+models = {"old": CalibratedModel(base, "isotonic").fit(X[200:], y[200:]),
+          "new": CalibratedModel(base, "platt").fit(X[200:], y[200:])}
+kw = dict(pip_requirements=["scikit-learn"], bundle_mlcal=False)
+np.save(os.path.join(work, "X.npy"), X)
+for name, m in models.items():
+    np.save(os.path.join(work, name + ".npy"), m.predict_proba(X))
+
+def trial(target, kill_at=None, delay=None):
+    save_model(models["old"], target, **kw)
+    pid = os.fork()
+    if pid == 0:
+        if kill_at:
+            os.environ[KILL_AT_ENV] = kill_at
+        while True:    # kill_at stops it at the checkpoint; a delay stops it wherever it is
+            save_model(models["new"], target, overwrite=True, **kw)
+            if kill_at:
+                os._exit(3)   # the checkpoint was never reached
+    if delay is not None:
+        time.sleep(delay)
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, (target, status)
+
+for k in checkpoints:
+    trial(os.path.join(work, "at-" + k), kill_at=k)
+t0 = time.monotonic()
+save_model(models["new"], os.path.join(work, "timing"), **kw)
+one_save = time.monotonic() - t0
+delays = random.Random(1).sample(range(1000), n_random)
+for i, d in enumerate(delays):   # spread over about three saves of the child's loop
+    trial(os.path.join(work, f"random-{i}"), delay=3 * one_save * d / 1000)
+"""
+
+SAVE_CHECKPOINTS = ["save-calibrator-written", "save-base-written", "save-sealed", "dir-built",
+                    "dir-old-moved", "dir-new-in-place", "dir-old-removed"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_sigkill_anywhere_in_save_model_overwrite_leaves_old_or_new(tmp_path):
+    pytest.importorskip("mlflow")
+    import json
+
+    from mlcal.mlflow import load_model, save_model
+
+    n_random = 13   # with the 7 checkpoints: 20 killed saves
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-c", _DIR_KILLER, str(tmp_path),
+                           json.dumps(SAVE_CHECKPOINTS), str(n_random)],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    X = np.load(tmp_path / "X.npy")
+    expected = {name: np.load(tmp_path / f"{name}.npy") for name in ("old", "new")}
+    targets = [f"at-{k}" for k in SAVE_CHECKPOINTS] + [f"random-{i}" for i in range(n_random)]
+    seen = {}
+    for name in targets:
+        target = tmp_path / name
+        model = load_model(str(target))    # restores a half-done swap first
+        p = model.predict_proba(X)
+        got = [k for k, v in expected.items() if np.array_equal(p, v)]
+        assert len(got) == 1, f"{name}: neither the old nor the new model"
+        seen[name] = got[0]
+        save_model(model, str(target), overwrite=True, pip_requirements=["scikit-learn"],
+                   bundle_mlcal=False)   # and the next save just works
+        np.testing.assert_array_equal(load_model(str(target)).predict_proba(X), p)
+    # before the swap the old model stays, once the new one is renamed in it is there
+    assert [seen[f"at-{k}"] for k in SAVE_CHECKPOINTS] == ["old"] * 5 + ["new"] * 2
+    leftovers = [e for e in os.listdir(tmp_path) if ".mlcal-" in e]
+    assert leftovers == [], leftovers
+
+
+def test_recover_directory_restores_or_cleans_each_leftover(tmp_path):
+    from mlcal._atomic import recover_directory
+
+    target = tmp_path / "model"
+    backup = tmp_path / ".model.mlcal-old"
+    backup.mkdir()
+    (backup / "MLmodel").write_text("old")
+    recover_directory(target)          # killed between the two renames: the old one comes back
+    assert (target / "MLmodel").read_text() == "old" and not backup.exists()
+    backup.mkdir()
+    recover_directory(target)          # killed before the backup was removed: it goes
+    assert not backup.exists() and (target / "MLmodel").read_text() == "old"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    stale = tmp_path / f".model.mlcal-new-{dead}-abc"
+    live = tmp_path / f".model.mlcal-new-{os.getpid()}-abc"   # a save still in progress
+    other = tmp_path / f".other.mlcal-new-{dead}-abc"         # another target's
+    for d in (stale, live, other):
+        d.mkdir()
+    recover_directory(target)
+    assert not stale.exists() and live.exists() and other.exists()

@@ -20,9 +20,11 @@ from mlcal.calibrators.base import CalibratorFormatError
 from mlcal.calibrators.isotonic import Isotonic
 from mlcal.cli import main as cli_main
 from mlcal.datasets import make_circular
-from mlcal.mlflow import (PyfuncScorer, get_default_pip_requirements, load_model,
-                          log_calibration, log_model, save_model)
+from mlcal.mlflow import (ModelIntegrityError, PyfuncScorer, UnsafeModelFormatError,
+                          get_default_pip_requirements, load_model, log_calibration, log_model,
+                          save_model)
 from mlcal.model import CalibratedModel
+from support.tamper import reseal
 
 FAST_REQS = ["scikit-learn", "numpy", "pandas"]  # explicit: skips slow requirement inference
 
@@ -157,6 +159,10 @@ def test_corrupted_calibrator_json_fails_with_a_clear_message(data, tmp_path, da
     save_model(data["model"], str(path), pip_requirements=FAST_REQS)
     cal_file = path / "calibrator.json"
     cal_file.write_text(damage(cal_file.read_text()))
+    for loader in (load_model, mlflow.pyfunc.load_model):   # the digest check comes first
+        with pytest.raises(ModelIntegrityError, match="calibrator.json was changed"):
+            loader(str(path))
+    reseal(path)    # digests recomputed: the calibrator's own validation still refuses it
     for loader in (load_model, mlflow.pyfunc.load_model):
         with pytest.raises(CalibratorFormatError, match=message) as err:
             loader(str(path))
@@ -167,6 +173,9 @@ def test_missing_calibrator_file_is_reported(data, tmp_path):
     path = tmp_path / "model"
     save_model(data["model"], str(path), pip_requirements=FAST_REQS)
     (path / "calibrator.json").unlink()
+    with pytest.raises(ModelIntegrityError, match="calibrator.json is missing"):
+        load_model(str(path))
+    reseal(path)
     with pytest.raises(CalibratorFormatError, match="cannot load the calibrator"):
         load_model(str(path))
 
@@ -223,7 +232,10 @@ def test_generic_pyfunc_base_model_via_output_column(data, tmp_path):
     save_model(model, str(path), pip_requirements=FAST_REQS)
     conf = yaml.safe_load((path / "MLmodel").read_text())["flavors"]["mlcal"]
     assert conf["base_flavor"] == "python_function"
-    loaded = load_model(str(path))
+    # an arbitrary MLflow model is loaded by its own flavour, which may unpickle: opt-in only
+    with pytest.raises(UnsafeModelFormatError, match="PyfuncScorer.*allow_pickle=True"):
+        load_model(str(path))
+    loaded = load_model(str(path), allow_pickle=True)
     assert isinstance(loaded.base_estimator, PyfuncScorer)
     # oracle: Platt's sigmoid on the sklearn probabilities, with the fitted (a, b)
     s = data["base"].predict_proba(data["X_test"])[:, 1]

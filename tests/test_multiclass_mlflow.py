@@ -20,7 +20,9 @@ from mlcal.calibrators.multiclass import MissingClassError, TooFewClassesError
 from mlcal.labels import MissingLabelError, UnknownLabelError
 from mlcal.mlflow import (calibrate_and_log, load_model, log_calibration, log_model,
                           probability_columns, save_model)
+from mlcal.mlflow.integrity import ModelIntegrityError
 from mlcal.model import CalibratedModel
+from support.tamper import reseal
 from mlcal.multiclass_metrics import (classwise_ece, multiclass_brier, multiclass_log_loss,
                                       top_label_ece)
 
@@ -147,6 +149,9 @@ def test_inconsistent_artifact_is_refused(data, saved, tmp_path):
     mlmodel["flavors"]["mlcal"]["classes"] = ["ant", "bee", "cat"]   # one class fewer
     with open(copy / "MLmodel", "w") as fh:
         yaml.safe_dump(mlmodel, fh)
+    with pytest.raises(ModelIntegrityError, match="MLmodel flavour sections were edited"):
+        load_model(str(copy))
+    reseal(copy)   # with the digests recomputed, the consistency check behind them refuses it
     with pytest.raises(CalibratorFormatError, match="4 classes but the MLmodel file lists 3"):
         load_model(str(copy))
 

@@ -23,10 +23,13 @@ from mlcal.mlflow.flavor import (FLAVOR_NAME, OUTPUT_LABEL, OUTPUT_PROBABILITY,
                                  CalibratedPyfuncModel, _load_pyfunc, get_default_conda_env,
                                  get_default_pip_requirements, load_model, log_model,
                                  probability_columns, save_model)
+from mlcal.mlflow.integrity import (ModelIntegrityError, UnsafeModelFormatError,
+                                    check_registered_version)
 from mlcal.mlflow.tracking import CalibrationRun, calibrate_and_log, log_calibration
 
 __all__ = ["BASE_FORMATS", "FLAVOR_NAME", "OUTPUT_LABEL", "OUTPUT_PROBABILITY",
            "OUTPUT_UNCALIBRATED", "PARAM_RETURN_UNCALIBRATED", "CalibratedPyfuncModel",
-           "CalibrationRun", "PyfuncScorer", "calibrate_and_log", "get_default_conda_env",
+           "CalibrationRun", "ModelIntegrityError", "PyfuncScorer", "UnsafeModelFormatError",
+           "calibrate_and_log", "check_registered_version", "get_default_conda_env",
            "get_default_pip_requirements", "load_base_estimator", "load_model",
            "log_calibration", "log_model", "probability_columns", "save_model"]

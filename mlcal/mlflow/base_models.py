@@ -326,7 +326,22 @@ def save_base_model(estimator: Any, path: str, *, base_format: str = "auto",
         module.save_model(estimator.booster, path, **kwargs)
         return {"base_flavor": flavor, "base_format": "native", "base_booster": True}
     module.save_model(estimator, path, **kwargs)
-    return {"base_flavor": flavor, "base_format": fmt or "native"}
+    conf = {"base_flavor": flavor, "base_format": fmt or "native"}
+    if fmt == "skops":
+        conf["base_trusted_types"] = _saved_skops_types(path, flavor)
+    return conf
+
+
+def _saved_skops_types(path: str, flavor: str) -> list[str]:
+    """The types beyond skops' defaults in the skops file just saved in ``path``: the list the
+    loader trusts (and nothing else) for this model."""
+    import skops.io
+    import yaml
+
+    with open(os.path.join(path, "MLmodel"), encoding="utf-8") as fh:
+        nested = yaml.safe_load(fh)["flavors"][flavor]
+    data = nested["pickled_model" if flavor == "sklearn" else "data"]
+    return sorted(skops.io.get_untrusted_types(file=os.path.join(path, data)))
 
 
 def load_base_model(path: str, conf: dict[str, Any]):

@@ -29,6 +29,11 @@ MLflow model whose pyfunc output holds a score or probability column is used thr
 ``PyfuncScorer(model_uri, output_column="<column>", kind="probability" | "score")`` and nested as
 a copy of its own model directory.
 
+Loading never runs code from the artifact by default: every file is checked against the
+SHA-256 digests MLmodel records (:mod:`mlcal.mlflow.integrity`) and the base model is read only
+from code-free formats (:mod:`mlcal.mlflow.base_loading`); see :func:`load_model`.
+``save_model`` replaces a model crash-safely (:func:`mlcal._atomic.replacing_directory`).
+
 Serving: the model has a column-based signature, so ``mlflow models serve`` accepts JSON
 ``dataframe_split``, ``dataframe_records``, ``inputs``/``instances`` as a list of records or a
 dict of columns, and CSV; a 2-D list without column names is rejected (400).
@@ -37,21 +42,24 @@ dict of columns, and CSV; a 2-D list without column names is rejected (400).
 from __future__ import annotations
 
 import os
-import shutil
 from typing import Any
 
 import numpy as np
 
-from mlcal._atomic import check_new_path, write_json
+from mlcal._atomic import checkpoint, recover_directory, replacing_directory, write_json
 from mlcal.calibrators._params import short_repr
 from mlcal.calibrators.base import CalibratorFormatError, load_calibrator
+from mlcal.base_scores import model_classes
+from mlcal.mlflow.base_loading import load_base_safely
 from mlcal.mlflow.base_models import (BASE_MODEL_DIR, PyfuncScorer, base_requirements,
-                                      load_base_model, save_base_model)
+                                      save_base_model)
 from mlcal.mlflow.bundle import bundle_into, is_mlcal_requirement
+from mlcal.mlflow.integrity import (DIGEST_KEY, FILES_KEY, FLAVOR_NAME, MLMODEL,
+                                    UnsafeModelFormatError, read_mlmodel, seal,
+                                    tag_registered_version, verify_directory)
 from mlcal.calibrators.multiclass import MulticlassCalibrator
 from mlcal.model import SCORE_SOURCES, CalibratedModel
 
-FLAVOR_NAME = "mlcal"
 LOADER_MODULE = "mlcal.mlflow"
 CALIBRATOR_FILE = "calibrator.json"
 OUTPUT_PROBABILITY = "p_calibrated"
@@ -65,6 +73,9 @@ OUTPUT_ALL = "all"
 OUTPUT_CHOICES = (OUTPUT_ALL, OUTPUT_LABEL, OUTPUT_PROBABILITY)
 # set by MLflow's scoring server (and `mlflow models predict`) in the serving process
 _SERVING_FLAG = "_MLFLOW_IS_IN_SERVING_ENVIRONMENT"
+#: the caller's opt-in to code-running base formats for mlflow.pyfunc.load_model and serving
+#: (model_config cannot carry it: MLflow only accepts keys the artifact itself declares)
+ALLOW_PICKLE_ENV = "MLCAL_ALLOW_PICKLE"
 
 
 def get_default_pip_requirements() -> list[str]:
@@ -223,16 +234,11 @@ def _check_model(cal_model, threshold) -> float:
     return float(t)
 
 
-def _prepare_path(path: str, overwrite: bool) -> str:
-    path = os.path.abspath(path)
-    if os.path.isfile(path) or (os.path.isdir(path) and any(os.scandir(path))):
-        check_new_path(path, overwrite=overwrite)   # an empty directory is fine to fill
-        if not os.path.isfile(os.path.join(path, "MLmodel")):
-            # never delete something that is not a saved model
-            raise FileExistsError(f"{path} exists and is not an MLflow model directory; "
-                                  "refusing to delete it even with overwrite=True")
-        shutil.rmtree(path)
-    return path
+def _must_be_mlflow_model(path: str) -> None:
+    if not os.path.isfile(os.path.join(path, "MLmodel")):
+        # never delete something that is not a saved model
+        raise FileExistsError(f"{path} exists and is not an MLflow model directory; "
+                              "refusing to delete it even with overwrite=True")
 
 
 def _params_schema():
@@ -337,10 +343,10 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
     if len(cal_model.classes_) > 2:
         probability_columns(cal_model.classes_)   # refuse colliding column names up front
     _validate_env_arguments(conda_env, pip_requirements, extra_pip_requirements)
-    path = _prepare_path(path, overwrite)
-    existed = os.path.isdir(path)
-    os.makedirs(path, exist_ok=True)
-    try:
+    # built beside the target and swapped in (see mlcal._atomic.replacing_directory): a save
+    # killed at any point leaves the old model or the new one at `path`
+    with replacing_directory(path, overwrite=overwrite,
+                             replaceable=_must_be_mlflow_model) as path:
         code_subpath = _validate_and_copy_code_paths(code_paths, path)
         mlflow_model = mlflow_model or Model()
         if metadata is not None:
@@ -348,11 +354,13 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
 
         cal = cal_model.calibrator_
         write_json(os.path.join(path, CALIBRATOR_FILE), cal.to_dict(), indent=1, nonfinite="error")
+        checkpoint("save-calibrator-written")
         base_kwargs = dict(base_model_kwargs or {})
         if skops_trusted_types is not None:
             base_kwargs["skops_trusted_types"] = list(skops_trusted_types)
         base_conf = save_base_model(cal_model.base_estimator, os.path.join(path, BASE_MODEL_DIR),
                                     base_format=base_format, base_model_kwargs=base_kwargs)
+        checkpoint("save-base-written")
 
         example = _save_example(mlflow_model, input_example, path)
         mlflow_model.signature = _signature(signature, example, cal_model.classes_)
@@ -367,7 +375,7 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
             input_transform=cal.map_.input_transform, base_model=BASE_MODEL_DIR,
             score_source=cal_model.score_source_, classes=np.asarray(cal_model.classes_).tolist(),
             threshold=t, code=code_subpath, **base_conf)
-        mlflow_model.save(os.path.join(path, "MLmodel"))  # must exist before inference
+        _save_sealed(mlflow_model, path)  # must exist (and verify) before inference
 
         if conda_env is None:
             if pip_requirements is None:
@@ -396,11 +404,23 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
             write_to(os.path.join(path, _CONSTRAINTS_FILE_NAME), "\n".join(constraints))
         write_to(os.path.join(path, _REQUIREMENTS_FILE_NAME), "\n".join(pip_reqs))
         _PythonEnv.current().to_yaml(os.path.join(path, _PYTHON_ENV_FILE_NAME))
-    except BaseException:
-        shutil.rmtree(path, ignore_errors=True)  # no half-written model left behind
-        if existed:
-            os.makedirs(path, exist_ok=True)
-        raise
+        _save_sealed(mlflow_model, path)
+        checkpoint("save-sealed")
+
+
+def _save_sealed(mlflow_model, path: str) -> None:
+    """Record the digests of every file in ``path`` in the mlcal flavour (on the Model object
+    too: MLflow's ``log`` may rewrite MLmodel from it) and write MLmodel."""
+    import yaml
+
+    mlmodel = os.path.join(path, MLMODEL)
+    # the digest covers the flavour sections as they read back from the YAML file
+    mlflow_model.save(mlmodel)
+    flavors = yaml.safe_load(open(mlmodel, encoding="utf-8"))["flavors"]
+    seal(path, flavors)
+    mlflow_model.flavors[FLAVOR_NAME].update(
+        {FILES_KEY: flavors[FLAVOR_NAME][FILES_KEY], DIGEST_KEY: flavors[FLAVOR_NAME][DIGEST_KEY]})
+    mlflow_model.save(mlmodel)
 
 
 def log_model(cal_model: CalibratedModel, name: str | None = None, *,
@@ -430,7 +450,8 @@ def log_model(cal_model: CalibratedModel, name: str | None = None, *,
     Returns
     -------
     mlflow.models.model.ModelInfo
-        ``model_info.model_uri`` loads the model back.
+        ``model_info.model_uri`` loads the model back. A registered version gets the tag
+        ``mlcal.digest`` (see :func:`mlcal.mlflow.check_registered_version`).
     """
     import sys
 
@@ -438,18 +459,24 @@ def log_model(cal_model: CalibratedModel, name: str | None = None, *,
 
     if name is None and artifact_path is None:
         name = "model"
-    return Model.log(artifact_path=artifact_path, name=name, flavor=sys.modules[__name__],
-                     flavor_name=FLAVOR_NAME, cal_model=cal_model,
-                     registered_model_name=registered_model_name, signature=signature,
-                     input_example=input_example, pip_requirements=pip_requirements,
-                     extra_pip_requirements=extra_pip_requirements, conda_env=conda_env,
-                     code_paths=code_paths, threshold=threshold, metadata=metadata,
-                     base_format=base_format, base_model_kwargs=base_model_kwargs,
-                     skops_trusted_types=skops_trusted_types, bundle_mlcal=bundle_mlcal,
-                     **kwargs)
+    info = Model.log(artifact_path=artifact_path, name=name, flavor=sys.modules[__name__],
+                      flavor_name=FLAVOR_NAME, cal_model=cal_model,
+                      registered_model_name=registered_model_name, signature=signature,
+                      input_example=input_example, pip_requirements=pip_requirements,
+                      extra_pip_requirements=extra_pip_requirements, conda_env=conda_env,
+                      code_paths=code_paths, threshold=threshold, metadata=metadata,
+                      base_format=base_format, base_model_kwargs=base_model_kwargs,
+                       skops_trusted_types=skops_trusted_types, bundle_mlcal=bundle_mlcal,
+                       **kwargs)
+    if registered_model_name is not None and info.registered_model_version is not None:
+        # the registry's own record of what was registered: a directory rewritten later
+        # (MLmodel digests included) no longer matches it (check_registered_version)
+        tag_registered_version(registered_model_name, info.registered_model_version,
+                               info.flavors[FLAVOR_NAME][DIGEST_KEY])
+    return info
 
 
-def _inside_model_dir(root: str, conf: dict[str, Any], key: str, default: str) -> str:
+def inside_model_dir(root: str, conf: dict[str, Any], key: str, default: str) -> str:
     """The real path of the MLmodel entry ``key``, which must name something inside ``root``
     (no absolute paths, no ``..``, no symlinks leading out)."""
     rel = conf.get(key, default)
@@ -489,16 +516,14 @@ def _model_fields(root: str, conf: dict[str, Any]) -> tuple[str, float, np.ndarr
     return source, float(t), np.asarray(classes)
 
 
-def _load_local(path: str, conf: dict[str, Any]) -> CalibratedModel:
+def _load_local(path: str, conf: dict[str, Any], *, allow_pickle: bool = False
+                ) -> CalibratedModel:
     from pathlib import Path
 
     from sklearn.base import clone
 
-    if not isinstance(conf, dict):
-        raise CalibratorFormatError(f"mlcal model at {path}: the mlcal flavour configuration "
-                                    "in MLmodel is not a mapping")
     source, threshold, classes = _model_fields(path, conf)
-    cal_file = _inside_model_dir(path, conf, "calibrator", CALIBRATOR_FILE)
+    cal_file = inside_model_dir(path, conf, "calibrator", CALIBRATOR_FILE)
     try:
         cal = load_calibrator(Path(cal_file))   # a Path: the file is parsed as JSON, only
     except CalibratorFormatError as exc:
@@ -515,7 +540,14 @@ def _load_local(path: str, conf: dict[str, Any]) -> CalibratedModel:
         raise CalibratorFormatError(f"{cal_file} holds a calibrator for {n_cal} classes but the "
                                     f"MLmodel file lists {len(classes)}; the artifact is "
                                     "inconsistent")
-    base = load_base_model(_inside_model_dir(path, conf, "base_model", BASE_MODEL_DIR), conf)
+    base = load_base_safely(inside_model_dir(path, conf, "base_model", BASE_MODEL_DIR), conf,
+                            allow_pickle=allow_pickle)
+    base_classes = model_classes(base)
+    if base_classes.tolist() != classes.tolist():
+        raise CalibratorFormatError(f"mlcal model at {path}: MLmodel field 'classes' is "
+                                    f"{short_repr(classes.tolist())} but the base model's "
+                                    f"classes_ are {short_repr(base_classes.tolist())}; the "
+                                    "artifact is inconsistent (labels would be mixed up)")
     model = CalibratedModel(base_estimator=base, calibrator=clone(cal),
                             score=source, threshold=threshold)
     model.calibrator_ = cal
@@ -524,8 +556,40 @@ def _load_local(path: str, conf: dict[str, Any]) -> CalibratedModel:
     return model
 
 
-def load_model(model_uri: str, dst_path: str | None = None) -> CalibratedModel:
+def _verified_conf(path: str, *, allow_pickle: bool) -> dict[str, Any]:
+    """The mlcal flavour section of the model directory ``path``, after the directory was
+    checked against its recorded digests (nothing else in it is read before that)."""
+    flavors = read_mlmodel(path)["flavors"]
+    conf = flavors.get(FLAVOR_NAME)
+    if not isinstance(conf, dict):
+        raise CalibratorFormatError(f"mlcal model at {path}: the mlcal flavour configuration "
+                                    f"in MLmodel must be a mapping, got {short_repr(conf)}")
+    verify_directory(path, conf, flavors)
+    pyfunc_conf = flavors.get("python_function")
+    code = [c for c in (conf.get("code"), isinstance(pyfunc_conf, dict)
+                        and pyfunc_conf.get("code")) if c]
+    if code and not allow_pickle:
+        raise UnsafeModelFormatError(f"mlcal model at {path} ships Python code ({code[0]!r}, "
+                                     "saved with code_paths), which loading would import; "
+                                     "pass allow_pickle=True only if you trust the artifact")
+    return conf
+
+
+def _is_local(model_uri: str) -> bool:
+    from urllib.parse import urlparse
+
+    scheme = urlparse(model_uri).scheme
+    return scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")
+
+
+def load_model(model_uri: str, dst_path: str | None = None, *,
+               allow_pickle: bool = False) -> CalibratedModel:
     """Load an ``mlcal`` model as a native :class:`CalibratedModel`.
+
+    The directory is checked against the SHA-256 digests recorded when it was saved before
+    anything in it is read, and the base model is loaded only from formats that cannot run
+    code (see :mod:`mlcal.mlflow.base_loading`). A local directory left half-replaced by a
+    killed ``save_model(overwrite=True)`` is restored first.
 
     Parameters
     ----------
@@ -534,20 +598,50 @@ def load_model(model_uri: str, dst_path: str | None = None) -> CalibratedModel:
         local path, ...
     dst_path : str, optional
         Where to download remote artifacts (a temporary directory by default).
+    allow_pickle : bool, default=False
+        Also load what can run code while it loads: a base model saved as pickle/cloudpickle,
+        a skops file with types outside scikit-learn/numpy/scipy/the boosting libraries, a
+        :class:`~mlcal.mlflow.PyfuncScorer` base (loaded by its own MLflow flavour) and code
+        saved with ``code_paths``. **Loading such an artifact runs whatever code its author
+        (or anyone who could modify it) put there**: pass True only for artifacts you trust.
+        (``mlflow.pyfunc.load_model`` takes the same opt-in from the environment variable
+        ``MLCAL_ALLOW_PICKLE=1``.)
 
     Raises
     ------
+    mlcal.mlflow.ModelIntegrityError
+        A file was changed, removed or added after saving, the directory holds a symlink or a
+        special file, or MLmodel's flavour sections were edited.
+    mlcal.mlflow.UnsafeModelFormatError
+        The base model (or shipped code) could run code and ``allow_pickle`` is False.
     mlcal.calibrators.base.CalibratorFormatError
-        The artifact's calibrator JSON is missing, corrupt or inconsistent with ``MLmodel``.
+        The calibrator JSON or an MLmodel field is malformed or inconsistent (e.g. ``classes``
+        differs from the base model's ``classes_``).
     """
     from mlflow.tracking.artifact_utils import _download_artifact_from_uri
-    from mlflow.utils.model_utils import (_add_code_from_conf_to_system_path,
-                                          _get_flavor_configuration)
+    from mlflow.utils.model_utils import _add_code_from_conf_to_system_path
 
+    if _is_local(model_uri):
+        from urllib.parse import urlparse
+
+        local_dir = urlparse(model_uri).path if model_uri.startswith("file:") else model_uri
+        recover_directory(local_dir)
     local = _download_artifact_from_uri(artifact_uri=model_uri, output_path=dst_path)
-    conf = _get_flavor_configuration(model_path=local, flavor_name=FLAVOR_NAME)
-    _add_code_from_conf_to_system_path(local, conf)
-    return _load_local(local, conf)
+    conf = _verified_conf(local, allow_pickle=allow_pickle)
+    if allow_pickle:
+        _add_code_from_conf_to_system_path(local, conf)
+    return _load_local(local, conf, allow_pickle=allow_pickle)
+
+
+def _forget_code_paths(path: str) -> None:
+    """Take the refused model's directories off ``sys.path``: MLflow put its ``code`` entry
+    there before calling the flavour, and a later import would pick modules from it."""
+    import sys
+
+    root = os.path.realpath(path)
+    sys.path[:] = [p for p in sys.path if not (
+        isinstance(p, str) and p and os.path.commonpath(
+            [root, os.path.realpath(p)]) == root)]
 
 
 def _load_pyfunc(path: str, model_config=None) -> CalibratedPyfuncModel:
@@ -557,14 +651,17 @@ def _load_pyfunc(path: str, model_config=None) -> CalibratedPyfuncModel:
     ``"proba_<class>"`` column) makes ``predict`` return that one column (see
     :class:`CalibratedPyfuncModel`); any other key is refused.
     """
-    from mlflow.utils.model_utils import _get_flavor_configuration
-
     config = dict(model_config or {})
     unknown = set(config) - {"output"}
     if unknown:
         raise ValueError(f"mlcal model: unknown model_config keys {sorted(unknown)}; "
                          "supported: 'output'")
 
-    conf = _get_flavor_configuration(model_path=path, flavor_name=FLAVOR_NAME)
-    return CalibratedPyfuncModel(_load_local(path, conf),
+    allow_pickle = os.environ.get(ALLOW_PICKLE_ENV, "") == "1"
+    try:
+        conf = _verified_conf(path, allow_pickle=allow_pickle)
+    except Exception:
+        _forget_code_paths(path)
+        raise
+    return CalibratedPyfuncModel(_load_local(path, conf, allow_pickle=allow_pickle),
                                  output=config.get("output", OUTPUT_ALL))

@@ -175,6 +175,9 @@ def _read_model(model_uri: str, X, *,
     import mlflow
     from mlflow.models import get_model_info
 
+    from mlcal.mlflow.integrity import check_registered_version
+
+    check_registered_version(model_uri)   # a version changed since registration is refused
     flavors = get_model_info(model_uri).flavors
     if "mlcal" in flavors:
         from mlcal.mlflow import load_model

@@ -18,7 +18,7 @@ installed in ``--python``'s environment is imported (not a source checkout). Row
 * ``mlcal auto, after mlcal warmup``: that folder after ``mlcal warmup`` filled it (skip with
   ``--no-warmup``).
 
-``compiled`` is the number of numba compilations the process ran. Set ``--python`` to a fresh
+``compiled`` is the number of numba compilations the process ran (its last repeat). Set ``--python`` to a fresh
 environment's interpreter to measure a fresh install, e.g.::
 
     python -m venv /tmp/v && /tmp/v/bin/pip install . && \\
@@ -57,7 +57,7 @@ _SKLEARN = r"""
 from sklearn.calibration import _SigmoidCalibration
 _SigmoidCalibration().fit(s, y)
 import json, sklearn
-print(json.dumps({"compiled": 0, "module": sklearn.__file__}))
+print(json.dumps({"compiled": None, "module": sklearn.__file__}))
 """
 
 
@@ -114,8 +114,9 @@ def main() -> None:
     reference = statistics.median(rows["scikit-learn sigmoid"])
     for label, times in rows.items():
         median = statistics.median(times)
+        compiled = info[label]["compiled"]
         print(f"{label:<32} {median:8.2f} {median / reference:7.1f} "
-              f"{info[label]['compiled']:9d}")
+              f"{'-' if compiled is None else compiled:>9}")
 
 
 if __name__ == "__main__":

@@ -12,11 +12,13 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     MPLBACKEND=Agg \
     NUMBA_CACHE_DIR=/opt/mlcal/numba-cache \
+    MLCAL_BUILD_KERNEL_CACHE=0 \
     HOST=0.0.0.0 \
     PORT=8080
 
 WORKDIR /opt/mlcal
 COPY pyproject.toml README.md ./
+COPY build_support ./build_support
 COPY mlcal ./mlcal
 COPY plugins ./plugins
 COPY docker/serve.sh /usr/local/bin/mlcal-serve
@@ -28,8 +30,10 @@ RUN pip install ".[mlflow]" ./plugins/mlcal-mlflow-evaluator \
 
 USER mlcal
 # compile every numba kernel now, as the user that runs the image: numba only uses a cache
-# directory it can write to, and a first fit in the container then loads machine code instead
-# of compiling for seconds (the cache is keyed to this CPU model; another CPU recompiles)
+# directory it can write to (hence no kernel cache in the wheel, which would land in root's
+# site-packages: MLCAL_BUILD_KERNEL_CACHE=0), and a first fit in the container then loads
+# machine code instead of compiling for seconds (the cache is keyed to this CPU model; another
+# CPU recompiles)
 RUN mlcal warmup
 WORKDIR /home/mlcal
 EXPOSE 8080

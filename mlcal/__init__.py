@@ -6,6 +6,12 @@ Every calibrator reduces to one canonical map (:class:`StepMap`, :class:`LinearM
 
 __version__ = "0.1.0"
 
+# before any kernel is defined: numba picks each kernel's cache folder when it is decorated
+from mlcal import _kernel_cache  # noqa: E402
+
+_kernel_cache.install_locator()
+_kernel_cache.install_compile_notice()
+
 from mlcal.calibrators import *  # noqa: E402,F401,F403
 from mlcal.calibrators import __all__ as _calibrator_names  # noqa: E402
 from mlcal.calibrators.catalog import register  # noqa: E402,F401  (deprecated alias)

@@ -142,8 +142,11 @@ def run_quickstart(*, workdir: str = "mlcal-quickstart", tracking_uri: str | Non
     progress(f"[3/{total}] fitting {len(chosen)} calibrators on {len(y_cal)} calibration rows, "
              f"scoring on {len(y_te)} selection rows")
     # numba compiles kernels on first use (seconds; loaded from its disk cache once `mlcal
-    # warmup` or an earlier run compiled them): do it before the timed fits so "fit ms" is fit
-    warm = warmup(chosen, all_variants=False)   # the quickstart fits default parameters
+    # warmup`, an earlier run or the wheel build compiled them): do it before the timed fits so
+    # "fit ms" is fit time. The quickstart fits default parameters; a method that compiles (a
+    # fresh source checkout or another CPU: about a minute in all) says when it is ready.
+    warm = warmup(chosen, all_variants=False, progress=lambda line: progress("      " + line),
+                  quiet_below=1.0)
     progress(f"        numba kernels ready in {sum(warm.values()):.1f} s (not counted as fit "
              "time)")
     rows = compare_calibrators(base, X_cal, y_cal, X_te, y_te, chosen)

@@ -41,7 +41,8 @@ def _datasets(seed: int = 0) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | 
 
 
 def warmup(methods: list[str] | None = None, *, all_variants: bool = True,
-           progress: Callable[[str], None] | None = None) -> dict[str, float]:
+           progress: Callable[[str], None] | None = None,
+           quiet_below: float = 0.0) -> dict[str, float]:
     """Fit each method in every kernel-relevant configuration once; returns seconds per method.
 
     Parameters
@@ -53,6 +54,8 @@ def warmup(methods: list[str] | None = None, *, all_variants: bool = True,
         SBB/ABB pre-aggregation, ...); ``False`` warms only the default parameters.
     progress : callable, optional
         Receives one line per method.
+    quiet_below : float
+        Methods ready in fewer seconds than this (their kernels were cached) get no line.
     """
     from mlcal.calibrators.catalog import available_calibrators, get_calibrator
 
@@ -68,6 +71,6 @@ def warmup(methods: list[str] | None = None, *, all_variants: bool = True,
                     cal = get_calibrator(name, **params).fit(scores, y, sample_weight=w)
                 cal.predict(scores)
         seconds[name] = time.perf_counter() - start
-        if progress is not None:
+        if progress is not None and seconds[name] >= quiet_below:
             progress(f"  {name:<10} ready in {seconds[name]:6.2f} s")
     return seconds

@@ -10,7 +10,7 @@ import pytest
 INTEGRATION_MODULES = {
     "test_mlflow_serve", "test_dockerfile", "test_quickstart", "test_examples",
     "test_registry_concurrency", "test_cpu_determinism", "test_warmup", "test_boosted_models",
-    "test_multiclass_serve", "test_spark", "test_spark_mlflow",
+    "test_multiclass_serve", "test_spark", "test_spark_mlflow", "test_kernel_cache",
 }
 
 

@@ -14,6 +14,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import sysconfig
 import time
 import urllib.request
@@ -79,7 +80,14 @@ def image_env(tmp_path_factory):
         launcher.write_text(f'#!/bin/sh\nexec "{py}" -m {tool} "$@"\n')
         launcher.chmod(0o755)
     cmd = shlex.split(_pip_install_line())
+    # the wheel build compiles mlcal's kernels in pip's isolated build environment, which
+    # resolves numba and numpy apart from this one: pin them to the versions used here (the
+    # packed cache is only read with the numba/numpy it was built with)
+    import numba
+    constraints = root / "build-constraints.txt"
+    constraints.write_text(f"numba=={numba.__version__}\nnumpy=={np.__version__}\n")
     proc = subprocess.run([str(py), "-m", *cmd, "--quiet"], cwd=root / "app",
+                          env=dict(os.environ, PIP_CONSTRAINT=str(constraints)),
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return root, env_dir
@@ -94,6 +102,46 @@ def test_install_puts_fresh_mlcal_and_plugin_in_the_new_environment(image_env):
         cwd=root).split()  # not the repo, whose ./mlcal would shadow the installed one
     assert out[0].startswith(str(env_dir)), out[0]
     assert out[1] == "True"
+
+
+# A new process's first `auto` fit: how many numba compilations it ran, and the JSON.
+_FIRST_AUTO_FIT = r"""
+import json, sys
+import numpy as np
+from numba.core import event
+recording = event.install_recorder("numba:compile")
+rec = recording.__enter__()
+import mlcal
+rng = np.random.default_rng(3)
+s = rng.random(3000)
+y = (rng.random(3000) < s).astype(int)
+doc = mlcal.get_calibrator("auto").fit(s, y).to_json()
+print(json.dumps({"compiled": sum(e.is_start for _, e in rec.buffer), "json": doc,
+                  "module": mlcal.__file__}))
+"""
+
+
+def test_a_fresh_non_editable_install_fits_auto_without_compiling(image_env, tmp_path):
+    """The wheel built by the install carries numba's compiled kernels (build_support/): the
+    first `auto` fit of a new process loads them, and gives the JSON this checkout computes.
+    This is the install without the Dockerfile's ENV (MLCAL_BUILD_KERNEL_CACHE=0 there)."""
+    root, env_dir = image_env
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYTHONPATH")}
+    out = subprocess.run([str(env_dir / "bin" / "python"), "-c", _FIRST_AUTO_FIT], env=env,
+                         cwd=tmp_path, check=True, capture_output=True, text=True)
+    installed = json.loads(out.stdout.strip().splitlines()[-1])
+    assert installed["module"].startswith(str(env_dir)), installed["module"]
+    assert installed["compiled"] == 0, out.stderr
+    assert "compiling numba kernels" not in out.stderr
+    # the same fit with this checkout's sources, compiling into an empty cache: same bytes
+    env["NUMBA_CACHE_DIR"] = str(tmp_path / "empty-cache")
+    env["PYTHONPATH"] = str(ROOT)
+    here = subprocess.run([sys.executable, "-c", _FIRST_AUTO_FIT], env=env, cwd=tmp_path,
+                          check=True, capture_output=True, text=True)
+    compiled_here = json.loads(here.stdout.strip().splitlines()[-1])
+    assert compiled_here["compiled"] > 0       # the probe sees compilation when there is some
+    assert "mlcal: compiling numba kernels (one-time, cached on disk)..." in here.stderr
+    assert compiled_here["json"] == installed["json"]
 
 
 def test_entrypoint_serves_a_mounted_model_directory(image_env, tmp_path):

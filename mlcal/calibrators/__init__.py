@@ -32,3 +32,8 @@ from mlcal.calibrators.multiclass import (MatrixScaling, MissingClassError,  # n
 __all__ += ["MatrixScaling", "MissingClassError", "MulticlassCalibrator",
             "NotProbabilitiesError", "OneVsRest", "TemperatureScaling", "TooFewClassesError",
             "VectorScaling"]
+
+from mlcal.calibrators.structured_scaling import (StructuredMatrixScaling,  # noqa: E402
+                                                  StructuredVectorScaling, TemperatureMixScaling)
+
+__all__ += ["StructuredMatrixScaling", "StructuredVectorScaling", "TemperatureMixScaling"]

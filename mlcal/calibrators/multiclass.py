@@ -15,6 +15,7 @@ else as logits.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, ClassVar
 
 import numpy as np
@@ -22,6 +23,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 
 from mlcal._solvers.convex_newton import newton
+from mlcal._solvers.probability_floor import probability_floor
 from mlcal._solvers.softmax_affine import canonical_order, lbfgs, nll_and_gradient
 from mlcal._solvers.softmax_derivatives import (matrix_derivatives, temperature_derivatives,
                                                 vector_derivatives)
@@ -348,7 +350,10 @@ class _SoftmaxScaling(MulticlassCalibrator):
     def _fit(self, s, y, w, probabilities):
         inp = "log-probabilities" if probabilities else "logits"
         K = s.shape[1]
-        x = SoftmaxAffineMap(np.ones(K), np.zeros(K), input=inp).transform_input(s)
+        # probability inputs are floored at a level measured on these rows (not 1e-300): an
+        # exact 0 from the base model becomes the smallest probability the data support
+        fields = {"probability_floor": probability_floor(s, y, w)} if probabilities else {}
+        x = SoftmaxAffineMap(np.ones(K), np.zeros(K), input=inp, **fields).transform_input(s)
         order = canonical_order(x, y, w)
         x, y, w = (np.ascontiguousarray(x[order]), np.ascontiguousarray(y[order]),
                    np.ascontiguousarray(w[order]))
@@ -358,7 +363,15 @@ class _SoftmaxScaling(MulticlassCalibrator):
             raise ValueError(f"{type(self).__name__}: the fit did not converge in "
                              f"{self.n_iter_} iterations (separable data?)")
         self.objective_ = float(evaluate(theta, False)[0])
-        return build(theta, inp)
+        fitted = build(theta, inp)
+        eps = self._uniform_weight(w)
+        if eps:
+            fields["uniform_weight"] = eps
+        return dataclasses.replace(fitted, **fields) if fields else fitted
+
+    def _uniform_weight(self, w: np.ndarray) -> float:
+        """Weight of the uniform distribution in the fitted map's output (none here)."""
+        return 0.0
 
 
 def _newton(evaluate, theta0):
@@ -529,14 +542,19 @@ class MatrixScaling(_SoftmaxScaling):
                 _newton if use_newton else _lbfgs)
 
 
+# the regularised structured scalings build on the classes above
+from mlcal.calibrators.structured_scaling import (  # noqa: E402
+    StructuredMatrixScaling, StructuredVectorScaling, TemperatureMixScaling)
+
 #: multiclass method names accepted by :func:`multiclass_calibrator` (besides binary names)
 MULTICLASS_METHODS = {"temperature": TemperatureScaling, "vector": VectorScaling,
-                      "matrix": MatrixScaling}
+                      "matrix": MatrixScaling, "ts-mix": TemperatureMixScaling,
+                      "svs": StructuredVectorScaling, "sms": StructuredMatrixScaling}
 
 
 def multiclass_calibrator(name: str) -> MulticlassCalibrator:
-    """A new multiclass calibrator: ``"temperature"``, ``"vector"`` or ``"matrix"``, or any
-    binary method name (:func:`mlcal.available_calibrators`) applied one-vs-rest."""
+    """A new multiclass calibrator: ``"temperature"``, ``"vector"``, ``"matrix"``, ``"ts-mix"``,
+    ``"svs"`` or ``"sms"`` (:data:`MULTICLASS_METHODS`), or any binary method name (:func:`mlcal.available_calibrators`) applied one-vs-rest."""
     key = str(name).lower()
     if key in MULTICLASS_METHODS:
         return MULTICLASS_METHODS[key]()
@@ -547,8 +565,7 @@ def multiclass_calibrator(name: str) -> MulticlassCalibrator:
     return OneVsRest(key)
 
 
-_DOCUMENT_CLASSES = {c.document_method: c for c in (OneVsRest, TemperatureScaling,
-                                                    VectorScaling, MatrixScaling)}
+_DOCUMENT_CLASSES = {c.document_method: c for c in (OneVsRest, *MULTICLASS_METHODS.values())}
 
 
 def multiclass_document_class(method: str) -> type[MulticlassCalibrator] | None:

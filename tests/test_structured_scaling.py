@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 from scipy.special import logsumexp, softmax
-from sklearn.datasets import load_digits
+from sklearn.datasets import load_digits, make_classification
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import train_test_split
 from sklearn.naive_bayes import GaussianNB
@@ -26,6 +26,7 @@ from mlcal.calibrators.structured_scaling import (StructuredMatrixScaling,
                                                   StructuredVectorScaling, TemperatureMixScaling)
 from mlcal.maps import MapFormatError, map_from_dict
 from mlcal.multiclass_maps import PROBABILITY_FLOOR, SoftmaxAffineMap
+from mlcal.multiclass_metrics import top_label_ece
 
 STRUCTURED = [TemperatureMixScaling, StructuredVectorScaling, StructuredMatrixScaling]
 
@@ -35,20 +36,30 @@ def _mean_nll(p, y):
 
 
 def _brute_force_floor(s, y, w):
-    """The floor's definition, one threshold at a time."""
+    """The floor's definition, step by step: pool the numerical zeros, then add the next
+    input level while it is below the pooled Laplace rate."""
     n, K = s.shape
     rw = w * (np.count_nonzero(w) / w.sum())
-    for t in np.unique(s):
+    eps = 2.0 ** -52
+    if not np.any(s < eps):
+        return eps
+
+    def rate_at_or_below(f):
         N = M = 0.0
         for i in range(n):
             for k in range(K):
-                if s[i, k] <= t:
+                if s[i, k] <= f:
                     N += rw[i]
                     M += rw[i] * (y[i] == k)
-        r = (M + 1.0) / (N + 2.0)
-        if t >= r:
-            return min(1.0, r)
-    return min(1.0, r)
+        return (M + 1.0) / (N + 2.0)
+
+    top = s[s < eps].max()
+    for level in np.unique(s[s >= eps]):
+        r = rate_at_or_below(top)
+        if level >= r:
+            return max(eps, r)
+        top = level
+    return max(eps, min(1.0, rate_at_or_below(top)))
 
 
 def _simulated(n, K, seed, power=1.0, zero_below=0.0):
@@ -69,6 +80,7 @@ def test_probability_floor_matches_its_definition(seed):
     n, K = 40, 4
     s = softmax(rng.normal(0, 3, (n, K)), axis=1)
     s[rng.random((n, K)) < 0.3] = 0.0          # exact zeros, as a random forest gives
+    s[np.arange(n), rng.integers(0, K, n)] += 0.05   # no all-zero row
     s = np.round(s / s.sum(axis=1, keepdims=True), 2)   # ties
     s /= s.sum(axis=1, keepdims=True)
     y = rng.integers(0, K, n)
@@ -77,12 +89,16 @@ def test_probability_floor_matches_its_definition(seed):
 
 
 def test_probability_floor_uses_the_zeros_truth_rate():
-    # 100 rows, K = 2; class 1 gets probability 0 in every row and is true in 9 of them: the
-    # pooled zero cells give (9 + 1) / (100 + 2), below the smallest positive probability (1)
+    # 100 rows, K = 2; class 1 gets probability 0 (or an underflowed 1e-20) in every row and is
+    # true in 9 of them: the zero cells' rate is (9 + 1) / (100 + 2), below the next level (1)
     s = np.tile([1.0, 0.0], (100, 1))
+    s[::2] = [1.0 - 1e-20, 1e-20]
     y = np.zeros(100, dtype=int)
     y[:9] = 1
     assert probability_floor(s, y, np.ones(100)) == 10.0 / 102.0
+    # no numerical zeros: the floor is 2**-52 and binds nowhere
+    s = np.tile([0.9, 0.1], (100, 1))
+    assert probability_floor(s, y, np.ones(100)) == 2.0 ** -52
 
 
 @pytest.mark.parametrize("make", STRUCTURED + [TemperatureScaling])
@@ -200,10 +216,22 @@ def _digits_outputs(base, seed=0):
     return base.predict_proba(X_cal), y_cal, base.predict_proba(X_te), y_te
 
 
-@pytest.mark.parametrize("base", [GaussianNB(), RandomForestClassifier(60, random_state=0)],
-                         ids=["naive-bayes", "random-forest"])
-def test_exact_zero_inputs_get_a_measured_floor_and_beat_a_fixed_tiny_floor(base):
-    s_cal, y_cal, s_te, y_te = _digits_outputs(base)
+def _forest_outputs():
+    """A 50-tree random forest on 10 simulated classes: exact zeros, some on the true class."""
+    X, y = make_classification(3000, n_features=20, n_informative=10, n_classes=10,
+                               n_clusters_per_class=1, random_state=0)
+    X_tr, X_rest, y_tr, y_rest = train_test_split(X, y, train_size=1 / 3, stratify=y,
+                                                  random_state=0)
+    X_cal, X_te, y_cal, y_te = train_test_split(X_rest, y_rest, train_size=0.5,
+                                                stratify=y_rest, random_state=0)
+    base = RandomForestClassifier(50, random_state=0).fit(X_tr, y_tr)
+    return base.predict_proba(X_cal), y_cal, base.predict_proba(X_te), y_te
+
+
+@pytest.mark.parametrize("outputs", [lambda: _digits_outputs(GaussianNB()), _forest_outputs],
+                         ids=["naive-bayes-digits", "random-forest-simulated"])
+def test_exact_zero_inputs_get_a_measured_floor_and_beat_a_fixed_tiny_floor(outputs):
+    s_cal, y_cal, s_te, y_te = outputs()
     assert np.mean(s_cal == 0.0) > 0.1    # the base model outputs exact zeros
     ts = TemperatureScaling().fit(s_cal, y_cal)
     floor = ts.map_.probability_floor
@@ -214,6 +242,8 @@ def test_exact_zero_inputs_get_a_measured_floor_and_beat_a_fixed_tiny_floor(base
     new_loss = _mean_nll(ts.predict_proba(s_te), y_te)
     old_loss = _mean_nll(old.predict_proba(x(s_te)), y_te)
     assert new_loss < 0.9 * old_loss
+    assert top_label_ece(y_te, ts.predict_proba(s_te)) < 0.5 * top_label_ece(
+        y_te, old.predict_proba(x(s_te)))
     for make in STRUCTURED:   # and none of the structured fits is worse than ts-mix by > 2 %
         p = make().fit(s_cal, y_cal).predict_proba(s_te)
         assert _mean_nll(p, y_te) <= 1.02 * _mean_nll(

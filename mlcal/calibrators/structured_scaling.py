@@ -110,8 +110,8 @@ class StructuredVectorScaling(_StructuredScaling):
 
     Parameters
     ----------
-    penalty : float, default=0.1
-    class_exponent : float, default=1.0
+    penalty : float, default=1.0
+    class_exponent : float, default=0.5
     size_exponent : float, default=0.5
     input_kind : {"auto", "probabilities", "logits"}, default="auto"
 
@@ -125,7 +125,7 @@ class StructuredVectorScaling(_StructuredScaling):
 
     document_method = "multiclass-svs"
 
-    def __init__(self, penalty: float = 0.1, class_exponent: float = 1.0,
+    def __init__(self, penalty: float = 1.0, class_exponent: float = 0.5,
                  size_exponent: float = 0.5, input_kind: str = "auto"):
         self.penalty = penalty
         self.class_exponent = class_exponent

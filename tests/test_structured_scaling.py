@@ -277,3 +277,26 @@ def test_structured_scaling_fixes_miscalibration_where_unregularised_overfits(K)
     if K == 20:   # unregularised matrix scaling overfits 420 parameters on 300 rows
         mat = _mean_nll(MatrixScaling().fit(s[cal], y[cal]).predict_proba(s[te]), y[te])
         assert sms < mat
+
+
+def test_letter_like_naive_bayes_26_classes_converges_and_beats_temperature():
+    """Regression: on naive-Bayes outputs for 26 classes with underflowed probabilities (the
+    letter / naive Bayes case; letter itself is not shipped offline), matrix scaling with a
+    free diagonal stops after 10000 L-BFGS iterations without converging (separable rows).
+    The structured fits have a strictly convex objective and converge."""
+    X, y = make_classification(6000, n_features=16, n_informative=14, n_redundant=0,
+                               n_classes=26, n_clusters_per_class=1, class_sep=3,
+                               random_state=0)
+    X[:, :8] *= 5
+    X_tr, X_rest, y_tr, y_rest = train_test_split(X, y, train_size=0.5, stratify=y,
+                                                  random_state=0)
+    X_cal, X_te, y_cal, y_te = train_test_split(X_rest, y_rest, train_size=0.5,
+                                                stratify=y_rest, random_state=0)
+    nb = GaussianNB(var_smoothing=1e-12).fit(X_tr, y_tr)
+    s_cal, s_te = nb.predict_proba(X_cal), nb.predict_proba(X_te)
+    assert np.mean(s_cal < 2.0 ** -52) > 0.1
+    ts_mix = _mean_nll(TemperatureMixScaling().fit(s_cal, y_cal).predict_proba(s_te), y_te)
+    for make in (StructuredVectorScaling, StructuredMatrixScaling):
+        cal = make().fit(s_cal, y_cal)
+        assert cal.n_iter_ < 1000
+        assert _mean_nll(cal.predict_proba(s_te), y_te) <= ts_mix

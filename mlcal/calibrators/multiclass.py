@@ -361,7 +361,9 @@ class _SoftmaxScaling(MulticlassCalibrator):
         theta, self.n_iter_, converged = solver(evaluate, theta0)
         if not converged:
             raise ValueError(f"{type(self).__name__}: the fit did not converge in "
-                             f"{self.n_iter_} iterations (separable data?)")
+                             f"{self.n_iter_} iterations (separable data?); the regularised "
+                             "'svs' and 'sms' (StructuredVectorScaling, "
+                             "StructuredMatrixScaling) always have a finite optimum")
         self.objective_ = float(evaluate(theta, False)[0])
         fitted = build(theta, inp)
         eps = self._uniform_weight(w)

@@ -1,6 +1,7 @@
 """Multiclass calibration: fit time against scikit-learn in the same run, and quality.
 
     python benchmarks/bench_multiclass.py [--quick] [--skip-timing] [--skip-quality]
+        [--rows N ...] [--classes K ...] [--uncapped]
 
 Timing: simulated probabilities (see ``simulate``) for K = 3, 10, 100 classes and N = 1e5, 1e6
 rows (``--quick``: N = 2e4). mlcal's one-vs-rest isotonic and Platt, temperature, vector and
@@ -225,10 +226,14 @@ def main() -> None:
     ap.add_argument("--uncapped", action="store_true",
                     help="also run the fits that WORK_CAPS skips")
     ap.add_argument("--splits", type=int, default=10, help="random splits in the quality part")
+    ap.add_argument("--rows", type=float, nargs="+", help="timing row counts N (default 1e5 1e6)")
+    ap.add_argument("--classes", type=int, nargs="+", default=[3, 10, 100],
+                    help="timing class counts K")
     args = ap.parse_args()
     if not args.skip_timing:
-        timing([3, 10, 100], [20_000] if args.quick else [100_000, 1_000_000],
-               args.uncapped)
+        rows = [int(n) for n in args.rows] if args.rows else (
+            [20_000] if args.quick else [100_000, 1_000_000])
+        timing(args.classes, rows, args.uncapped)
     if not args.skip_quality:
         quality(3 if args.quick else args.splits)
 

@@ -9,17 +9,23 @@ data say more.
 doubles at 1) cannot be carried by a row that sums to 1 -- adding it to the row's largest
 entry changes nothing -- so it is a zero as far as the row's arithmetic goes.
 
-*The floor*: pool the (row, class) cells that are numerical zeros and count how often that
-class is the true one; with Laplace's rule of succession the pooled rate is
-``r = (M + 1) / (N + 2)`` (``N`` the weight of the pooled cells, ``M`` the weight of those that
-are the true class; sample weights rescaled to mean 1 per row). While the next distinct input
-level ``t`` above the pool is below ``r`` (the model claims less than the pooled cells beneath
-it already show), that level joins the pool and ``r`` is recomputed; the floor is the final
-``r``. So a zero becomes the probability the data give to a zero, raised as far as needed for
-the inputs to stay in order, and inputs at or above the next level never change (the transform
-is monotone). Without numerical zeros in the calibration rows the floor is
-:data:`NUMERICAL_ZERO` itself: inputs above it are untouched and a zero seen later reads as
-``2**-52`` (log -36.04).
+*The upper end* (:func:`probability_floor`): pool the (row, class) cells that are numerical
+zeros and count how often that class is the true one; with Laplace's rule of succession the
+pooled rate is ``r = (M + 1) / (N + 2)`` (``N`` the weight of the pooled cells, ``M`` the
+weight of those that are the true class; sample weights rescaled to mean 1 per row). While the
+next distinct input level ``t`` above the pool is below ``r`` (the model claims less than the
+pooled cells beneath it already show), that level joins the pool and ``r`` is recomputed; the
+final ``r`` is the most a zero can be worth: the probability the data give to a zero, raised as
+far as needed for the inputs to stay in order.
+
+*The floor* (:func:`likelihood_floor`, what the scaling calibrators use): between ``2**-52``
+(the inputs as given, only numerical zeros raised) and that upper end, the candidate (of
+:data:`FLOOR_GRID_SIZE`, log-spaced) under which temperature scaling explains the calibration
+labels best (highest weighted likelihood). Naive Bayes, whose tiny probabilities still rank
+the classes, keeps them (floor ``2**-52``); a random forest, whose zeros are true now and then,
+gets the zeros' rate. Flooring is ``max(p, floor)``: monotone, and inputs above the floor never
+change. Without numerical zeros in the calibration rows the floor is :data:`NUMERICAL_ZERO`:
+no calibration input changes and a zero seen later reads as ``2**-52`` (log -36.04).
 
 Deterministic: with equal weights the pooled sums are integers (exact in any order); with
 unequal weights the cells are sorted by (value, true class, weight), so tied cells are
@@ -29,6 +35,10 @@ interchangeable and the cumulative sums do not depend on the row order.
 from __future__ import annotations
 
 import numpy as np
+
+from mlcal._solvers.convex_newton import newton
+from mlcal._solvers.softmax_affine import canonical_order, floored_log
+from mlcal._solvers.softmax_derivatives import temperature_derivatives
 
 #: probabilities below this (2**-52) are numerical zeros (module docstring)
 NUMERICAL_ZERO = float(np.finfo(np.float64).eps)
@@ -67,3 +77,34 @@ def probability_floor(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
     next_level = np.append(v[ends[:-1] + 1], np.inf)
     j = int(np.flatnonzero(next_level >= rate)[0])   # the last pool always qualifies
     return float(min(1.0, max(NUMERICAL_ZERO, rate[j])))
+
+
+#: candidate floors of :func:`likelihood_floor`, log-spaced from 2**-52 to the pooled rate
+FLOOR_GRID_SIZE = 17
+
+
+def likelihood_floor(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
+    """The floor, among :data:`FLOOR_GRID_SIZE` log-spaced candidates from ``2**-52`` to
+    :func:`probability_floor` (the pooled Laplace rate of the numerical zeros), under which
+    temperature scaling on ``log(max(s, floor))`` has the highest weighted likelihood of the
+    calibration labels. Without numerical zeros it is ``2**-52``."""
+    upper = probability_floor(s, y, w)
+    if upper <= NUMERICAL_ZERO:
+        return NUMERICAL_ZERO
+    order = canonical_order(s, y, w)   # a fixed row order: sums independent of the caller's
+    s, y, w = (np.ascontiguousarray(a[order]) for a in (s, y, w))
+    grid = np.exp(np.linspace(np.log(NUMERICAL_ZERO), np.log(upper), FLOOR_GRID_SIZE))
+    grid[0], grid[-1] = NUMERICAL_ZERO, upper
+    best, best_nll = upper, np.inf
+    for floor in grid:
+        x = floored_log(s, float(floor))
+
+        def evaluate(theta, hessian):
+            f, d1, d2 = temperature_derivatives(x, y, w, float(theta[0]))
+            return f, np.array([d1]), np.array([[d2]])
+
+        theta, _, _ = newton(evaluate, np.array([1.0]), max_iter=500)
+        nll = float(evaluate(theta, False)[0])
+        if nll < best_nll:
+            best, best_nll = float(floor), nll
+    return best

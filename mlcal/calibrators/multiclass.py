@@ -23,7 +23,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 
 from mlcal._solvers.convex_newton import newton
-from mlcal._solvers.probability_floor import probability_floor
+from mlcal._solvers.probability_floor import likelihood_floor
 from mlcal._solvers.softmax_affine import canonical_order, lbfgs, nll_and_gradient
 from mlcal._solvers.softmax_derivatives import (matrix_derivatives, temperature_derivatives,
                                                 vector_derivatives)
@@ -350,9 +350,9 @@ class _SoftmaxScaling(MulticlassCalibrator):
     def _fit(self, s, y, w, probabilities):
         inp = "log-probabilities" if probabilities else "logits"
         K = s.shape[1]
-        # probability inputs are floored at a level measured on these rows (not 1e-300): an
-        # exact 0 from the base model becomes the smallest probability the data support
-        fields = {"probability_floor": probability_floor(s, y, w)} if probabilities else {}
+        # probability inputs are floored at a level chosen on these rows (not 1e-300): an
+        # exact or underflowed 0 from the base model reads as the probability the data favour
+        fields = {"probability_floor": likelihood_floor(s, y, w)} if probabilities else {}
         x = SoftmaxAffineMap(np.ones(K), np.zeros(K), input=inp, **fields).transform_input(s)
         order = canonical_order(x, y, w)
         x, y, w = (np.ascontiguousarray(x[order]), np.ascontiguousarray(y[order]),
@@ -556,7 +556,8 @@ MULTICLASS_METHODS = {"temperature": TemperatureScaling, "vector": VectorScaling
 
 def multiclass_calibrator(name: str) -> MulticlassCalibrator:
     """A new multiclass calibrator: ``"temperature"``, ``"vector"``, ``"matrix"``, ``"ts-mix"``,
-    ``"svs"`` or ``"sms"`` (:data:`MULTICLASS_METHODS`), or any binary method name (:func:`mlcal.available_calibrators`) applied one-vs-rest."""
+    ``"svs"`` or ``"sms"`` (:data:`MULTICLASS_METHODS`), or any binary method name
+    (:func:`mlcal.available_calibrators`) applied one-vs-rest."""
     key = str(name).lower()
     if key in MULTICLASS_METHODS:
         return MULTICLASS_METHODS[key]()

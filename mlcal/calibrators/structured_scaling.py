@@ -163,8 +163,8 @@ class StructuredMatrixScaling(_StructuredScaling):
 
     Parameters
     ----------
-    penalty : float, default=0.1
-    off_diagonal_penalty : float, default=0.1
+    penalty : float, default=1.0
+    off_diagonal_penalty : float, default=1.0
     class_exponent : float, default=1.0
     size_exponent : float, default=0.5
     input_kind : {"auto", "probabilities", "logits"}, default="auto"
@@ -181,7 +181,7 @@ class StructuredMatrixScaling(_StructuredScaling):
                               "off_diagonal_penalty": [Real(0.0)]}
     document_method = "multiclass-sms"
 
-    def __init__(self, penalty: float = 0.1, off_diagonal_penalty: float = 0.1,
+    def __init__(self, penalty: float = 1.0, off_diagonal_penalty: float = 1.0,
                  class_exponent: float = 1.0, size_exponent: float = 0.5,
                  input_kind: str = "auto"):
         self.penalty = penalty

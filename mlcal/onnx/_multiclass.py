@@ -7,14 +7,15 @@
   float64 a row is bit-identical wherever its class maps are (step maps, identity-transform
   linear maps).
 * ``SoftmaxAffineMap``: ``x`` is the score row, or ``Log`` of it for log-probabilities, with
-  Python's floor (a score ``<= probability_floor`` takes the constant ``log(floor)``); ``W x`` is built as
-  explicit ``Mul``/``Add`` over the columns ``j = 0 .. K-1`` (the kernel's loop order, no
-  ``MatMul`` whose summation order is the runtime's), then ``* (1/T) + b``, the row maximum
-  (``Max`` over the columns), ``Exp(z - max)``, the row sum left to right and the division. In
-  float64 on logits, ``z`` and ``z - max`` are bit-identical to the kernel's, and only ``Exp``
-  differs (a few ulp). A ``uniform_weight`` ``eps`` adds ``p * (1 - eps) + eps / K`` (``Mul``,
-  ``Add``; the constants computed in float64 as in Python). A float32 graph on logits is refused: rounding ``W x`` to float32 moves
-  ``z`` by about ``|x| 2**-24``, which no bound over all logits can cover.
+  Python's floor (a score ``<= probability_floor`` takes the constant ``log(floor)``); ``W x``
+  is built as explicit ``Mul``/``Add`` over the columns ``j = 0 .. K-1`` (the kernel's loop
+  order, no ``MatMul`` whose summation order is the runtime's), then ``* (1/T) + b``, the row
+  maximum (``Max`` over the columns), ``Exp(z - max)``, the row sum left to right and the
+  division. In float64 on logits, ``z`` and ``z - max`` are bit-identical to the kernel's, and
+  only ``Exp`` differs (a few ulp). A ``uniform_weight`` ``eps`` adds ``p * (1 - eps) + eps /
+  K`` (``Mul``, ``Add``; the constants computed in float64 as in Python). A float32 graph on
+  logits is refused: rounding ``W x`` to float32 moves ``z`` by about ``|x| 2**-24``, which no
+  bound over all logits can cover.
 
 Non-finite scores: a row holding NaN or +-inf gives a NaN row (``predict_proba`` rejects it).
 """

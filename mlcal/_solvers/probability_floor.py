@@ -81,21 +81,32 @@ def probability_floor(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
 
 #: candidate floors of :func:`likelihood_floor`, log-spaced from 2**-52 to the pooled rate
 FLOOR_GRID_SIZE = 17
+#: rows used to choose the floor: above this, every k-th row of the canonical order
+FLOOR_MAX_ROWS = 4096
 
 
 def likelihood_floor(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
     """The floor, among :data:`FLOOR_GRID_SIZE` log-spaced candidates from ``2**-52`` to
     :func:`probability_floor` (the pooled Laplace rate of the numerical zeros), under which
     temperature scaling on ``log(max(s, floor))`` has the highest weighted likelihood of the
-    calibration labels. Without numerical zeros it is ``2**-52``."""
+    calibration labels. Without numerical zeros it is ``2**-52``.
+
+    One parameter chosen among 17: above :data:`FLOOR_MAX_ROWS` rows it is chosen on every
+    ``ceil(n / FLOOR_MAX_ROWS)``-th row of the canonical row order (a deterministic subsample,
+    independent of the caller's row order), so that the choice costs a fixed amount of work."""
+    if not np.any(s < NUMERICAL_ZERO):
+        return NUMERICAL_ZERO
+    order = canonical_order(s, y, w)   # a fixed row order: sums independent of the caller's
+    step = -(-s.shape[0] // FLOOR_MAX_ROWS)
+    order = order[::step]
+    s, y, w = (np.ascontiguousarray(a[order]) for a in (s, y, w))
     upper = probability_floor(s, y, w)
     if upper <= NUMERICAL_ZERO:
         return NUMERICAL_ZERO
-    order = canonical_order(s, y, w)   # a fixed row order: sums independent of the caller's
-    s, y, w = (np.ascontiguousarray(a[order]) for a in (s, y, w))
     grid = np.exp(np.linspace(np.log(NUMERICAL_ZERO), np.log(upper), FLOOR_GRID_SIZE))
     grid[0], grid[-1] = NUMERICAL_ZERO, upper
     best, best_nll = upper, np.inf
+    theta = np.array([1.0])
     for floor in grid:
         x = floored_log(s, float(floor))
 
@@ -103,7 +114,8 @@ def likelihood_floor(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
             f, d1, d2 = temperature_derivatives(x, y, w, float(theta[0]))
             return f, np.array([d1]), np.array([[d2]])
 
-        theta, _, _ = newton(evaluate, np.array([1.0]), max_iter=500)
+        # warm start from the previous candidate's optimum (neighbouring floors, close optima)
+        theta, _, _ = newton(evaluate, theta, max_iter=500)
         nll = float(evaluate(theta, False)[0])
         if nll < best_nll:
             best, best_nll = float(floor), nll

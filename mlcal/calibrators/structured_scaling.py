@@ -17,8 +17,9 @@ log-likelihood plus ridge penalties that pull the map back to temperature scalin
 ``tau = size_exponent``): the more parameters per class and the fewer rows, the stronger the
 pull. The output is mixed with the uniform distribution with weight ``1 / (n + 1)`` (Laplace
 smoothing), so no probability is ever 0 or 1. The penalty makes the objective strictly
-convex: one finite optimum, found by damped Newton with the exact Hessian (L-BFGS for matrix
-scaling above :data:`~mlcal.calibrators.multiclass.MAX_NEWTON_PARAMETERS` parameters).
+convex: one finite optimum, found by damped Newton with the exact Hessian (L-BFGS for SVS above
+:data:`MAX_NEWTON_CLASSES_SVS` classes and for SMS above
+:data:`~mlcal.calibrators.multiclass.MAX_NEWTON_PARAMETERS` parameters).
 
 Every fitted map is a :class:`~mlcal.multiclass_maps.SoftmaxAffineMap` with ``W = I + diag(v) +
 M``, ``temperature = T``, ``bias = b`` and ``uniform_weight = 1 / (n + 1)``: exactly what was
@@ -36,6 +37,10 @@ from mlcal.calibrators._params import Real
 from mlcal.calibrators.multiclass import (MAX_NEWTON_PARAMETERS, TemperatureScaling,
                                           _SoftmaxScaling, _lbfgs, _newton)
 from mlcal.multiclass_maps import SoftmaxAffineMap
+
+
+#: structured vector scaling uses Newton's method up to this many classes, L-BFGS above
+MAX_NEWTON_CLASSES_SVS = 32
 
 
 def laplace_weight(w: np.ndarray) -> float:
@@ -149,7 +154,10 @@ class StructuredVectorScaling(_StructuredScaling):
         def build(theta, inp):
             return SoftmaxAffineMap(theta[:K].copy(), theta[K:].copy(), temperature, inp)
 
-        return evaluate, np.concatenate([ones, np.zeros(K)]), build, _newton
+        # the Hessian costs 2 K^2 per row against K for the gradient: above K = 32 L-BFGS's
+        # few dozen gradient passes are cheaper than Newton's few Hessians
+        solver = _newton if K <= MAX_NEWTON_CLASSES_SVS else _lbfgs
+        return evaluate, np.concatenate([ones, np.zeros(K)]), build, solver
 
 
 class StructuredMatrixScaling(_StructuredScaling):

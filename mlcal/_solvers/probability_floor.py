@@ -37,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from mlcal._solvers.convex_newton import newton
+from mlcal._solvers.detmath import det_exp, det_log
 from mlcal._solvers.softmax_affine import canonical_order, floored_log
 from mlcal._solvers.softmax_derivatives import temperature_derivatives
 
@@ -85,6 +86,15 @@ FLOOR_GRID_SIZE = 17
 FLOOR_MAX_ROWS = 4096
 
 
+def floor_grid(upper: float) -> np.ndarray:
+    """The :data:`FLOOR_GRID_SIZE` candidates, log-spaced from ``2**-52`` to ``upper`` (detmath's
+    exp and log: the same values on every CPU; the ends exact)."""
+    logs = np.linspace(det_log(NUMERICAL_ZERO), det_log(upper), FLOOR_GRID_SIZE)
+    grid = np.array([det_exp(float(v)) for v in logs])
+    grid[0], grid[-1] = NUMERICAL_ZERO, upper
+    return grid
+
+
 def likelihood_floor(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
     """The floor, among :data:`FLOOR_GRID_SIZE` log-spaced candidates from ``2**-52`` to
     :func:`probability_floor` (the pooled Laplace rate of the numerical zeros), under which
@@ -103,8 +113,7 @@ def likelihood_floor(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
     upper = probability_floor(s, y, w)
     if upper <= NUMERICAL_ZERO:
         return NUMERICAL_ZERO
-    grid = np.exp(np.linspace(np.log(NUMERICAL_ZERO), np.log(upper), FLOOR_GRID_SIZE))
-    grid[0], grid[-1] = NUMERICAL_ZERO, upper
+    grid = floor_grid(upper)
     best, best_nll = upper, np.inf
     theta = np.array([1.0])
     for floor in grid:

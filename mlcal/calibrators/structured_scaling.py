@@ -29,8 +29,11 @@ fitted, exported as is to ONNX and the JVM. The default penalties were chosen by
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from mlcal._solvers.detmath import det_exp, det_log
 from mlcal._solvers.softmax_affine import nll_and_gradient
 from mlcal._solvers.softmax_derivatives import matrix_derivatives, vector_derivatives
 from mlcal.calibrators._params import Real
@@ -41,6 +44,19 @@ from mlcal.multiclass_maps import SoftmaxAffineMap
 
 #: structured vector scaling uses Newton's method up to this many classes, L-BFGS above
 MAX_NEWTON_CLASSES_SVS = 32
+
+
+def _power(base: float, exponent: float) -> float:
+    """``base ** exponent`` with the same bits on every CPU: exact for exponents 0 and 1, the
+    correctly rounded square root for 1/2, detmath's exp and log otherwise (libm's pow may
+    differ in the last bit between machines, and the penalty enters the fitted map)."""
+    if exponent == 0.0:
+        return 1.0
+    if exponent == 1.0:
+        return float(base)
+    if exponent == 0.5:
+        return math.sqrt(base)
+    return det_exp(exponent * det_log(float(base)))
 
 
 def laplace_weight(w: np.ndarray) -> float:
@@ -87,8 +103,8 @@ class _StructuredScaling(_SoftmaxScaling):
                               "size_exponent": [Real(0.0)]}
 
     def _strength(self, base: float, count: float, n: int) -> float:
-        return float(base) * count ** float(self.class_exponent) / \
-            n ** float(self.size_exponent)
+        return float(base) * _power(count, float(self.class_exponent)) / \
+            _power(n, float(self.size_exponent))
 
     def _uniform_weight(self, w: np.ndarray) -> float:
         return laplace_weight(w)

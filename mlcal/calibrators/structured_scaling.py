@@ -86,13 +86,13 @@ class TemperatureMixScaling(TemperatureScaling):
         return laplace_weight(w)
 
 
-def _inverse_temperature(x, y, w, K) -> float:
+def _inverse_temperature(x, y, w, K, who: str) -> float:
     """``1/T`` of temperature scaling on the sorted rows (the pre-step of SVS and SMS)."""
     evaluate, theta0, _, solver = TemperatureScaling()._problem(x, y, w, K)
     theta, n_iter, converged = solver(evaluate, theta0)
     if not (converged and theta[0] > 0.0):
-        raise ValueError("the temperature pre-step failed: the scores are not positively "
-                         "related to the labels")
+        raise ValueError(f"{who}: the temperature pre-step found no positive inverse "
+                         "temperature (the scores are not positively related to the labels)")
     return float(theta[0])
 
 
@@ -110,7 +110,7 @@ class _StructuredScaling(_SoftmaxScaling):
         return laplace_weight(w)
 
     def _problem(self, x, y, w, K):
-        beta = _inverse_temperature(x, y, w, K)
+        beta = _inverse_temperature(x, y, w, K, type(self).__name__)
         temperature = 1.0 / beta
         inv_t = 1.0 / temperature     # the factor the map applies
         xs = np.ascontiguousarray(x * inv_t)

@@ -1,9 +1,9 @@
 """Regularised structured scaling: temperature scaling with a uniform mixture (``ts-mix``),
 structured vector scaling (``svs``) and structured matrix scaling (``sms``).
 
-Model (after Berta, Holzmüller, Jordan, Bach, "Rethinking multiclass calibration: structured
-matrix scaling", arXiv 2511.03685): on the score row ``x`` (logits, or the log of the floored
-probabilities), first a temperature ``T`` is fitted (temperature scaling); then
+Model (after Berta, Holzmüller, Jordan, Bach, arXiv 2511.03685, AISTATS 2026): on the score row
+``x`` (logits, or the log of the floored probabilities), first a temperature ``T`` is fitted
+(temperature scaling); then
 
 ``p = softmax((I + diag(v) + M) x / T + b)``
 
@@ -16,7 +16,7 @@ log-likelihood plus ridge penalties that pull the map back to temperature scalin
 (``n`` the number of rows with positive weight, ``rho = class_exponent``,
 ``tau = size_exponent``): the more parameters per class and the fewer rows, the stronger the
 pull. The output is mixed with the uniform distribution with weight ``1 / (n + 1)`` (Laplace
-smoothing), so no probability is ever 0 or 1. The penalty makes the objective strictly
+smoothing), so no probability is ever 0 or 1. Positive penalties make the objective strictly
 convex: one finite optimum, found by damped Newton with the exact Hessian (L-BFGS for SVS above
 :data:`MAX_NEWTON_CLASSES_SVS` classes and for SMS above
 :data:`~mlcal.calibrators.multiclass.MAX_NEWTON_PARAMETERS` parameters).

@@ -1,6 +1,7 @@
 """Multiclass calibration: fit time against scikit-learn in the same run, and quality.
 
     python benchmarks/bench_multiclass.py [--quick] [--skip-timing] [--skip-quality]
+        [--rows N ...] [--classes K ...] [--uncapped]
 
 Timing: simulated probabilities (see ``simulate``) for K = 3, 10, 100 classes and N = 1e5, 1e6
 rows (``--quick``: N = 2e4). mlcal's one-vs-rest isotonic and Platt, temperature, vector and
@@ -19,8 +20,10 @@ N K = 2e6.
 Quality (test split, mean over ``--splits`` random train/calibration/test splits with fixed
 seeds): digits (K = 10) and wine (K = 3) from scikit-learn with a logistic regression base model,
 and simulated data with known class probabilities, where the mean |p - p_true| over all rows
-and classes is printed too. Columns: log loss, Brier, top-label ECE and classwise ECE (15
-equal-width bins, ``mlcal.multiclass_metrics``).
+and classes is printed too; digits also with naive-Bayes and random-forest bases (exact and
+underflowed zeros). Columns: log loss (true-class probability clipped at 1e-15), Brier,
+top-label ECE and classwise ECE (15 equal-width bins, ``mlcal.multiclass_metrics``), and the
+number of test rows (over all splits) whose true class gets a probability below 1e-15.
 """
 
 from __future__ import annotations
@@ -38,8 +41,13 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.naive_bayes import GaussianNB
+
 from mlcal.calibrators.multiclass import (MatrixScaling, OneVsRest, TemperatureScaling,
                                           VectorScaling)
+from mlcal.calibrators.structured_scaling import (StructuredMatrixScaling,
+                                                  StructuredVectorScaling, TemperatureMixScaling)
 from mlcal.multiclass_metrics import (classwise_ece, multiclass_brier, multiclass_log_loss,
                                       top_label_ece)
 
@@ -49,11 +57,16 @@ MLCAL_METHODS = {
     "mlcal temperature": lambda: TemperatureScaling(input_kind="probabilities"),
     "mlcal vector": lambda: VectorScaling(input_kind="probabilities"),
     "mlcal matrix": lambda: MatrixScaling(input_kind="probabilities"),
+    "mlcal ts-mix": lambda: TemperatureMixScaling(input_kind="probabilities"),
+    "mlcal svs": lambda: StructuredVectorScaling(input_kind="probabilities"),
+    "mlcal sms": lambda: StructuredMatrixScaling(input_kind="probabilities"),
 }
 #: method -> (cost measure, its limit) above which the timing grid skips the fit
 WORK_CAPS = {"sklearn sigmoid": ("N K", lambda n, k: n * k, 2e6),
              "mlcal vector": ("N K", lambda n, k: n * k, 1e8),
-             "mlcal matrix": ("N K^2", lambda n, k: n * k * k, 1e8)}
+             "mlcal matrix": ("N K^2", lambda n, k: n * k * k, 1e8),
+             "mlcal svs": ("N K", lambda n, k: n * k, 1e8),
+             "mlcal sms": ("N K^2", lambda n, k: n * k * k, 1e8)}
 SKLEARN_METHODS = [m for m in ("isotonic", "sigmoid", "temperature")
                    if m in CalibratedClassifierCV._parameter_constraints["method"][0].options]
 
@@ -136,7 +149,8 @@ def timing(ks, ns, uncapped: bool) -> None:
 
 def scores_table(name: str, y, probs: dict[str, np.ndarray], p_true=None) -> None:
     extra = f"{'mean|p-p_true|':>15}" if p_true is not None else ""
-    head = f"{name:<22}{'log loss':>10}{'Brier':>9}{'top ECE':>9}{'cw ECE':>9}{extra}"
+    head = (f"{name:<22}{'log loss':>10}{'Brier':>9}{'top ECE':>9}{'cw ECE':>9}"
+            f"{'true<1e-15':>11}{extra}")
     print(head)
     print("-" * len(head))
     for method, p in probs.items():
@@ -147,7 +161,8 @@ def scores_table(name: str, y, probs: dict[str, np.ndarray], p_true=None) -> Non
         line = (f"{method:<22}{np.mean([multiclass_log_loss(t, q) for t, q in zip(y, p)]):>10.4f}"
                 f"{np.mean([multiclass_brier(t, q) for t, q in zip(y, p)]):>9.4f}"
                 f"{np.mean([top_label_ece(t, q) for t, q in zip(y, p)]):>9.4f}"
-                f"{np.mean([classwise_ece(t, q) for t, q in zip(y, p)]):>9.4f}")
+                f"{np.mean([classwise_ece(t, q) for t, q in zip(y, p)]):>9.4f}"
+                f"{sum(int(np.sum(q[np.arange(len(t)), t] < 1e-15)) for t, q in zip(y, p)):>11d}")
         if p_true is not None:
             line += f"{np.mean([np.abs(q - t).mean() for t, q in zip(p_true, p)]):>15.4f}"
         print(line)
@@ -172,16 +187,23 @@ def calibrate_all(s_cal, y_cal, s_test) -> dict[str, np.ndarray]:
 
 def quality(splits: int) -> None:
     print(f"\ntest-split quality, mean over {splits} random splits (train/cal/test 50/25/25 %; "
-          "base: standardised logistic regression)")
-    for label, (X, y) in (("digits K=10", load_digits(return_X_y=True)),
-                          ("wine K=3", load_wine(return_X_y=True))):
+          "bases: standardised logistic regression LR, Gaussian naive Bayes NB, random forest "
+          "RF)")
+    bases = {"LR": lambda: make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)),
+             "NB": GaussianNB, "RF": lambda: RandomForestClassifier(100, random_state=0)}
+    for label, (X, y), base_name in (
+            ("digits K=10", load_digits(return_X_y=True), "LR"),
+            ("digits K=10", load_digits(return_X_y=True), "NB"),
+            ("digits K=10", load_digits(return_X_y=True), "RF"),
+            ("wine K=3", load_wine(return_X_y=True), "LR")):
+        label = f"{label} {base_name}"
         ys, runs = [], []
         for seed in range(splits):
             X_tr, X_rest, y_tr, y_rest = train_test_split(X, y, train_size=0.5, stratify=y,
                                                           random_state=seed)
             X_cal, X_te, y_cal, y_te = train_test_split(X_rest, y_rest, train_size=0.5,
                                                         stratify=y_rest, random_state=seed)
-            base = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
+            base = bases[base_name]()
             base.fit(X_tr, y_tr)
             runs.append(calibrate_all(base.predict_proba(X_cal), y_cal, base.predict_proba(X_te)))
             ys.append(y_te)
@@ -204,10 +226,14 @@ def main() -> None:
     ap.add_argument("--uncapped", action="store_true",
                     help="also run the fits that WORK_CAPS skips")
     ap.add_argument("--splits", type=int, default=10, help="random splits in the quality part")
+    ap.add_argument("--rows", type=float, nargs="+", help="timing row counts N (default 1e5 1e6)")
+    ap.add_argument("--classes", type=int, nargs="+", default=[3, 10, 100],
+                    help="timing class counts K")
     args = ap.parse_args()
     if not args.skip_timing:
-        timing([3, 10, 100], [20_000] if args.quick else [100_000, 1_000_000],
-               args.uncapped)
+        rows = [int(n) for n in args.rows] if args.rows else (
+            [20_000] if args.quick else [100_000, 1_000_000])
+        timing(args.classes, rows, args.uncapped)
     if not args.skip_quality:
         quality(3 if args.quick else args.splits)
 

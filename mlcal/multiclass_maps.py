@@ -21,8 +21,10 @@ from mlcal.maps import (_BaseMap, MapFormatError, _float_array, _float_scalar, _
 
 NORMALISATIONS = ("sum",)
 SOFTMAX_INPUTS = ("logits", "log-probabilities")
-#: probabilities are floored here before the log of a "log-probabilities" map, so a class
-#: predicted with probability 0 gives a finite input (log(1e-300) ~ -690.8)
+#: the default (and smallest allowed) floor of probabilities before the log of a
+#: "log-probabilities" map, so a class predicted with probability 0 gives a finite input
+#: (log(1e-300) ~ -690.8). Fitted calibrators store a floor measured on their calibration data
+#: instead (:func:`mlcal._solvers.probability_floor.probability_floor`).
 PROBABILITY_FLOOR = 1e-300
 
 
@@ -142,9 +144,11 @@ class SoftmaxAffineMap(_BaseMap):
     """Native multiclass map ``p = softmax(W x / temperature + b)``.
 
     ``x`` is the score row itself (``input="logits"``) or the log of the probability row
-    (``input="log-probabilities"``, probabilities floored at :data:`PROBABILITY_FLOOR`).
+    (``input="log-probabilities"``, probabilities floored at ``probability_floor``).
     Temperature scaling is ``W = I, b = 0``; vector scaling a diagonal ``W``; matrix scaling a
-    full ``W``.
+    full ``W``. With ``uniform_weight = eps > 0`` the output is mixed with the uniform
+    distribution, ``(1 - eps) p + eps / K`` (computed as ``p * (1 - eps) + eps / K``), so no
+    probability is below ``eps / K``.
 
     Parameters
     ----------
@@ -154,6 +158,11 @@ class SoftmaxAffineMap(_BaseMap):
     temperature : float, default=1.0
         Positive.
     input : {"logits", "log-probabilities"}, default="logits"
+    uniform_weight : float, default=0.0
+        Weight of the uniform distribution in the output, in [0, 1).
+    probability_floor : float, default=PROBABILITY_FLOOR
+        Floor of the probabilities before the log (``input="log-probabilities"`` only), in
+        [:data:`PROBABILITY_FLOOR`, 1].
     """
 
     kind: ClassVar[str] = "softmax-affine"
@@ -161,6 +170,8 @@ class SoftmaxAffineMap(_BaseMap):
     bias: np.ndarray = field(default_factory=lambda: np.empty(0))
     temperature: float = 1.0
     input: str = "logits"
+    uniform_weight: float = 0.0
+    probability_floor: float = PROBABILITY_FLOOR
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -182,11 +193,23 @@ class SoftmaxAffineMap(_BaseMap):
         if self.input not in SOFTMAX_INPUTS:
             raise MapFormatError(f"{where}: unknown input {_short(self.input)}; expected one "
                                  f"of {SOFTMAX_INPUTS}")
+        eps = float(self.uniform_weight)
+        if not (0.0 <= eps < 1.0):
+            raise MapFormatError(f"{where}: uniform_weight must be in [0, 1), got {eps!r}")
+        floor = float(self.probability_floor)
+        if not (PROBABILITY_FLOOR <= floor <= 1.0):
+            raise MapFormatError(f"{where}: probability_floor must be in [{PROBABILITY_FLOOR}, "
+                                 f"1], got {floor!r}")
+        if self.input == "logits" and floor != PROBABILITY_FLOOR:
+            raise MapFormatError(f"{where}: probability_floor applies to input "
+                                 "'log-probabilities' only")
         W.flags.writeable = False
         b.flags.writeable = False
         object.__setattr__(self, "weights", W)
         object.__setattr__(self, "bias", b)
         object.__setattr__(self, "temperature", t)
+        object.__setattr__(self, "uniform_weight", eps)
+        object.__setattr__(self, "probability_floor", floor)
 
     @property
     def n_classes(self) -> int:
@@ -206,19 +229,31 @@ class SoftmaxAffineMap(_BaseMap):
         """The map's ``x`` for validated scores ``s`` (log of floored probabilities or ``s``)."""
         if self.input == "logits":
             return s
-        return floored_log(np.ascontiguousarray(s, dtype=np.float64), PROBABILITY_FLOOR)
+        return floored_log(np.ascontiguousarray(s, dtype=np.float64), self.probability_floor)
+
+    def mix_uniform(self, p: np.ndarray) -> np.ndarray:
+        """``p * (1 - eps) + eps / K`` (``p`` itself when ``uniform_weight`` is 0)."""
+        eps = self.uniform_weight
+        if eps == 0.0:
+            return p
+        return p * (1.0 - eps) + eps / self.n_classes
 
     def __call__(self, scores) -> np.ndarray:
         """Calibrated probabilities, shape (n, K); rows sum to 1."""
         s = as_score_matrix(scores, self.n_classes)
         x = np.ascontiguousarray(self.transform_input(s))
-        return softmax_affine(x, np.ascontiguousarray(self.full_weights()), self.bias,
-                              self.temperature)
+        return self.mix_uniform(softmax_affine(x, np.ascontiguousarray(self.full_weights()),
+                                               self.bias, self.temperature))
 
     def to_dict(self) -> dict[str, Any]:
         d = self._common_dict()
         d.update(input=self.input, temperature=self.temperature, weights=self.weights.tolist(),
                  bias=self.bias.tolist())
+        # written only when not the default, so documents of maps without them are unchanged
+        if self.uniform_weight != 0.0:
+            d["uniform_weight"] = self.uniform_weight
+        if self.probability_floor != PROBABILITY_FLOOR:
+            d["probability_floor"] = self.probability_floor
         return d
 
     @classmethod
@@ -234,5 +269,7 @@ class SoftmaxAffineMap(_BaseMap):
         inp = doc.get("input")
         if not isinstance(inp, str):
             raise MapFormatError(f"{where}: field 'input' must be one of {SOFTMAX_INPUTS}")
+        optional = {key: _float_scalar(doc, key, where)
+                    for key in ("uniform_weight", "probability_floor") if key in doc}
         return cls(weights, _float_array(doc, "bias", where),
-                   _float_scalar(doc, "temperature", where), inp, **common)
+                   _float_scalar(doc, "temperature", where), inp, **optional, **common)

@@ -21,6 +21,8 @@ import mlcal
 from mlcal._solvers import detmath
 from mlcal.calibrators.multiclass import (MatrixScaling, OneVsRest, TemperatureScaling,
                                           VectorScaling)
+from mlcal.calibrators.structured_scaling import (StructuredMatrixScaling,
+                                                  StructuredVectorScaling, TemperatureMixScaling)
 from mlcal.maps import (BETA_EPS, BetaMap, LinearMap, MapFormatError, MulticlassMap, SigmoidMap,
                         SoftmaxAffineMap, StepMap, map_from_dict)
 from tests.support.synthetic import calibration_set
@@ -286,7 +288,8 @@ def test_multiclass_maps_are_bit_identical(jar, tmp_path):
         logits, probs, y = _multiclass_data(400, K, seed=K)
         for make in (lambda: OneVsRest("isotonic"), lambda: OneVsRest("platt"),
                      lambda: OneVsRest("histogram"), lambda: OneVsRest("beta"),
-                     TemperatureScaling, VectorScaling, MatrixScaling):
+                     TemperatureScaling, VectorScaling, MatrixScaling, TemperatureMixScaling,
+                     StructuredVectorScaling, StructuredMatrixScaling):
             for scores in (logits, probs):   # fitted calibrators go in as their documents
                 fitted.append((f"{make().__class__.__name__} K={K}",
                                make().fit(scores, y), scores))
@@ -315,7 +318,11 @@ def test_multiclass_maps_are_bit_identical(jar, tmp_path):
     assert inputs == {"logits", "log-probabilities"}
     methods = {json.loads(doc)["method"] for doc, _ in cases if isinstance(doc, str)}
     assert methods == {"multiclass-one-vs-rest", "multiclass-temperature", "multiclass-vector",
-                       "multiclass-matrix"}
+                       "multiclass-matrix", "multiclass-ts-mix", "multiclass-svs",
+                       "multiclass-sms"}
+    # the fitted probability maps carry a measured floor and the structured ones a mixture
+    assert any(m.probability_floor > 1e-300 for m in maps if isinstance(m, SoftmaxAffineMap))
+    assert any(m.uniform_weight > 0.0 for m in maps if isinstance(m, SoftmaxAffineMap))
     assert any(isinstance(sub, BetaMap) for m in maps if isinstance(m, MulticlassMap)
                for sub in m.maps)
     for java, py, (name, _, _), m in zip(run_batch(jar, tmp_path, cases), expected, fitted, maps):
@@ -376,6 +383,15 @@ BAD_DOCUMENTS = {
                                       "weights": [[1.0, 0.0, 0.0]]}), "weights must have shape"),
     "softmax unknown input": (json.dumps({**SoftmaxAffineMap([1.0, 1.0], [0.0, 0.0]).to_dict(),
                                           "input": "odds"}), "unknown input"),
+    "softmax uniform weight 1": (json.dumps({**SoftmaxAffineMap([1.0, 1.0], [0.0, 0.0])
+                                             .to_dict(), "uniform_weight": 1.0}),
+                                 "uniform_weight must be in [0, 1)"),
+    "softmax floor above 1": (json.dumps({**SoftmaxAffineMap(
+        [1.0, 1.0], [0.0, 0.0], input="log-probabilities").to_dict(), "probability_floor": 2.0}),
+        "probability_floor must be in"),
+    "softmax floor on logits": (json.dumps({**SoftmaxAffineMap([1.0, 1.0], [0.0, 0.0])
+                                            .to_dict(), "probability_floor": 0.01}),
+                                "applies to input 'log-probabilities' only"),
 }
 
 

@@ -15,6 +15,8 @@ import pytest
 from mlcal.calibrators.catalog import available_calibrators
 from mlcal.calibrators.multiclass import (MatrixScaling, OneVsRest, TemperatureScaling,
                                           VectorScaling)
+from mlcal.calibrators.structured_scaling import (StructuredMatrixScaling,
+                                                  StructuredVectorScaling, TemperatureMixScaling)
 from mlcal.maps import LinearMap, SigmoidMap, StepMap
 from mlcal.model import CalibratedModel
 from mlcal.multiclass_maps import MulticlassMap, SoftmaxAffineMap
@@ -52,7 +54,8 @@ def _fitted_maps(data) -> list[tuple[str, object, bool]]:
         s = data[kind]
         for name in available_calibrators():
             out.append((f"ovr-{name}-{kind}", OneVsRest(name).fit(s, data["y"]).map_, proba))
-        for cls in (TemperatureScaling, VectorScaling, MatrixScaling):
+        for cls in (TemperatureScaling, VectorScaling, MatrixScaling, TemperatureMixScaling,
+                    StructuredVectorScaling, StructuredMatrixScaling):
             out.append((f"{cls.__name__}-{kind}", cls().fit(s, data["y"]).map_, proba))
     rng = np.random.default_rng(5)
     zero_below_half = StepMap([0.5], [0.0, 1.0])
@@ -67,6 +70,10 @@ def _fitted_maps(data) -> list[tuple[str, object, bool]]:
                                                   0.37, "logits"), False),
         ("softmax-diag-logp", SoftmaxAffineMap(rng.uniform(0.5, 2.0, K), rng.normal(0, 1, K),
                                                2.5, "log-probabilities"), True),
+        # a measured floor inside the inputs' range and a uniform mixture
+        ("softmax-floor-mix", SoftmaxAffineMap(rng.normal(1, 0.3, (K, K)), rng.normal(0, 1, K),
+                                               0.8, "log-probabilities", uniform_weight=0.01,
+                                               probability_floor=3e-3), True),
     ]
     return out
 

@@ -33,3 +33,8 @@ from mlcal.calibrators.multiclass_auto import MulticlassAuto  # noqa: E402
 __all__ += ["MatrixScaling", "MissingClassError", "MulticlassAuto", "MulticlassCalibrator",
             "NotProbabilitiesError", "OneVsRest", "TemperatureScaling", "TooFewClassesError",
             "VectorScaling"]
+
+from mlcal.calibrators.structured_scaling import (StructuredMatrixScaling,  # noqa: E402
+                                                  StructuredVectorScaling, TemperatureMixScaling)
+
+__all__ += ["StructuredMatrixScaling", "StructuredVectorScaling", "TemperatureMixScaling"]

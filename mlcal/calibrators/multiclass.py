@@ -15,6 +15,7 @@ else as logits.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, ClassVar
 
 import numpy as np
@@ -22,6 +23,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 
 from mlcal._solvers.convex_newton import newton
+from mlcal._solvers.probability_floor import likelihood_floor
 from mlcal._solvers.softmax_affine import canonical_order, lbfgs, nll_and_gradient
 from mlcal._solvers.softmax_derivatives import (matrix_derivatives, temperature_derivatives,
                                                 vector_derivatives)
@@ -404,7 +406,10 @@ class _SoftmaxScaling(MulticlassCalibrator):
     def _fit(self, s, y, w, probabilities):
         inp = "log-probabilities" if probabilities else "logits"
         K = s.shape[1]
-        x = SoftmaxAffineMap(np.ones(K), np.zeros(K), input=inp).transform_input(s)
+        # probability inputs are floored at a level chosen on these rows (not 1e-300): an
+        # exact or underflowed 0 from the base model reads as the probability the data favour
+        fields = {"probability_floor": likelihood_floor(s, y, w)} if probabilities else {}
+        x = SoftmaxAffineMap(np.ones(K), np.zeros(K), input=inp, **fields).transform_input(s)
         order = canonical_order(x, y, w)
         x, y, w = (np.ascontiguousarray(x[order]), np.ascontiguousarray(y[order]),
                    np.ascontiguousarray(w[order]))
@@ -412,9 +417,19 @@ class _SoftmaxScaling(MulticlassCalibrator):
         theta, self.n_iter_, converged = solver(evaluate, theta0)
         if not converged:
             raise ValueError(f"{type(self).__name__}: the fit did not converge in "
-                             f"{self.n_iter_} iterations (separable data?)")
+                             f"{self.n_iter_} iterations (separable data?); the regularised "
+                             "'svs' and 'sms' (StructuredVectorScaling, "
+                             "StructuredMatrixScaling) always have a finite optimum")
         self.objective_ = float(evaluate(theta, False)[0])
-        return build(theta, inp)
+        fitted = build(theta, inp)
+        eps = self._uniform_weight(w)
+        if eps:
+            fields["uniform_weight"] = eps
+        return dataclasses.replace(fitted, **fields) if fields else fitted
+
+    def _uniform_weight(self, w: np.ndarray) -> float:
+        """Weight of the uniform distribution in the fitted map's output (none here)."""
+        return 0.0
 
 
 def _newton(evaluate, theta0):
@@ -599,16 +614,22 @@ class MatrixScaling(_SoftmaxScaling):
         return float(K * K + K - 1)
 
 
+# the regularised structured scalings build on the classes above
+from mlcal.calibrators.structured_scaling import (  # noqa: E402
+    StructuredMatrixScaling, StructuredVectorScaling, TemperatureMixScaling)
+
 #: multiclass method names accepted by :func:`multiclass_calibrator` (besides binary names);
 #: ``"auto"`` (:class:`~mlcal.calibrators.multiclass_auto.MulticlassAuto`) adds itself
 MULTICLASS_METHODS = {"temperature": TemperatureScaling, "vector": VectorScaling,
-                      "matrix": MatrixScaling}
+                      "matrix": MatrixScaling, "ts-mix": TemperatureMixScaling,
+                      "svs": StructuredVectorScaling, "sms": StructuredMatrixScaling}
 
 
 def multiclass_calibrator(name: str) -> MulticlassCalibrator:
     """A new multiclass calibrator: ``"auto"`` (chosen among the multiclass methods by
-    cross-validated log loss), ``"temperature"``, ``"vector"`` or ``"matrix"``, or any other
-    binary method name (:func:`mlcal.available_calibrators`) applied one-vs-rest."""
+    cross-validated log loss), ``"temperature"``, ``"vector"``, ``"matrix"``, ``"ts-mix"``,
+    ``"svs"`` or ``"sms"`` (:data:`MULTICLASS_METHODS`), or any other binary method name
+    (:func:`mlcal.available_calibrators`) applied one-vs-rest."""
     key = str(name).lower()
     if key in MULTICLASS_METHODS:
         return MULTICLASS_METHODS[key]()
@@ -619,8 +640,7 @@ def multiclass_calibrator(name: str) -> MulticlassCalibrator:
     return OneVsRest(key)
 
 
-_DOCUMENT_CLASSES = {c.document_method: c for c in (OneVsRest, TemperatureScaling,
-                                                    VectorScaling, MatrixScaling)}
+_DOCUMENT_CLASSES = {c.document_method: c for c in (OneVsRest, *MULTICLASS_METHODS.values())}
 
 
 def multiclass_document_class(method: str) -> type[MulticlassCalibrator] | None:

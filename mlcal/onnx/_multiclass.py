@@ -7,13 +7,15 @@
   float64 a row is bit-identical wherever its class maps are (step maps, identity-transform
   linear maps).
 * ``SoftmaxAffineMap``: ``x`` is the score row, or ``Log`` of it for log-probabilities, with
-  Python's floor (a score ``<= 1e-300`` takes the constant ``log(1e-300)``); ``W x`` is built as
-  explicit ``Mul``/``Add`` over the columns ``j = 0 .. K-1`` (the kernel's loop order, no
-  ``MatMul`` whose summation order is the runtime's), then ``* (1/T) + b``, the row maximum
-  (``Max`` over the columns), ``Exp(z - max)``, the row sum left to right and the division. In
-  float64 on logits, ``z`` and ``z - max`` are bit-identical to the kernel's, and only ``Exp``
-  differs (a few ulp). A float32 graph on logits is refused: rounding ``W x`` to float32 moves
-  ``z`` by about ``|x| 2**-24``, which no bound over all logits can cover.
+  Python's floor (a score ``<= probability_floor`` takes the constant ``log(floor)``); ``W x``
+  is built as explicit ``Mul``/``Add`` over the columns ``j = 0 .. K-1`` (the kernel's loop
+  order, no ``MatMul`` whose summation order is the runtime's), then ``* (1/T) + b``, the row
+  maximum (``Max`` over the columns), ``Exp(z - max)``, the row sum left to right and the
+  division. In float64 on logits, ``z`` and ``z - max`` are bit-identical to the kernel's, and
+  only ``Exp`` differs (a few ulp). A ``uniform_weight`` ``eps`` adds ``p * (1 - eps) + eps /
+  K`` (``Mul``, ``Add``; the constants computed in float64 as in Python). A float32 graph on
+  logits is refused: rounding ``W x`` to float32 moves ``z`` by about ``|x| 2**-24``, which no
+  bound over all logits can cover.
 
 Non-finite scores: a row holding NaN or +-inf gives a NaN row (``predict_proba`` rejects it).
 """
@@ -26,7 +28,7 @@ import numpy as np
 from onnx import helper
 
 from mlcal._solvers.detmath import det_log
-from mlcal.multiclass_maps import PROBABILITY_FLOOR, MulticlassMap, SoftmaxAffineMap
+from mlcal.multiclass_maps import MulticlassMap, SoftmaxAffineMap
 from mlcal.onnx._bounds import EXP_ULPS, U64, _unit_roundoff, map_error_bound
 from mlcal.onnx._graph import GraphBuilder
 from mlcal.onnx._maps import map_subgraph
@@ -88,11 +90,14 @@ def _(m: SoftmaxAffineMap, g: GraphBuilder, x: str, dtype: np.dtype, method) -> 
     k = m.n_classes
     raw = x
     if m.input == "log-probabilities":
-        # Python floors at 1e-300 before its log; every positive float32 is above the floor
-        floor = PROBABILITY_FLOOR if dtype == np.float64 else 0.0
+        # Python floors at the map's probability_floor before its log. In float32 the floor
+        # rounds (to 0 below the float32 range, where every positive float32 is above it); an
+        # input between the two floors then takes log(x) instead of log(floor), which differ
+        # by less than the input's own rounding (inside the error bound below)
+        floor = m.probability_floor
         above = g.op("Greater", [x, g.const(dtype.type(floor), "floor")], "above_floor")
         x = g.op("Where", [above, g.op("Log", [x], "log_p"),
-                           g.const(dtype.type(det_log(PROBABILITY_FLOOR)), "log_floor")], "x")
+                           g.const(dtype.type(det_log(floor)), "log_floor")], "x")
     x_cols = _columns(g, x, k, "x_col")
     W = m.full_weights()
     if m.weights.ndim == 1:
@@ -111,6 +116,11 @@ def _(m: SoftmaxAffineMap, g: GraphBuilder, x: str, dtype: np.dtype, method) -> 
     e = g.op("Exp", [g.op("Sub", [z, top], "z_shift")], "exp_z")
     total = _sum_left_to_right(g, _columns(g, e, k, "e_col"), "exp_sum")
     p = g.op("Div", [e, total], "softmax")
+    if m.uniform_weight != 0.0:
+        # Python's p * (1 - eps) + eps / K, the constants computed in float64 as there
+        p = g.op("Add", [g.op("Mul", [p, g.const(dtype.type(1.0 - m.uniform_weight), "keep")],
+                              "p_kept"),
+                         g.const(dtype.type(m.uniform_weight / k), "uniform_part")], "p_mixed")
     return g.op("Add", [p, _row_nan(g, raw, k, dtype)], "p_softmax"), "none"
 
 
@@ -159,7 +169,12 @@ def _(m: SoftmaxAffineMap, dtype: np.dtype) -> float:
     rho_s = A + k * b_term + 2 * _gamma(max(k - 1, 1), u)
     if rho_s >= 0.5:
         return 1.0
-    return min(1.0, ((A + b_term + rho_s) / (1 - rho_s) + 2 * u) * 1.01)
+    bound = ((A + b_term + rho_s) / (1 - rho_s) + 2 * u) * 1.01
+    if m.uniform_weight != 0.0:
+        # (1 - eps) shrinks the softmax's error; the two constants round by u relative (p <= 1,
+        # eps/K <= 1) and the Mul and the Add by u each
+        bound = (1.0 - m.uniform_weight) * bound + 4 * u * 1.01
+    return min(1.0, bound)
 
 
 def _relative_bound(m, dtype: np.dtype) -> float | None:

@@ -42,7 +42,11 @@ MULTICLASS = {"temperature": lambda: mlcal.TemperatureScaling(),
               "vector": lambda: mlcal.VectorScaling(),
               "matrix": lambda: mlcal.MatrixScaling(),
               "ovr-isotonic": lambda: mlcal.OneVsRest("isotonic"),
-              "ovr-platt": lambda: mlcal.OneVsRest("platt")}
+              "ovr-platt": lambda: mlcal.OneVsRest("platt"),
+              "ts-mix": lambda: mlcal.TemperatureMixScaling(),
+              "svs": lambda: mlcal.StructuredVectorScaling(),
+              "sms": lambda: mlcal.StructuredMatrixScaling(),
+              "svs-rho-0.7": lambda: mlcal.StructuredVectorScaling(class_exponent=0.7)}
 
 
 def multiclass_datasets():
@@ -59,6 +63,15 @@ def multiclass_datasets():
     u[np.arange(n), y] += 0.5 * rng.random(n)   # informative about the label
     total = u[:, 0] + u[:, 1] + u[:, 2] + u[:, 3]
     yield "multiclass-probabilities", u / total[:, None], y, None
+    # exact zeros (as random forests give), some on the true class: the floor is chosen
+    v = u.copy()
+    off_label = np.arange(k)[None, :] != y[:, None]
+    v[(rng.random((n, k)) < 0.4) & (off_label | (rng.random((n, k)) < 0.05))] = 0.0
+    total = v[:, 0] + v[:, 1] + v[:, 2] + v[:, 3]
+    empty = total == 0.0
+    v[empty, y[empty]] = 1.0   # no all-zero row
+    total = v[:, 0] + v[:, 1] + v[:, 2] + v[:, 3]
+    yield "multiclass-zeros", v / total[:, None], y, rng.uniform(0.1, 3.0, n)
 
 
 def main() -> None:

@@ -6,13 +6,14 @@ import java.util.Map;
 /**
  * Native multiclass map {@code softmax(W x / temperature + b)} ({@code "softmax-affine"}):
  * temperature, vector and matrix scaling. {@code x} is the score row ({@code input="logits"})
- * or the deterministic log of the probability row floored at 1e-300
- * ({@code input="log-probabilities"}). Evaluated in mlcal's order: {@code z_k = (sum_j W_kj
- * x_j) * (1 / T) + b_k} left to right, {@code exp(z_k - max z)}, their sum left to right, then
- * one division per class.
+ * or the deterministic log of the probability row floored at {@code probability_floor}
+ * (default 1e-300; {@code input="log-probabilities"}). Evaluated in mlcal's order: {@code z_k =
+ * (sum_j W_kj x_j) * (1 / T) + b_k} left to right, {@code exp(z_k - max z)}, their sum left to
+ * right, then one division per class; with {@code uniform_weight = eps > 0}, then
+ * {@code p * (1 - eps) + eps / K}.
  */
 public final class SoftmaxAffineMap extends MultiMap {
-    /** the floor of mlcal's PROBABILITY_FLOOR before the log of a "log-probabilities" map */
+    /** mlcal's PROBABILITY_FLOOR: the default and smallest floor before the log */
     static final double PROBABILITY_FLOOR = 1e-300;
     private static final String KIND = "softmax-affine";
     private static final String[] INPUTS = {"logits", "log-probabilities"};
@@ -21,14 +22,19 @@ public final class SoftmaxAffineMap extends MultiMap {
     private final double[] bias;
     private final double temperature;
     private final boolean logProbabilities;
+    private final double uniformWeight;
+    private final double probabilityFloor;
 
     private SoftmaxAffineMap(double[][] weights, double[] bias, double temperature,
-                             boolean logProbabilities) {
+                             boolean logProbabilities, double uniformWeight,
+                             double probabilityFloor) {
         super(KIND);
         this.weights = weights;
         this.bias = bias;
         this.temperature = temperature;
         this.logProbabilities = logProbabilities;
+        this.uniformWeight = uniformWeight;
+        this.probabilityFloor = probabilityFloor;
     }
 
     static SoftmaxAffineMap fromDoc(Map<String, Object> doc, String where, Maps.Common common) {
@@ -75,7 +81,24 @@ public final class SoftmaxAffineMap extends MultiMap {
                     + "number");
         }
         Maps.checkChoice(inp, "input", where, INPUTS);
-        return new SoftmaxAffineMap(full, bias, temperature, inp.equals("log-probabilities"));
+        double eps = doc.containsKey("uniform_weight")
+                ? Maps.floatScalar(doc, "uniform_weight", where) : 0.0;
+        if (!(eps >= 0.0 && eps < 1.0)) {
+            throw new MapFormatException(where + ": uniform_weight must be in [0, 1), got "
+                    + eps);
+        }
+        double floor = doc.containsKey("probability_floor")
+                ? Maps.floatScalar(doc, "probability_floor", where) : PROBABILITY_FLOOR;
+        if (!(floor >= PROBABILITY_FLOOR && floor <= 1.0)) {
+            throw new MapFormatException(where + ": probability_floor must be in [1e-300, 1], "
+                    + "got " + floor);
+        }
+        boolean logProbs = inp.equals("log-probabilities");
+        if (!logProbs && floor != PROBABILITY_FLOOR) {
+            throw new MapFormatException(where + ": probability_floor applies to input "
+                    + "'log-probabilities' only");
+        }
+        return new SoftmaxAffineMap(full, bias, temperature, logProbs, eps, floor);
     }
 
     private static boolean allLists(List<?> list) {
@@ -99,7 +122,8 @@ public final class SoftmaxAffineMap extends MultiMap {
         int xOff = off;
         if (logProbabilities) {
             for (int j = 0; j < nk; j++) {
-                scratch[nk + j] = DetMath.log(Math.max(s[off + j], PROBABILITY_FLOOR));
+                double v = s[off + j];
+                scratch[nk + j] = DetMath.log(v > probabilityFloor ? v : probabilityFloor);
             }
             x = scratch;
             xOff = nk;
@@ -128,6 +152,13 @@ public final class SoftmaxAffineMap extends MultiMap {
         }
         for (int k = 0; k < nk; k++) {
             out[outOff + k] /= sum;
+        }
+        if (uniformWeight != 0.0) {
+            double keep = 1.0 - uniformWeight;
+            double part = uniformWeight / nk;
+            for (int k = 0; k < nk; k++) {
+                out[outOff + k] = out[outOff + k] * keep + part;
+            }
         }
     }
 }

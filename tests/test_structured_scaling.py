@@ -1,0 +1,336 @@
+"""Structured vector/matrix scaling, ts-mix and the measured probability floor.
+
+Checked against independent expectations: the floor against a brute-force loop over its
+definition; the fits' stationarity against a numpy/scipy gradient of the documented objective;
+held-out log loss against doing nothing and against temperature scaling on data with known
+truth and on real base models (random forest and naive Bayes, which output exact zeros)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize_scalar
+from scipy.special import logsumexp, softmax
+from sklearn.datasets import load_digits, make_classification
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.model_selection import train_test_split
+from sklearn.naive_bayes import GaussianNB
+
+import mlcal
+from mlcal._solvers.probability_floor import (FLOOR_GRID_SIZE, likelihood_floor,
+                                               probability_floor)
+from mlcal.calibrators.multiclass import (MULTICLASS_METHODS, MatrixScaling,
+                                          MulticlassCalibrator, TemperatureScaling,
+                                          multiclass_calibrator)
+from mlcal.calibrators.structured_scaling import (StructuredMatrixScaling,
+                                                  StructuredVectorScaling, TemperatureMixScaling)
+from mlcal.maps import MapFormatError, map_from_dict
+from mlcal.multiclass_maps import PROBABILITY_FLOOR, SoftmaxAffineMap
+from mlcal.multiclass_metrics import top_label_ece
+
+STRUCTURED = [TemperatureMixScaling, StructuredVectorScaling, StructuredMatrixScaling]
+
+
+def _mean_nll(p, y):
+    return float(-np.mean(np.log(p[np.arange(len(y)), y])))
+
+
+def _brute_force_floor(s, y, w):
+    """The floor's definition, step by step: pool the numerical zeros, then add the next
+    input level while it is below the pooled Laplace rate."""
+    n, K = s.shape
+    rw = w * (np.count_nonzero(w) / w.sum())
+    eps = 2.0 ** -52
+    if not np.any(s < eps):
+        return eps
+
+    def rate_at_or_below(f):
+        N = M = 0.0
+        for i in range(n):
+            for k in range(K):
+                if s[i, k] <= f:
+                    N += rw[i]
+                    M += rw[i] * (y[i] == k)
+        return (M + 1.0) / (N + 2.0)
+
+    top = s[s < eps].max()
+    for level in np.unique(s[s >= eps]):
+        r = rate_at_or_below(top)
+        if level >= r:
+            return max(eps, r)
+        top = level
+    return max(eps, min(1.0, rate_at_or_below(top)))
+
+
+def _simulated(n, K, seed, power=1.0, zero_below=0.0):
+    """Rows p_true ~ softmax(N(0, 2)), labels drawn from them; scores p_true^power renormalised,
+    with entries below ``zero_below`` set to 0 (as random forests and naive Bayes do)."""
+    rng = np.random.default_rng(seed)
+    p = softmax(rng.normal(0.0, 2.0, (n, K)), axis=1)
+    y = np.minimum((np.cumsum(p, axis=1) < rng.random(n)[:, None]).sum(axis=1), K - 1)
+    y[:K] = np.arange(K)
+    s = p ** power
+    s[s < zero_below * s.max(axis=1, keepdims=True)] = 0.0
+    return s / s.sum(axis=1, keepdims=True), y, p
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_probability_floor_matches_its_definition(seed):
+    rng = np.random.default_rng(seed)
+    n, K = 40, 4
+    s = softmax(rng.normal(0, 3, (n, K)), axis=1)
+    s[rng.random((n, K)) < 0.3] = 0.0          # exact zeros, as a random forest gives
+    s[np.arange(n), rng.integers(0, K, n)] += 0.05   # no all-zero row
+    s = np.round(s / s.sum(axis=1, keepdims=True), 2)   # ties
+    s /= s.sum(axis=1, keepdims=True)
+    y = rng.integers(0, K, n)
+    w = np.ones(n) if seed % 2 else rng.integers(1, 4, n).astype(float)
+    assert probability_floor(s, y, w) == pytest.approx(_brute_force_floor(s, y, w), rel=1e-12)
+
+
+def test_probability_floor_uses_the_zeros_truth_rate():
+    # 100 rows, K = 2; class 1 gets probability 0 (or an underflowed 1e-20) in every row and is
+    # true in 9 of them: the zero cells' rate is (9 + 1) / (100 + 2), below the next level (1)
+    s = np.tile([1.0, 0.0], (100, 1))
+    s[::2] = [1.0 - 1e-20, 1e-20]
+    y = np.zeros(100, dtype=int)
+    y[:9] = 1
+    assert probability_floor(s, y, np.ones(100)) == 10.0 / 102.0
+    # no numerical zeros: the floor is 2**-52 and binds nowhere
+    s = np.tile([0.9, 0.1], (100, 1))
+    assert probability_floor(s, y, np.ones(100)) == 2.0 ** -52
+
+
+def test_likelihood_floor_is_the_grid_point_where_temperature_scaling_fits_best():
+    s, y, _ = _simulated(500, 4, seed=9, power=1.5, zero_below=0.02)
+    w = np.ones(len(y))
+    upper = probability_floor(s, y, w)
+    grid = np.exp(np.linspace(np.log(2.0 ** -52), np.log(upper), FLOOR_GRID_SIZE))
+    grid[0], grid[-1] = 2.0 ** -52, upper
+
+    def ts_nll(floor):   # temperature scaling's optimum by scipy, independently of mlcal
+        x = np.log(np.maximum(s, floor))
+        res = minimize_scalar(lambda b: np.mean(logsumexp(b * x, axis=1)
+                                                - b * x[np.arange(len(y)), y]),
+                              bounds=(1e-3, 50.0), method="bounded",
+                              options={"xatol": 1e-10})
+        return res.fun
+
+    nll = np.array([ts_nll(f) for f in grid])
+    assert 2.0 ** -52 < upper < 0.1
+    assert likelihood_floor(s, y, w) == grid[int(np.argmin(nll))]
+    assert np.sort(nll)[1] - nll.min() > 1e-6   # a clear winner: no rounding-level decision
+
+
+@pytest.mark.parametrize("make", STRUCTURED + [TemperatureScaling])
+def test_fitted_json_does_not_depend_on_row_order_or_weights_scale(make):
+    s, y, _ = _simulated(600, 5, seed=1, power=2.0, zero_below=0.01)
+    w = np.random.default_rng(2).integers(1, 4, len(y)).astype(float)
+    perm = np.random.default_rng(3).permutation(len(y))
+    a = make().fit(s, y, sample_weight=w)
+    b = make().fit(s[perm], y[perm], sample_weight=w[perm])
+    assert a.map_.probability_floor > PROBABILITY_FLOOR
+    assert json.dumps(a.map_.to_dict()) == json.dumps(b.map_.to_dict())
+
+
+def _penalised_objective(cal, s, y):
+    """The documented objective (module docstring of structured_scaling) in numpy, at the
+    fitted map, and its gradient in (W, b) with the temperature held fixed."""
+    m = cal.map_
+    K = m.n_classes
+    n = len(y)
+    x = np.log(np.maximum(s, m.probability_floor)) / m.temperature
+    W, b = m.full_weights(), m.bias
+    z = x @ W.T + b
+    q = softmax(z, axis=1)
+    onehot = np.eye(K)[y]
+    f = float(np.mean(logsumexp(z, axis=1) - z[np.arange(n), y]))
+    gW = (q - onehot).T @ x / n
+    gb = (q - onehot).mean(axis=0)
+    lam_d = cal.penalty * K ** cal.class_exponent / n ** cal.size_exponent
+    V = W - np.eye(K)
+    diag = np.eye(K, dtype=bool)
+    if isinstance(cal, StructuredMatrixScaling):
+        lam_o = cal.off_diagonal_penalty * (K * (K - 1)) ** cal.class_exponent \
+            / n ** cal.size_exponent
+    else:
+        lam_o = 0.0
+        gW = gW * diag   # SVS has no off-diagonal parameters
+    f += lam_d * (np.sum(V[diag] ** 2) + np.sum(b ** 2)) + lam_o * np.sum(V[~diag] ** 2)
+    gW = gW + 2 * np.where(diag, lam_d, lam_o) * V
+    return f, np.concatenate([gW.ravel(), gb + 2 * lam_d * b])
+
+
+@pytest.mark.parametrize("make, K", [(StructuredVectorScaling, 6), (StructuredMatrixScaling, 6),
+                                     (StructuredVectorScaling, 40),    # L-BFGS above K = 32
+                                     (StructuredMatrixScaling, 23)])   # L-BFGS above K = 22
+def test_structured_fits_are_stationary_points_of_the_documented_objective(make, K):
+    s, y, _ = _simulated(1500, K, seed=K, power=1.7, zero_below=0.001)
+    cal = make(penalty=0.05, class_exponent=0.5, size_exponent=0.5).fit(s, y)
+    # the temperature is the temperature-scaling optimum (the pre-step)
+    ts = TemperatureScaling().fit(s, y)
+    assert cal.map_.temperature == pytest.approx(ts.map_.temperature, rel=1e-12)
+    f, g = _penalised_objective(cal, s, y)
+    assert cal.objective_ == pytest.approx(f, rel=1e-9)
+    assert np.max(np.abs(g)) <= (1e-8 if K < 23 else 1e-6)   # Newton / L-BFGS
+    assert cal.map_.uniform_weight == 1.0 / (len(y) + 1)
+
+
+@pytest.mark.parametrize("make", STRUCTURED)
+def test_no_probability_is_ever_zero_or_one(make):
+    s, y, _ = _simulated(400, 4, seed=4, power=3.0)
+    cal = make(input_kind="probabilities").fit(s, y)
+    extreme = np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0], [1e-300, 0.0, 0.5, 0.5]])
+    p = cal.predict_proba(np.vstack([s, extreme]))
+    eps = cal.map_.uniform_weight
+    assert eps == 1.0 / 401
+    assert p.min() >= eps / 4 * (1 - 1e-12) and p.max() < 1.0
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    logits = make(input_kind="logits").fit(np.log(s + 1e-3), y)
+    q = logits.predict_proba(np.array([[1e4, -1e4, 0.0, 0.0]]))
+    assert q.min() > 0.0 and q.max() < 1.0
+
+
+@pytest.mark.parametrize("make", STRUCTURED)
+def test_json_round_trip_and_registration(make):
+    s, y, _ = _simulated(300, 3, seed=5, power=2.0)
+    cal = make().fit(s, y)
+    back = MulticlassCalibrator.from_json(cal.to_json())
+    assert type(back) is make
+    np.testing.assert_array_equal(back.predict_proba(s), cal.predict_proba(s))
+    name = {TemperatureMixScaling: "ts-mix", StructuredVectorScaling: "svs",
+            StructuredMatrixScaling: "sms"}[make]
+    assert MULTICLASS_METHODS[name] is make and type(multiclass_calibrator(name)) is make
+    assert type(mlcal.load_calibrator(cal.to_json())) is make
+
+
+def test_map_fields_are_validated_and_optional():
+    base = SoftmaxAffineMap([1.0, 2.0], [0.0, 0.5], 1.5, "log-probabilities").to_dict()
+    assert "uniform_weight" not in base and "probability_floor" not in base   # old documents
+    assert map_from_dict(base).uniform_weight == 0.0
+    assert map_from_dict(base).probability_floor == PROBABILITY_FLOOR
+    for field, value, phrase in [("uniform_weight", 1.0, "uniform_weight must be in [0, 1)"),
+                                 ("uniform_weight", -0.1, "uniform_weight must be in [0, 1)"),
+                                 ("probability_floor", 0.0, "probability_floor must be in"),
+                                 ("probability_floor", 1.5, "probability_floor must be in"),
+                                 ("probability_floor", "x", "must be a finite number")]:
+        with pytest.raises(MapFormatError, match=phrase.replace("[", r"\[").replace(")", r"\)")):
+            map_from_dict({**base, field: value})
+    with pytest.raises(MapFormatError, match="'log-probabilities' only"):
+        SoftmaxAffineMap([1.0, 1.0], [0.0, 0.0], probability_floor=0.1)
+    m = SoftmaxAffineMap([1.0, 1.0], [0.0, 0.0], 1.0, "log-probabilities", uniform_weight=0.2,
+                         probability_floor=0.1)
+    # floor: 0 and 0.05 both read as 0.1; mixture: 0.8 p + 0.1
+    p = m(np.array([[0.0, 1.0], [0.05, 0.95], [0.5, 0.5]]))
+    expected = 0.8 * softmax(np.log(np.array([[0.1, 1.0], [0.1, 0.95], [0.5, 0.5]])),
+                             axis=1) + 0.1
+    np.testing.assert_allclose(p, expected, rtol=1e-14)
+    assert map_from_dict(json.loads(json.dumps(m.to_dict()))).to_dict() == m.to_dict()
+
+
+def _digits_outputs(base, seed=0):
+    X, y = load_digits(return_X_y=True)
+    X_tr, X_rest, y_tr, y_rest = train_test_split(X, y, train_size=0.5, stratify=y,
+                                                  random_state=seed)
+    X_cal, X_te, y_cal, y_te = train_test_split(X_rest, y_rest, train_size=0.5,
+                                                stratify=y_rest, random_state=seed)
+    base.fit(X_tr, y_tr)
+    return base.predict_proba(X_cal), y_cal, base.predict_proba(X_te), y_te
+
+
+def _forest_outputs():
+    """A 50-tree random forest on 10 simulated classes: exact zeros, some on the true class."""
+    X, y = make_classification(3000, n_features=20, n_informative=10, n_classes=10,
+                               n_clusters_per_class=1, random_state=0)
+    X_tr, X_rest, y_tr, y_rest = train_test_split(X, y, train_size=1 / 3, stratify=y,
+                                                  random_state=0)
+    X_cal, X_te, y_cal, y_te = train_test_split(X_rest, y_rest, train_size=0.5,
+                                                stratify=y_rest, random_state=0)
+    base = RandomForestClassifier(50, random_state=0).fit(X_tr, y_tr)
+    return base.predict_proba(X_cal), y_cal, base.predict_proba(X_te), y_te
+
+
+@pytest.mark.parametrize("outputs", [lambda: _digits_outputs(GaussianNB()), _forest_outputs],
+                         ids=["naive-bayes-digits", "random-forest-simulated"])
+def test_exact_zero_inputs_get_a_measured_floor_and_beat_a_fixed_tiny_floor(outputs):
+    s_cal, y_cal, s_te, y_te = outputs()
+    assert np.mean(s_cal == 0.0) > 0.1    # the base model outputs exact zeros
+    ts = TemperatureScaling().fit(s_cal, y_cal)
+    floor = ts.map_.probability_floor
+    assert 2.0 ** -52 <= floor <= probability_floor(s_cal, y_cal, np.ones(len(y_cal)))
+    # the same fit on the old fixed floor 1e-300 (the logits of log(max(p, 1e-300)))
+    x = lambda s: np.log(np.maximum(s, 1e-300))   # noqa: E731
+    old = TemperatureScaling(input_kind="logits").fit(x(s_cal), y_cal)
+    new_loss = _mean_nll(ts.predict_proba(s_te), y_te)
+    old_loss = _mean_nll(old.predict_proba(x(s_te)), y_te)
+    assert new_loss < 0.9 * old_loss
+    assert top_label_ece(y_te, ts.predict_proba(s_te)) < 0.5 * top_label_ece(
+        y_te, old.predict_proba(x(s_te)))
+    for make in STRUCTURED:   # and none of the structured fits is worse than ts-mix by > 2 %
+        p = make().fit(s_cal, y_cal).predict_proba(s_te)
+        assert _mean_nll(p, y_te) <= 1.02 * _mean_nll(
+            TemperatureMixScaling().fit(s_cal, y_cal).predict_proba(s_te), y_te)
+
+
+@pytest.mark.parametrize("n_cal", [200, 1000])
+@pytest.mark.parametrize("K", [5, 20])
+def test_structured_scaling_is_not_worse_than_doing_nothing_on_calibrated_scores(K, n_cal):
+    """Scores that are the true probabilities: any fit can only add estimation noise (the
+    fitted temperature alone costs up to ~2 % of held-out log loss at 200 rows). The penalties
+    keep SVS and SMS within 1 % of ts-mix, and within 3 % (200 rows) / 1 % (1000 rows) of
+    doing nothing; unregularised matrix scaling loses several times more."""
+    s, y, p = _simulated(n_cal + 20000, K, seed=100 + K + n_cal)
+    cal, te = slice(0, n_cal), slice(n_cal, None)
+    ref = _mean_nll(s[te], y[te])
+    ts_mix = _mean_nll(TemperatureMixScaling().fit(s[cal], y[cal]).predict_proba(s[te]), y[te])
+    for make in (StructuredVectorScaling, StructuredMatrixScaling):
+        loss = _mean_nll(make().fit(s[cal], y[cal]).predict_proba(s[te]), y[te])
+        assert loss <= ts_mix + 0.01 * ref, make.__name__
+        assert loss <= (1.03 if n_cal == 200 else 1.01) * ref, make.__name__
+    if n_cal == 200:
+        sms = _mean_nll(StructuredMatrixScaling().fit(s[cal], y[cal]).predict_proba(s[te]),
+                        y[te])
+        mat = _mean_nll(MatrixScaling().fit(s[cal], y[cal]).predict_proba(s[te]), y[te])
+        assert mat - ref > 2 * (sms - ref)
+
+
+@pytest.mark.parametrize("K", [5, 20])
+def test_structured_scaling_fixes_miscalibration_where_unregularised_overfits(K):
+    n_cal = 300
+    s, y, p = _simulated(n_cal + 20000, K, seed=200 + K, power=2.0)
+    cal, te = slice(0, n_cal), slice(n_cal, None)
+    unc = _mean_nll(s[te], y[te])
+    truth = _mean_nll(p[te], y[te])
+    svs = _mean_nll(StructuredVectorScaling().fit(s[cal], y[cal]).predict_proba(s[te]), y[te])
+    sms = _mean_nll(StructuredMatrixScaling().fit(s[cal], y[cal]).predict_proba(s[te]), y[te])
+    assert svs < unc and sms < unc
+    # most of the gap to the truth is closed
+    assert svs - truth < 0.25 * (unc - truth) and sms - truth < 0.25 * (unc - truth)
+    if K == 20:   # unregularised matrix scaling overfits 420 parameters on 300 rows
+        mat = _mean_nll(MatrixScaling().fit(s[cal], y[cal]).predict_proba(s[te]), y[te])
+        assert sms < mat
+
+
+def test_letter_like_naive_bayes_26_classes_converges_and_beats_temperature():
+    """Regression: on naive-Bayes outputs for 26 classes with underflowed probabilities (the
+    letter / naive Bayes case; letter itself is not shipped offline), matrix scaling with a
+    free diagonal stops after 10000 L-BFGS iterations without converging (separable rows).
+    The structured fits have a strictly convex objective and converge."""
+    X, y = make_classification(6000, n_features=16, n_informative=14, n_redundant=0,
+                               n_classes=26, n_clusters_per_class=1, class_sep=3,
+                               random_state=0)
+    X[:, :8] *= 5
+    X_tr, X_rest, y_tr, y_rest = train_test_split(X, y, train_size=0.5, stratify=y,
+                                                  random_state=0)
+    X_cal, X_te, y_cal, y_te = train_test_split(X_rest, y_rest, train_size=0.5,
+                                                stratify=y_rest, random_state=0)
+    nb = GaussianNB(var_smoothing=1e-12).fit(X_tr, y_tr)
+    s_cal, s_te = nb.predict_proba(X_cal), nb.predict_proba(X_te)
+    assert np.mean(s_cal < 2.0 ** -52) > 0.1
+    ts_mix = _mean_nll(TemperatureMixScaling().fit(s_cal, y_cal).predict_proba(s_te), y_te)
+    for make in (StructuredVectorScaling, StructuredMatrixScaling):
+        cal = make().fit(s_cal, y_cal)
+        assert cal.n_iter_ < 1000
+        assert _mean_nll(cal.predict_proba(s_te), y_te) <= ts_mix

@@ -327,3 +327,8 @@ def plot_multiclass_reliability(y, proba, proba_after=None, *,
                           f"{n_bins} {strategy} bins; numbers = items per bin)", fontsize=10)
     fig.tight_layout()
     return _save(fig, path)
+
+
+# CORP diagrams live in their own module; re-exported here with the other plots
+from mlcal.plotting_corp import (  # noqa: E402,F401
+    corp_reliability_diagram, plot_multiclass_corp_reliability)

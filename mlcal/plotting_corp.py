@@ -27,6 +27,7 @@ from mlcal.reliability_bands import (DEFAULT_BAND_LEVEL, DEFAULT_BAND_RESAMPLES,
 #: keeps an SVG figure small whatever the number of rows
 MAX_DRAWN_BAND_POINTS = 300
 COLOURS = ("tab:red", "tab:blue")
+MULTICLASS_PANELS = ("all", "top_label", "classes")
 
 
 def _curve_outline(c: CorpCurve) -> tuple[np.ndarray, np.ndarray]:
@@ -176,11 +177,11 @@ def plot_multiclass_corp_reliability(y, proba, proba_after=None, *,
                                      level: float = DEFAULT_BAND_LEVEL,
                                      n_resamples: int = DEFAULT_BAND_RESAMPLES, seed: int = 0,
                                      n_bins: int = 10, strategy: str = "uniform",
-                                     top_label_only: bool = False, title: str | None = None,
+                                     panels: str = "all", title: str | None = None,
                                      path: str | None = None):
     """Multiclass CORP reliability diagrams with consistency bands: a top-label panel
-    (confidence ``max_k p`` against "the top label is right") and, unless
-    ``top_label_only``, one one-vs-rest panel per class; the series overlaid.
+    (confidence ``max_k p`` against "the top label is right") and one one-vs-rest panel per
+    class; the series overlaid.
 
     Parameters
     ----------
@@ -192,7 +193,8 @@ def plot_multiclass_corp_reliability(y, proba, proba_after=None, *,
     class_names : sequence of K str, optional
     labels, level, n_resamples, seed, n_bins, strategy
         As in :func:`corp_reliability_diagram`.
-    top_label_only : bool, default=False
+    panels : {"all", "top_label", "classes"}, default="all"
+        Which panels to draw.
     title, path
         As in :func:`corp_reliability_diagram`.
 
@@ -204,6 +206,8 @@ def plot_multiclass_corp_reliability(y, proba, proba_after=None, *,
 
     from mlcal.multiclass_metrics import _check
 
+    if panels not in MULTICLASS_PANELS:
+        raise ValueError(f"panels must be one of {MULTICLASS_PANELS}, got {panels!r}")
     yi, p = _check(y, proba)
     sets = [(p, labels[0], COLOURS[0])]
     if proba_after is not None:
@@ -217,24 +221,30 @@ def plot_multiclass_corp_reliability(y, proba, proba_after=None, *,
         raise ValueError(f"class_names has {len(names)} names for {k} classes")
     rows = np.arange(yi.size)
     tops = [np.argmax(q, axis=1) for q, _, _ in sets]
-    panels = [([((t == yi).astype(np.float64), q[rows, t], n, c)
-                for t, (q, n, c) in zip(tops, sets)], "top label (confidence vs accuracy)")]
-    if not top_label_only:
-        panels += [([((yi == j).astype(np.float64), q[:, j], n, c) for q, n, c in sets],
-                    f"{names[j]} vs rest") for j in range(k)]
-    ncols = min(4, len(panels))
-    nrows = -(-len(panels) // ncols)
-    fig = Figure(figsize=(4.4 * ncols, 5.0 * nrows + 0.4), layout="constrained")
+    drawn = []
+    if panels != "classes":
+        drawn.append(([((t == yi).astype(np.float64), q[rows, t], n, c)
+                       for t, (q, n, c) in zip(tops, sets)], "top label (confidence vs accuracy)"))
+    if panels != "top_label":
+        drawn += [([((yi == j).astype(np.float64), q[:, j], n, c) for q, n, c in sets],
+                   f"{names[j]} vs rest") for j in range(k)]
+    ncols = min(4, len(drawn))
+    nrows = -(-len(drawn) // ncols)
+    fontsize = 8 if len(drawn) == 1 else 6.5
+    fig = Figure(figsize=(6.4, 6.8) if len(drawn) == 1 else (4.4 * ncols, 4.6 * nrows + 0.4),
+                 layout="constrained")
     grid = fig.add_gridspec(nrows, ncols)
-    for i, (series, panel_title) in enumerate(panels):
+    for i, (series, panel_title) in enumerate(drawn):
         curves = [corp_curve(yy, pp, level=level, n_resamples=n_resamples, seed=seed)
                   for yy, pp, _, _ in series]
         ax, hist = grid[i // ncols, i % ncols].subgridspec(
             2, 1, height_ratios=[3, 1], hspace=0.06).subplots(sharex=True)
         mcbs = _draw_panel(ax, hist, series, curves, 0.0, 1.0, scale="linear", n_bins=n_bins,
-                           strategy=strategy, show_counts=True, fontsize=6, legend=i == 0)
+                           strategy=strategy, show_counts=True, fontsize=fontsize,
+                           legend=i == 0)
         ax.set_title(f"{panel_title}\nMCB " + " \u2192 ".join(f"{m:.4f}" for m in mcbs),
-                     fontsize=8)
-    fig.suptitle(title or f"CORP reliability diagrams ({k} classes; shaded: {level:.0%} "
-                          "consistency bands; numbers = items per bin)", fontsize=11)
+                     fontsize=fontsize + 2)
+    if len(drawn) > 1 or title:
+        fig.suptitle(title or f"CORP reliability diagrams ({k} classes; shaded: {level:.0%} "
+                              "consistency bands; numbers = items per bin)", fontsize=11)
     return _save(fig, path)

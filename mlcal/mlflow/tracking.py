@@ -30,7 +30,8 @@ def _active_run():
 
 def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, map_data=None,
                     n_bins: int = 10, strategy: str = "uniform",
-                    artifact_dir: str = ARTIFACT_DIR, classes=None) -> dict[str, Any]:
+                    artifact_dir: str = ARTIFACT_DIR, classes=None,
+                    html_report: bool = True) -> dict[str, Any]:
     """Log the effect of a calibration to the active MLflow run.
 
     Logs, for each metric m of ECE, MCE, Brier, RMSE, log loss, AUC and accuracy, the metrics
@@ -40,7 +41,10 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
     debiased and smooth ECE, Spiegelhalter's z and p-value); the artifacts
     ``{artifact_dir}/{prefix}reliability_diagram.png`` (before and after overlaid),
     ``{artifact_dir}/{prefix}calibration_map.png`` (when ``calibrator`` is given) and
-    ``{artifact_dir}/{prefix}calibration_report.json``; and, when ``calibrator`` is given, the
+    ``{artifact_dir}/{prefix}calibration_report.json``; with ``html_report`` also
+    ``{artifact_dir}/{prefix}reliability_corp.png`` and the HTML report
+    ``{artifact_dir}/{prefix}calibration_report.html`` (:mod:`mlcal.report`); and, when
+    ``calibrator`` is given, the
     tags ``mlcal.{prefix}method``, ``mlcal.{prefix}map_type`` and
     ``mlcal.{prefix}input_transform`` (for ``auto`` also ``mlcal.{prefix}auto_chosen``, the
     method it chose, with its whole ``fit_info`` in the report).
@@ -71,6 +75,8 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
         Multiclass only: the K class labels (column order). ``y`` then holds these labels and
         is validated (:func:`mlcal.labels.multiclass_labels`: no missing or unknown labels,
         every class present).
+    html_report : bool, default=True
+        Log the CORP diagram and the HTML calibration report (a few seconds).
 
     Returns
     -------
@@ -89,7 +95,8 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
             y = multiclass_labels(y, classes, min_rows=1, name="y")
         return log_multiclass_calibration(y, p_before, p_after, prefix=prefix,
                                           calibrator=calibrator, classes=classes, n_bins=n_bins,
-                                          strategy=strategy, artifact_dir=artifact_dir)
+                                          strategy=strategy, artifact_dir=artifact_dir,
+                                          html_report=html_report)
     report = calibration_report(y, p_before, p_after, n_bins=n_bins, strategy=strategy)
     metrics = {}
     for m in METRIC_NAMES:
@@ -126,6 +133,11 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
             plot_map(calibrator, scores=s_map, y=y_map, path=files[-1])
         for f in files:
             mlflow.log_artifact(f, artifact_path=artifact_dir)
+    if html_report:
+        from mlcal.report.mlflow_logging import log_run_report
+
+        log_run_report(y, p_before, p_after, calibrator=calibrator, map_data=map_data,
+                       n_bins=n_bins, strategy=strategy, artifact_dir=artifact_dir, prefix=prefix)
     if calibrator is not None:
         tags = {f"mlcal.{prefix}method": calibrator.method_name,
                 f"mlcal.{prefix}map_type": calibrator.map_.kind,

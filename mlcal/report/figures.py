@@ -70,12 +70,19 @@ def report_figures(report: CalibrationReport) -> list[ReportFigure]:
     bins = {"n_bins": s["n_bins"], "strategy": s["strategy"]}
     out = []
     if report.multiclass:
-        fig = plot_multiclass_corp_reliability(report.y, report.p_before, report.p_after,
-                                               class_names=report.class_names, **bins)
+        args = (report.y, report.p_before, report.p_after)
+        fig = plot_multiclass_corp_reliability(*args, class_names=report.class_names,
+                                               panels="top_label", **bins)
         out.append(ReportFigure(
-            "reliability", "CORP reliability diagrams: the top-label forecast (confidence "
-            "against accuracy) and each class against the rest, before (red) and after (blue) "
+            "reliability", "Top-label CORP reliability diagram: the confidence (largest class "
+            "probability) against whether that class is right, before (red) and after (blue) "
             "calibration.", figure_svg(fig, "f1")))
+        fig = plot_multiclass_corp_reliability(*args, class_names=report.class_names,
+                                               panels="classes", **bins)
+        out.append(ReportFigure(
+            "reliability-classes", "Each class against the rest, before (red) and after "
+            "(blue) calibration; panel titles give the class's MCB before \u2192 after.",
+            figure_svg(fig, "f2")))
     else:
         fig = corp_reliability_diagram(report.y, report.p_before, report.p_after, **bins)
         out.append(ReportFigure(

@@ -282,7 +282,7 @@ def render_html(report: CalibrationReport) -> str:
                  f"{s['settings']['n_bins']} {_e(s['settings']['strategy'])} bins with their "
                  "item counts; below: histogram of the forecasts.")
     parts = [_header(s), _gate_section(s), _metrics_section(s),
-             _figures_section(figures, s, ("reliability", "reliability-logit"),
+             _figures_section(figures, s, ("reliability", "reliability-logit", "reliability-classes"),
                               "Reliability diagrams", band_note),
              _decomposition_section(s), _map_section(s, figures), _method_section(s)]
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"

@@ -69,7 +69,9 @@ def _interval(iv: dict | None, signed: bool = False) -> str:
     if not iv or iv.get("estimate") is None:
         return '<span class="ci">n/a</span>'
     est = iv["estimate"]
-    head = (f"{est:+.4f}" if signed and is_finite_number(est) else _num(est))
+    head = _num(est)
+    if signed and is_finite_number(est) and est >= 0:
+        head = "+" + head
     if iv.get("lower") is None:
         return head
     return (f'{head} <span class="ci">[{_num(iv["lower"])}, {_num(iv["upper"])}]</span>')

@@ -99,6 +99,9 @@ def _draw_panel(ax, hist, series, curves, lo: float, hi: float, *, scale: str, n
     hist.set_ylabel("count", fontsize=fontsize + 1)
     if max(p.size for _, p, _, _ in series) >= 1000:
         hist.set_yscale("log")  # large samples: keep sparse tails visible next to the bulk
+        from matplotlib.ticker import NullFormatter
+
+        hist.yaxis.set_minor_formatter(NullFormatter())   # no "4 x 10^1" clutter
     return mcbs
 
 

@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 from mlcal._safe_json import dumps_safe
+from mlcal.reliability_bands import DEFAULT_BAND_LEVEL, DEFAULT_BAND_RESAMPLES
 from mlcal.report.data import CalibrationReport, is_finite_number
 from mlcal.report.figures import ReportFigure, report_figures
 
@@ -25,7 +26,8 @@ body { margin: 0; background: var(--bg); color: var(--fg);
        font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; }
 main { max-width: 1180px; margin: 0 auto; padding: 24px 28px 48px; }
 h1 { font-size: 24px; margin: 0 0 4px; }
-h2 { font-size: 18px; margin: 32px 0 8px; padding-bottom: 4px; border-bottom: 1px solid var(--line); }
+h2 { font-size: 18px; margin: 32px 0 8px; padding-bottom: 4px;
+     border-bottom: 1px solid var(--line); }
 h3 { font-size: 15px; margin: 18px 0 6px; }
 p.sub, .note { color: var(--muted); }
 .note { font-size: 12.5px; }
@@ -278,13 +280,15 @@ def render_html(report: CalibrationReport) -> str:
     s = report.summary
     figures = report_figures(report)
     band_note = ("Solid line: the CORP curve (isotonic regression of the labels on the "
-                 "forecasts). Shaded: the 90 % consistency band, where the curve of a "
-                 "calibrated forecaster with the same forecasts would fall (labels redrawn "
-                 "from the forecasts, 200 resamples); hollow markers: "
-                 f"{s['settings']['n_bins']} {_e(s['settings']['strategy'])} bins with their "
-                 "item counts; below: histogram of the forecasts.")
+                 f"forecasts). Shaded: the {DEFAULT_BAND_LEVEL:.0%} consistency band, where "
+                 "the curve of a calibrated forecaster with the same forecasts would fall "
+                 f"(labels redrawn from the forecasts, {DEFAULT_BAND_RESAMPLES} resamples); "
+                 f"hollow markers: {s['settings']['n_bins']} "
+                 f"{_e(s['settings']['strategy'])} bins with their item counts; below: "
+                 "histogram of the forecasts.")
     parts = [_header(s), _gate_section(s), _metrics_section(s),
-             _figures_section(figures, s, ("reliability", "reliability-logit", "reliability-classes"),
+             _figures_section(figures, s,
+                              ("reliability", "reliability-logit", "reliability-classes"),
                               "Reliability diagrams", band_note),
              _decomposition_section(s), _map_section(s, figures), _method_section(s)]
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"

@@ -116,9 +116,13 @@ def _high_pipe() -> tuple[int, int]:
     return ends[0], ends[1]
 
 
-def render_page(chromium: str, html_file: Path, *, width: int = 1280, height: int = 900,
-                settle: float = 0.5, timeout: float = 60.0) -> PageResult:
-    """Load ``html_file`` in a fresh headless Chromium and collect a :class:`PageResult`."""
+def render_page(chromium: str, html_file: Path | str, *, width: int = 1280, height: int = 900,
+                settle: float = 0.5, timeout: float = 60.0, workdir: Path | None = None,
+                full_page: bool = True) -> PageResult:
+    """Load ``html_file`` (a path, or a URL string) in a fresh headless Chromium and collect a
+    :class:`PageResult`; the profile lives in ``workdir`` (default: the file's folder)."""
+    url = html_file if isinstance(html_file, str) else html_file.resolve().as_uri()
+    workdir = workdir or Path(html_file).parent
     cmd_r, cmd_w = _high_pipe()     # we write commands, chromium reads fd 3
     out_r, out_w = _high_pipe()     # chromium writes fd 4, we read
 
@@ -126,7 +130,7 @@ def render_page(chromium: str, html_file: Path, *, width: int = 1280, height: in
         os.dup2(cmd_r, 3)
         os.dup2(out_w, 4)
 
-    profile = html_file.parent / f".chromium-profile-{os.getpid()}"
+    profile = workdir / f".chromium-profile-{os.getpid()}"
     proc = subprocess.Popen(
         [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
          "--no-first-run", "--no-default-browser-check", "--disable-extensions",
@@ -144,12 +148,12 @@ def render_page(chromium: str, html_file: Path, *, width: int = 1280, height: in
                                                       "flatten": True})["sessionId"]
         for domain in ("Runtime", "Log", "Page", "Network"):
             pipe.send(f"{domain}.enable", session=session)
-        pipe.send("Page.navigate", {"url": html_file.resolve().as_uri()}, session=session)
+        pipe.send("Page.navigate", {"url": url}, session=session)
         pipe.wait_event("Page.loadEventFired", timeout=timeout)
         pipe.drain(settle)
         metrics = pipe.send("Page.getLayoutMetrics", session=session)
         size = metrics.get("cssContentSize") or metrics["contentSize"]
-        result.page_height = int(size["height"])
+        result.page_height = int(size["height"]) if full_page else height
         boxes = pipe.send("Runtime.evaluate", {
             "expression": "JSON.stringify([...document.querySelectorAll('svg.figure')].map("
                           "e => {const r = e.getBoundingClientRect(); return {x: r.x, "

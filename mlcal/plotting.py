@@ -329,6 +329,15 @@ def plot_multiclass_reliability(y, proba, proba_after=None, *,
     return _save(fig, path)
 
 
-# CORP diagrams live in their own module; re-exported here with the other plots
-from mlcal.plotting_corp import (  # noqa: E402,F401
-    corp_reliability_diagram, plot_multiclass_corp_reliability)
+
+_CORP_PLOTS = ("corp_reliability_diagram", "plot_multiclass_corp_reliability")
+
+
+def __getattr__(name: str):
+    # the CORP diagrams live in mlcal.plotting_corp (which builds on this module's helpers);
+    # they are served from here lazily so that importing either module first works
+    if name in _CORP_PLOTS:
+        from mlcal import plotting_corp
+
+        return getattr(plotting_corp, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,15 +1,11 @@
 """The HTML calibration report: its numbers against the metric functions themselves, the gate
-and auto sections, escaping of user text, self-containment, run logging with a real sqlite
-MLflow store and the ``mlcal report`` command on a logged model."""
+and auto sections, escaping of user text and self-containment (run logging and the ``mlcal
+report`` command: ``test_report_mlflow.py``)."""
 
 import json
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from mlcal.bootstrap import bootstrap_ci
@@ -17,7 +13,6 @@ from mlcal.metrics import ece
 from mlcal.metrics_decomposition import corp_decomposition
 from mlcal.report import assemble_report, build_report, render_html
 
-ROOT = Path(__file__).resolve().parents[1]
 EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//|@import|url\(\s*["']?"""
                       r"""\s*(?:https?:)?//""", re.I)
 
@@ -127,51 +122,3 @@ def test_multiclass_report_has_classwise_parts():
     assert page.count("<svg") == 2
     with pytest.raises(ValueError, match="2 names for 3"):
         assemble_report(y, sharp, proba, classes=["a", "b"], n_resamples=20)
-
-
-# -------------------------------------------------------------- MLflow: run logging and the CLI
-
-def test_calibrate_and_log_logs_the_report_and_mlcal_report_writes_it(sqlite_tracking,
-                                                                     tmp_path, capsys):
-    import mlflow
-    from sklearn.linear_model import LogisticRegression
-
-    from mlcal.mlflow import calibrate_and_log
-
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(1200, 3))
-    y = (rng.uniform(size=1200) < 1 / (1 + np.exp(-(X @ [1.2, -0.8, 0.3])))).astype(int)
-    base = LogisticRegression(C=0.02).fit(X[:400], y[:400])
-    with mlflow.start_run() as run:
-        out = calibrate_and_log(base, X[400:800], y[400:800], calibrator="platt",
-                                X_eval=X[800:], y_eval=y[800:])
-    arts = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id,
-                                                                   "calibration")}
-    assert {"calibration/calibration_report.html",
-            "calibration/reliability_corp.png"} <= arts
-    page = mlflow.artifacts.load_text(f"runs:/{run.info.run_id}/calibration/"
-                                      "calibration_report.html")
-    assert run.info.run_id in page and not EXTERNAL.search(page)
-
-    data = tmp_path / "holdout.csv"
-    frame = pd.DataFrame(X[800:], columns=["f0", "f1", "f2"]).assign(label=y[800:])
-    frame.to_csv(data, index=False)
-    html_out = tmp_path / "report.html"
-    env = {"PYTHONPATH": str(ROOT), "MLFLOW_TRACKING_URI": sqlite_tracking,
-           "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-m", "mlcal", "report", out.model_uri, "--data",
-                           str(data), "--label-column", "label", "-o", str(html_out),
-                           "--n-resamples", "20"], env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr
-    page = html_out.read_text()
-    assert page.startswith("<!DOCTYPE html>") and out.model_uri in page
-    # the report's ECE after calibration is the model's on those rows
-    p_after = out.model.predict_proba(X[800:])[:, 1]
-    assert f"{ece(y[800:], p_after):.4f}" in page
-    # a missing label column is a named error, exit 2, nothing written
-    from mlcal.cli import main
-
-    code = main(["report", out.model_uri, "--data", str(data), "-o", str(tmp_path / "no.html")])
-    assert code == 2 and "no label column 'y'" in capsys.readouterr().err
-    assert not (tmp_path / "no.html").exists()

@@ -247,6 +247,8 @@ def plot_multiclass_corp_reliability(y, proba, proba_after=None, *,
                            legend=i == 0)
         ax.set_title(f"{panel_title}\nMCB " + " \u2192 ".join(f"{m:.4f}" for m in mcbs),
                      fontsize=fontsize + 2)
+        if panel_title.startswith("top label"):
+            hist.set_xlabel("confidence (largest class probability)", fontsize=fontsize + 1)
     if len(drawn) > 1 or title:
         fig.suptitle(title or f"CORP reliability diagrams ({k} classes; shaded: {level:.0%} "
                               "consistency bands; numbers = items per bin)", fontsize=11)

@@ -327,3 +327,17 @@ def plot_multiclass_reliability(y, proba, proba_after=None, *,
                           f"{n_bins} {strategy} bins; numbers = items per bin)", fontsize=10)
     fig.tight_layout()
     return _save(fig, path)
+
+
+
+_CORP_PLOTS = ("corp_reliability_diagram", "plot_multiclass_corp_reliability")
+
+
+def __getattr__(name: str):
+    # the CORP diagrams live in mlcal.plotting_corp (which builds on this module's helpers);
+    # they are served from here lazily so that importing either module first works
+    if name in _CORP_PLOTS:
+        from mlcal import plotting_corp
+
+        return getattr(plotting_corp, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -298,7 +298,8 @@ def test_log_calibration_records_metrics_plots_report_and_tags(data, store):
     assert r.data.tags["mlcal.iso_map_type"] == "linear"
     files = {a.path for a in client.list_artifacts(run.info.run_id, "calibration")}
     assert files == {f"calibration/iso_{f}" for f in
-                     ("reliability_diagram.png", "calibration_map.png", "calibration_report.json")}
+                     ("reliability_diagram.png", "calibration_map.png", "calibration_report.json",
+                      "reliability_corp.png", "calibration_report.html")}
     local = client.download_artifacts(run.info.run_id, "calibration")
     with open(os.path.join(local, "iso_reliability_diagram.png"), "rb") as fh:
         assert fh.read(8) == b"\x89PNG\r\n\x1a\n"

@@ -235,7 +235,8 @@ def test_calibrate_and_log_writes_per_class_diagrams_and_report(logged_run, tmp_
     client = mlflow.MlflowClient()
     files = {os.path.basename(f.path) for f in client.list_artifacts(logged_run.run_id,
                                                                       "calibration")}
-    assert files == {"reliability_multiclass.png", "calibration_report.json"}
+    assert files == {"reliability_multiclass.png", "calibration_report.json",
+                     "reliability_corp.png", "calibration_report.html"}
     local = mlflow.artifacts.download_artifacts(
         run_id=logged_run.run_id, artifact_path="calibration/calibration_report.json",
         dst_path=str(tmp_path))

@@ -53,7 +53,8 @@ def _active_run():
 def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, map_data=None,
                     n_bins: int = 10, strategy: str = "uniform",
                     artifact_dir: str = ARTIFACT_DIR, classes=None,
-                    metrics_source: str = "held-out") -> dict[str, Any]:
+                    metrics_source: str = "held-out",
+                    html_report: bool = True) -> dict[str, Any]:
     """Log the effect of a calibration to the active MLflow run.
 
     Logs, for each metric m of ECE, MCE, Brier, RMSE, log loss, AUC and accuracy, the metrics
@@ -63,7 +64,10 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
     debiased and smooth ECE, Spiegelhalter's z and p-value); the artifacts
     ``{artifact_dir}/{prefix}reliability_diagram.png`` (before and after overlaid),
     ``{artifact_dir}/{prefix}calibration_map.png`` (when ``calibrator`` is given) and
-    ``{artifact_dir}/{prefix}calibration_report.json``; and, when ``calibrator`` is given, the
+    ``{artifact_dir}/{prefix}calibration_report.json``; with ``html_report`` also
+    ``{artifact_dir}/{prefix}reliability_corp.png`` and the HTML report
+    ``{artifact_dir}/{prefix}calibration_report.html`` (:mod:`mlcal.report`); and, when
+    ``calibrator`` is given, the
     tags ``mlcal.{prefix}method``, ``mlcal.{prefix}map_type`` and
     ``mlcal.{prefix}input_transform`` (for ``auto`` also ``mlcal.{prefix}auto_chosen``, the
     method it chose, with its whole ``fit_info`` in the report). The run is tagged
@@ -100,6 +104,8 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
         Whether ``y`` and the probabilities are rows the calibrator was not fitted on (the
         intended use: a test set) or its own calibration rows. Say ``"in-sample"`` for the
         latter: the promotion gate refuses in-sample metrics unless told otherwise.
+    html_report : bool, default=True
+        Log the CORP diagram and the HTML calibration report (a few seconds).
 
     Returns
     -------
@@ -120,7 +126,7 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
         report = log_multiclass_calibration(y, p_before, p_after, prefix=prefix,
                                             calibrator=calibrator, classes=classes,
                                             n_bins=n_bins, strategy=strategy,
-                                            artifact_dir=artifact_dir)
+                                            artifact_dir=artifact_dir, html_report=html_report)
         tag_metrics_source(metrics_source, len(y), prefix)
         report["metrics_source"] = metrics_source
         return report
@@ -160,6 +166,11 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
             plot_map(calibrator, scores=s_map, y=y_map, path=files[-1])
         for f in files:
             mlflow.log_artifact(f, artifact_path=artifact_dir)
+    if html_report:
+        from mlcal.report.mlflow_logging import log_run_report
+
+        log_run_report(y, p_before, p_after, calibrator=calibrator, map_data=map_data,
+                       n_bins=n_bins, strategy=strategy, artifact_dir=artifact_dir, prefix=prefix)
     if calibrator is not None:
         tags = {f"mlcal.{prefix}method": calibrator.method_name,
                 f"mlcal.{prefix}map_type": calibrator.map_.kind,

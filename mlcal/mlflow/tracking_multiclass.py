@@ -10,7 +10,9 @@ Logged metrics, for m in :data:`mlcal.multiclass_metrics.MULTICLASS_METRIC_NAMES
 Artifacts in ``{artifact_dir}/``: ``{prefix}reliability_class<k>_<label>.png`` for each class
 (one-vs-rest, before and after), ``{prefix}reliability_top_label.png`` (calibrated) and
 ``{prefix}reliability_top_label_uncalibrated.png``, and ``{prefix}calibration_report.json``
-(every metric, the per-class ECEs and class counts).
+(every metric, the per-class ECEs and class counts); with ``html_report`` also
+``{prefix}reliability_corp.png`` (CORP diagrams with consistency bands) and
+``{prefix}calibration_report.html`` (:mod:`mlcal.report`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from mlcal.multiclass_metrics import MULTICLASS_METRIC_NAMES, multiclass_report
 def log_multiclass_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None,
                                classes: Sequence | None = None, n_bins: int = 10,
                                strategy: str = "uniform",
-                               artifact_dir: str = "calibration") -> dict[str, Any]:
+                               artifact_dir: str = "calibration",
+                               html_report: bool = True) -> dict[str, Any]:
     """Log a multiclass calibration to the active run (see the module notes); returns the
     :func:`multiclass_report` that was logged (plus the calibrator's details)."""
     import mlflow
@@ -58,6 +61,12 @@ def log_multiclass_calibration(y, p_before, p_after, *, prefix: str = "", calibr
         write_json(report_path, report, indent=1)
         mlflow.log_artifact(figure_path, artifact_path=artifact_dir)
         mlflow.log_artifact(report_path, artifact_path=artifact_dir)
+    if html_report:
+        from mlcal.report.mlflow_logging import log_run_report
+
+        log_run_report(y, p_before, p_after, calibrator=calibrator,
+                       classes=[str(c) for c in report["classes"]], n_bins=n_bins,
+                       strategy=strategy, artifact_dir=artifact_dir, prefix=prefix)
     if calibrator is not None:
         tags = {f"mlcal.{prefix}method": calibration_method(calibrator),
                 f"mlcal.{prefix}map_type": calibrator.map_.kind,

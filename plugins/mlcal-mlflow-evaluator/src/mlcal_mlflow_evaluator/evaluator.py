@@ -6,7 +6,10 @@ Multiclass models (K >= 3 classes: a raw model whose ``classes_`` has K labels, 
 columns, as the mlcal flavour gives) get ``<prefix>{top_label_ece, classwise_ece,
 multiclass_brier, log_loss, accuracy}`` and one reliability diagram per class plus the
 top-label diagram (``<prefix>reliability_class<k>_<label>.png``,
-``<prefix>reliability_top_label.png``). Their labels must hold every class; with the pyfunc
+``<prefix>reliability_top_label.png``).
+
+Both also log ``<prefix>reliability_corp.png``: the CORP reliability diagram (isotonic curve)
+with its consistency band (:mod:`mlcal.plotting_corp`; multiclass: top label and every class). Their labels must hold every class; with the pyfunc
 output the labels are matched to the column names as strings.
 """
 
@@ -28,6 +31,7 @@ from mlcal.metrics import calibration_diagnostics, compute_all
 from mlcal.multiclass_metrics import multiclass_metrics
 from mlcal.plotting import plot_multiclass_reliability
 from mlcal.plotting import reliability_diagram
+from mlcal.plotting_corp import corp_reliability_diagram, plot_multiclass_corp_reliability
 
 PROBA_PREFIX = "proba_"   # the mlcal flavour's multiclass columns (mlcal.mlflow.flavor)
 
@@ -106,7 +110,11 @@ class CalibrationEvaluator(ModelEvaluator):
             name = f"{prefix}reliability_diagram"
             reliability_diagram(y, p, n_bins=int(config["n_bins"]), strategy=config["strategy"],
                                 labels=("model",), path=os.path.join(tmp, f"{name}.png"))
-            artifacts = _log_images(run_id, tmp, [name])
+            corp = f"{prefix}reliability_corp"
+            corp_reliability_diagram(y, p, n_bins=int(config["n_bins"]),
+                                     strategy=config["strategy"], labels=("model",),
+                                     path=os.path.join(tmp, f"{corp}.png"))
+            artifacts = _log_images(run_id, tmp, [name, corp])
         return EvaluationResult(metrics=metrics, artifacts=artifacts, run_id=run_id)
 
 
@@ -146,5 +154,9 @@ def _evaluate_multiclass(labels, p, classes, config, run_id) -> EvaluationResult
         plot_multiclass_reliability(y, p, class_names=[str(c) for c in classes],
                                     n_bins=n_bins, strategy=strategy, labels=("model",),
                                     path=os.path.join(tmp, f"{name}.png"))
-        artifacts = _log_images(run_id, tmp, [name])
+        corp = f"{prefix}reliability_corp"
+        plot_multiclass_corp_reliability(y, p, class_names=[str(c) for c in classes],
+                                         n_bins=n_bins, strategy=strategy, labels=("model",),
+                                         path=os.path.join(tmp, f"{corp}.png"))
+        artifacts = _log_images(run_id, tmp, [name, corp])
     return EvaluationResult(metrics=metrics, artifacts=artifacts, run_id=run_id)

@@ -90,23 +90,32 @@ def stats(spark, data):
     from mlcal.spark._stats import collect_statistics
 
     df = _frame(spark, **data)
-    return {(col, weighted): collect_statistics(df, col, "y", "w" if weighted else None)
-            for col in ("s", "margin") for weighted in (False, True)}
+    # driver_rows=0: aggregated in Spark (what larger frames get); None: this small frame's
+    # rows are collected as they are
+    return {(col, weighted, where): collect_statistics(
+                df, col, "y", "w" if weighted else None,
+                driver_rows=0 if where == "spark" else None)
+            for col in ("s", "margin") for weighted in (False, True)
+            for where in ("spark", "driver")}
 
 
 @pytest.mark.parametrize("method", available_calibrators())
 @pytest.mark.parametrize("col", ["s", "margin"])
 @pytest.mark.parametrize("weighted", [False, True], ids=["counts", "weights"])
+@pytest.mark.parametrize("where", ["spark", "driver"])
 def test_spark_statistics_fit_every_method_to_the_same_json_bytes(data, stats, method, col,
-                                                                  weighted):
-    st = stats[(col, weighted)]
+                                                                  weighted, where):
+    st = stats[(col, weighted, where)]
     w = data["w"] if weighted else None
     expected = get_calibrator(method).fit(data[col], data["y"], w).to_json()
     got = get_calibrator(method).fit(st.scores, st.labels, st.weights).to_json()
     assert got == expected
     assert st.grid is None and st.n_rows == data["s"].size
     assert st.n_distinct == np.unique(data[col]).size
-    assert st.n_aggregated <= st.n_distinct * (2 if not weighted else 2 * 40)
+    if where == "spark":
+        assert st.n_aggregated <= st.n_distinct * (2 if not weighted else 2 * 40)
+    else:
+        assert st.n_aggregated == st.n_rows
 
 
 def test_public_fit_matches_the_in_memory_fit_with_parameters(spark, data):
@@ -208,15 +217,20 @@ def test_bad_inputs_are_named(spark):
              ({"w": [0.0, 2.0, 0.0, 1.0]}, {"weight_col": "w"}, "single class"),
              ({}, {"weight_col": "nope"}, "weight column 'nope' is not in the DataFrame"),
              ({}, {"score_col": "txt"}, "score column 'txt' must be numeric")]
+    from mlcal.spark._stats import collect_statistics
+
     for change, kwargs, message in cases:
         df = spark.createDataFrame(pdf.assign(**change))
         args = {"score_col": "s", "label_col": "y", **kwargs}
         with pytest.raises(ValueError, match=message):
             mlcal.spark.fit(df, method="platt", **args)
+        with pytest.raises(ValueError, match=message):   # validated in Spark, as large frames
+            collect_statistics(df, **args, driver_rows=0)
     rows = [(0.1, 1.0), (None, 0.0), (float("nan"), 1.0), (float("-inf"), 0.0), (0.3, 0.0)]
     bad = spark.createDataFrame(rows, "s double, y double")
-    with pytest.raises(ValueError, match="scores contain 1 null and 2 non-finite"):
-        mlcal.spark.fit(bad, "s", "y", "platt")
+    for driver_rows in (None, 0):
+        with pytest.raises(ValueError, match="scores contain 1 null and 2 non-finite"):
+            collect_statistics(bad, "s", "y", driver_rows=driver_rows)
 
 
 # -- the SQL expression ---------------------------------------------------------------------

@@ -21,6 +21,9 @@ def fit(df: DataFrame, score_col: str, label_col: str, method: str | BaseCalibra
         max_distinct: int | None = DEFAULT_MAX_DISTINCT, **params: Any) -> BaseCalibrator:
     """Fit a calibrator on a Spark DataFrame: statistics in Spark, the fit on the driver.
 
+    A frame of at most ``max_distinct`` rows is collected as it is (one Arrow transfer, no
+    shuffle) and fitted on the driver; a larger one is aggregated exactly in Spark first.
+
     Parameters
     ----------
     df : pyspark.sql.DataFrame

@@ -14,7 +14,7 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 
 from mlcal.cli import main as cli_main
-from mlcal.mlflow import save_model
+from mlcal.mlflow import log_model, save_model
 from mlcal.mlflow.serving import (curl_command, server_command, server_environment,
                                   serving_request)
 from mlcal.model import CalibratedModel
@@ -89,3 +89,18 @@ def test_a_busy_port_is_an_error_before_anything_starts(model, tmp_path, capsys)
         port = s.getsockname()[1]
         assert cli_main(["serve", str(tmp_path / "m"), "--port", str(port)]) == 2
     assert f"port {port} on 127.0.0.1 is already in use" in capsys.readouterr().err
+
+
+def test_registry_and_run_uris_give_the_same_request(model, sqlite_tracking):
+    cal, X = model
+    with mlflow.start_run() as run:
+        info = log_model(
+            cal, name="m", input_example=X[:2], pip_requirements=REQS,
+            registered_model_name="served")
+    mlflow.MlflowClient().set_registered_model_alias("served", "champion", 1)
+    bodies = {uri: serving_request(uri).body
+              for uri in (info.model_uri, f"runs:/{run.info.run_id}/m", "models:/served/1",
+                          "models:/served@champion")}
+    assert len(set(bodies.values())) == 1
+    assert json.loads(next(iter(bodies.values()))) == {
+        "dataframe_split": {"columns": ["a", "b"], "data": X[:2].to_numpy().tolist()}}

@@ -16,7 +16,14 @@ Tables printed:
    of the logged model (base model + calibration, struct of raw and calibrated values).
    Reference: the same pass that only reads the score column; ratio = time / reference.
 
-Times are single runs after one warm-up on a shared machine: compare the ratios.
+3. ``mlcal.spark.fit`` on ``--fit-n`` (1e6) all-distinct scores vs the in-memory fit of the
+   same rows (the rows already on the driver: the fit alone), with and without weights; also
+   the Spark-side aggregation (``driver_rows=0``: what frames above ``max_distinct`` rows
+   get) plus its fit. Median of 3 alternating runs after a warm-up; ratio = time / in-memory.
+   ``--only-fit-vs-memory`` runs this table alone. The goal is ``spark.fit`` <= 5x.
+
+Times in tables 1 and 2 are single runs after one warm-up on a shared machine: compare the
+ratios.
 """
 
 from __future__ import annotations
@@ -100,6 +107,52 @@ def fit_table(spark, n: int) -> None:
         df.unpersist()
 
 
+def fit_vs_memory_table(spark, n: int, methods=("isotonic", "platt"), repeats: int = 3) -> None:
+    """``mlcal.spark.fit`` on ``n`` all-distinct scores vs the in-memory fit of the same rows
+    (already on the driver: the fit alone), median of ``repeats`` alternating runs after a
+    warm-up; also the Spark-side aggregation that frames above ``max_distinct`` rows get."""
+    import warnings
+
+    import mlcal.spark
+    from mlcal.calibrators.catalog import get_calibrator
+    from mlcal.spark._stats import collect_statistics
+
+    warnings.filterwarnings("ignore")
+    df = _data(spark, n, None).select("s", "y", "w").cache()
+    df.count()
+    local = df.toPandas()
+    s, y, w = (local[c].to_numpy() for c in ("s", "y", "w"))
+    print(f"\n3. fit on {n:.0e} all-distinct scores vs the in-memory fit (median of {repeats})")
+    print(f"{'method':<10}{'weights':<9}{'in-memory s':>12}{'spark.fit s':>12}{'ratio':>7}"
+          f"{'Spark-aggregated s':>19}{'ratio':>7}{'same JSON':>10}")
+    for method in methods:
+        for weight in (None, "w"):
+            wv = None if weight is None else w
+            runs = {"memory": lambda: get_calibrator(method).fit(s, y, wv),
+                    "spark": lambda: mlcal.spark.fit(df, "s", "y", method, weight_col=weight),
+                    "aggregated": lambda: get_calibrator(method).fit(
+                        *_stats_rows(collect_statistics(df, "s", "y", weight, driver_rows=0)))}
+            times = {k: [] for k in runs}
+            outs = {}
+            for round_ in range(repeats + 1):
+                for k, run in runs.items():
+                    t, outs[k] = _timed(run)
+                    if round_:
+                        times[k].append(t)
+            med = {k: float(np.median(v)) for k, v in times.items()}
+            same = outs["spark"].to_json() == outs["memory"].to_json() == \
+                outs["aggregated"].to_json()
+            print(f"{method:<10}{'yes' if weight else 'no':<9}{med['memory']:>12.2f}"
+                  f"{med['spark']:>12.2f}{med['spark'] / med['memory']:>7.1f}"
+                  f"{med['aggregated']:>19.2f}{med['aggregated'] / med['memory']:>7.1f}"
+                  f"{str(same):>10}")
+    df.unpersist()
+
+
+def _stats_rows(st):
+    return st.scores, st.labels, st.weights
+
+
 def score_table(spark, n: int, methods=("isotonic", "platt", "beta")) -> None:
     import mlflow
     from pyspark.sql import functions as F
@@ -140,10 +193,10 @@ def score_table(spark, n: int, methods=("isotonic", "platt", "beta")) -> None:
             spark, info.model_uri, env_manager="local", params={"return_uncalibrated": True},
             result_type="struct<p_calibrated: double, label: bigint, score_uncalibrated: double>")
         runs = {"reference: read the raw score": lambda: scored.select("raw"),
-                "calibrated_column (SQL, JVM)": lambda: scored.select(
+                "calibrated_column (default, fast)": lambda: scored.select(
                     calibrated_column(cal, "raw")),
-                "calibrated_column exact=False": lambda: scored.select(
-                    calibrated_column(cal, "raw", exact=False)),
+                "calibrated_column exact=True": lambda: scored.select(
+                    calibrated_column(cal, "raw", exact=True)),
                 "pandas_udf(predict)": lambda: scored.select(predict_udf("raw")),
                 "mlflow spark_udf (base + cal)": lambda: df.select(udf(F.struct("x0", "x1")))}
         times = {}
@@ -164,14 +217,22 @@ def main() -> None:
     ap.add_argument("--driver-memory", default="4g")
     ap.add_argument("--skip-scoring", action="store_true")
     ap.add_argument("--skip-fit", action="store_true")
+    ap.add_argument("--fit-n", type=int, default=1_000_000,
+                    help="rows of the fit vs in-memory table (3.)")
+    ap.add_argument("--only-fit-vs-memory", action="store_true", help="run table 3 only")
     args = ap.parse_args()
     spark = _session(args.cores, args.driver_memory)
     print(f"local[{args.cores}], spark.driver.memory={args.driver_memory}, "
           f"driver Python peak RSS before: {_rss_mb():.0f} MB")
+    if args.only_fit_vs_memory:
+        fit_vs_memory_table(spark, args.fit_n)
+        spark.stop()
+        return
     if not args.skip_fit:
         fit_table(spark, args.n)
     if not args.skip_scoring:
         score_table(spark, args.n)
+    fit_vs_memory_table(spark, args.fit_n)
     spark.stop()
 
 

@@ -15,7 +15,6 @@ import os
 import shlex
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -76,18 +75,18 @@ with tempfile.TemporaryDirectory() as tmp:
     model = mlcal.mlflow.load_model(f"models:/{NAME}@champion")
     rows = frame[test].iloc[:5]
 
-    # serve the champion with the real scoring server, exactly as a user would from a shell
-    bin_dir = os.path.dirname(os.path.abspath(sys.executable))
+    # serve the champion with the real scoring server, as `mlcal serve` runs it: this
+    # interpreter's mlflow, its bin directory first on PATH (the server execs `uvicorn`)
+    from mlcal.mlflow.serving import server_command, server_environment
+
     with socket.socket() as s:  # a port that is free right now
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [os.path.join(bin_dir, "mlflow"), "models", "serve", "-m", f"models:/{NAME}@champion",
-           "--env-manager", "local", "--host", "127.0.0.1", "--port", str(port)]
+    cmd = server_command(f"models:/{NAME}@champion", "127.0.0.1", port, "local")
     print("serve it yourself with (this store is temporary; same command on yours):\n  "
-          f"PATH={shlex.quote(bin_dir)}:\"$PATH\" MLFLOW_TRACKING_URI={shlex.quote(uri)} "
-          + shlex.join(cmd).replace(f"--port {port}", "--port 5001"))
-    # the server execs `uvicorn` through bash, so the interpreter's bin must be on PATH
-    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+          f"MLFLOW_TRACKING_URI={shlex.quote(uri)} mlcal serve "
+          f"'models:/{NAME}@champion' --port 5001")
+    env = server_environment()
     url = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

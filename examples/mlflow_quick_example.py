@@ -2,9 +2,11 @@
 
     python examples/mlflow_quick_example.py
 
-Uses a throw-away sqlite tracking store in a temporary directory. To serve the logged model:
+Uses a throw-away sqlite tracking store in a temporary directory. To serve the logged model
+(`mlcal serve` runs `mlflow models serve` with this environment and prints the input columns
+and a ready-to-run curl request built from the model's input example):
 
-    mlflow models serve -m <model URI> --env-manager local --host 127.0.0.1 --port 5000
+    mlcal serve <model URI> --port 5000
     curl -X POST 127.0.0.1:5000/invocations -H 'Content-Type: application/json' \\
          -d '{"dataframe_records": [{"x1": 0.5, "x2": -1.0, "radius": 1.25}]}'
 """

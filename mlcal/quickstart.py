@@ -14,6 +14,7 @@ ECE is mostly noise and rewards a map that outputs a few values (a Platt map squ
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -227,8 +228,12 @@ def run_quickstart(*, workdir: str = "mlcal-quickstart", tracking_uri: str | Non
     mlflow_exe = shlex.quote(os.path.join(bin_dir, "mlflow"))
     print(f"  serve the champion:  {env} MLFLOW_TRACKING_URI={shlex.quote(uri)} {mlflow_exe} "
           f"models serve -m '{alias_uri}' --env-manager local --host 127.0.0.1 --port 5001")
-    print("  query it:            curl -s 127.0.0.1:5001/invocations -H 'Content-Type: "
-          "application/json' -d '{\"dataframe_records\": [...]}'")
+    # a real test row, so the printed request runs as is
+    from mlcal.mlflow.serving import curl_command
+
+    row = {"dataframe_split": X_te.iloc[:1].to_dict(orient="split", index=False)}
+    print(f"  query it:            "
+          f"{curl_command('http://127.0.0.1:5001', json.dumps(row, separators=(',', ':')))}")
     if uri.startswith("sqlite:"):
         print(f"  browse the runs:     {env} {mlflow_exe} ui --backend-store-uri "
               f"{shlex.quote(uri)} --port 5000")

@@ -132,6 +132,82 @@ def test_default_requirements_pin_mlcal():
     assert any(r.startswith("scikit-learn==") for r in reqs)
 
 
+def _installed(*names):
+    from importlib.metadata import version
+
+    return {f"{n}=={mlflow.__version__ if n == 'mlflow' else version(n)}" for n in names}
+
+
+def _environment_files(path):
+    """requirements.txt lines, conda.yaml's pip list and python_env.yaml's dependencies."""
+    reqs = (path / "requirements.txt").read_text().split()
+    conda = yaml.safe_load((path / "conda.yaml").read_text())
+    conda_pip = [d for d in conda["dependencies"] if isinstance(d, dict)][0]["pip"]
+    python_env = yaml.safe_load((path / "python_env.yaml").read_text())
+    return reqs, conda_pip, python_env
+
+
+def test_default_save_pins_every_needed_package_without_inference(data, tmp_path, monkeypatch):
+    """No pip_requirements: the environment files name mlcal (bundled wheel or pin), mlflow,
+    mlcal's runtime dependencies and the base flavour's packages at the installed versions,
+    and MLflow's requirement inference (a subprocess loading the model) never runs."""
+    import mlflow.models
+
+    def no_inference(*args, **kwargs):
+        raise AssertionError("requirement inference ran")
+
+    monkeypatch.setattr(mlflow.models, "infer_pip_requirements", no_inference)
+    monkeypatch.setattr("mlflow.utils.environment._infer_requirements", no_inference)
+    expected = _installed("mlflow", "numpy", "scipy", "scikit-learn", "numba", "pandas",
+                          "matplotlib", "skops")
+    wheel = f"wheels/mlcal-{mlcal.__version__}-py3-none-any.whl"
+    for bundle, own in ((True, wheel), (False, f"mlcal=={mlcal.__version__}")):
+        path = tmp_path / f"bundle_{bundle}"
+        save_model(data["model"], str(path), input_example=data["X_cal"][:3],
+                   bundle_mlcal=bundle)
+        reqs, conda_pip, python_env = _environment_files(path)
+        assert own in reqs and expected <= set(reqs), reqs
+        assert own in conda_pip and expected <= set(conda_pip), conda_pip
+        assert python_env["dependencies"] == ["-r requirements.txt"]
+        assert python_env["python"] == ".".join(map(str, __import__("sys").version_info[:3]))
+        assert not any(r.startswith("pytest") for r in reqs)
+        # the model's own environment (this one) satisfies every pin
+        loaded = mlflow.pyfunc.load_model(str(path)).predict(data["X_test"][:5])
+        np.testing.assert_array_equal(loaded["p_calibrated"].to_numpy(),
+                                      data["model"].predict_proba(data["X_test"][:5])[:, 1])
+
+
+def test_third_party_classes_inside_the_base_are_required(data, tmp_path):
+    """A pipeline is nested with mlflow.sklearn, yet its XGBoost step needs xgboost: the walk
+    through the estimator's parameters finds it."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    from xgboost import XGBClassifier
+
+    from mlcal.mlflow.requirements import estimator_modules
+
+    pipe = make_pipeline(StandardScaler(), XGBClassifier(n_estimators=5, max_depth=2))
+    assert estimator_modules(pipe) == {"sklearn", "xgboost"}
+    pipe.fit(data["df"][:600], data["y"][:600])
+    model = CalibratedModel(pipe, "platt").fit(data["X_cal"], data["y_cal"])
+    save_model(model, str(tmp_path / "m"), base_format="cloudpickle")
+    reqs, conda_pip, _ = _environment_files(tmp_path / "m")
+    assert _installed("xgboost", "scikit-learn", "cloudpickle") <= set(reqs) & set(conda_pip)
+
+
+def test_slow_steps_say_what_they_do(data, tmp_path, monkeypatch, capsys):
+    import mlcal._progress
+
+    save_model(data["model"], str(tmp_path / "quiet"), pip_requirements=FAST_REQS)
+    assert capsys.readouterr().err == ""          # fast steps print nothing
+    monkeypatch.setattr(mlcal._progress, "AFTER_SECONDS", 0.0)
+    save_model(data["model"], str(tmp_path / "loud"), pip_requirements=FAST_REQS)
+    err = capsys.readouterr().err
+    assert "mlcal: saving the base model (LogisticRegression) ..." in err
+    assert "mlcal: saving the base model (LogisticRegression) done in" in err
+    assert "mlcal: bundling the mlcal wheel done in" in err
+
+
 def _values_out_of_range(text):
     doc = json.loads(text)
     doc["map"]["values"] = [2.0] * len(doc["map"]["values"])

@@ -137,3 +137,88 @@ def test_server_is_the_interpreters_mlflow_on_loopback_with_a_uvicorn_child(serv
     assert server.children, "no uvicorn child recorded"
     child = Path(f"/proc/{server.children[0]}/cmdline").read_bytes()
     assert b"uvicorn" in child
+
+
+# -- `mlcal serve`: the command prints a request that works, without an activated venv ------
+def _read_until(stream, marker: str, timeout: float = 180.0) -> list[str]:
+    """Lines of ``stream`` up to the one starting with ``marker`` (the server's stdout)."""
+    import select
+    import time
+
+    lines, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([stream], [], [], 1.0)
+        if not ready:
+            continue
+        line = stream.readline()
+        if not line:
+            break
+        lines.append(line.rstrip("\n"))
+        if line.startswith(marker):
+            return lines
+    raise AssertionError(f"no {marker!r} line; output so far: {lines}")
+
+
+def test_mlcal_serve_prints_a_working_curl_request_without_the_venv_on_path(tmp_path):
+    import os
+    import shlex
+    import shutil
+    import signal
+    import subprocess
+    import urllib.request
+
+    from support.serving import free_port, _children
+
+    X, y = make_circular(900, seed=3)
+    order = np.random.default_rng(2).permutation(len(y))   # the generator lists class 0 first
+    X, y = X[order], y[order]
+    df = pd.DataFrame(X, columns=["left", "right"])
+    model = CalibratedModel(LogisticRegression().fit(df[:300], y[:300]), "isotonic")
+    model.fit(df[300:600], y[300:600])
+    example = df[600:603].round(4)
+    save_model(model, str(tmp_path / "model"), input_example=example)
+
+    port = free_port()
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                           if p and Path(p).resolve() != BIN_DIR.resolve())
+    assert shutil.which("uvicorn", path=path) is None, "uvicorn is reachable without the venv"
+    env = {**os.environ, "PATH": path,
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                          os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "mlcal", "serve", str(tmp_path / "model"),
+                             "--port", str(port), "--host", "127.0.0.1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env=env, cwd=tmp_path)
+    try:
+        lines = _read_until(proc.stdout, "ready:")
+        assert lines[0] == "input columns: left (double), right (double)"
+        (curl,) = [ln.strip() for ln in lines if ln.strip().startswith("curl ")]
+        argv = shlex.split(curl)
+        body = argv[argv.index("-d") + 1]
+        assert json.loads(body) == {"dataframe_split": {
+            "columns": ["left", "right"], "data": example.to_numpy().tolist()}}
+        if shutil.which("curl"):
+            text = subprocess.run(argv, capture_output=True, text=True, check=True,
+                                  timeout=60).stdout
+        else:                    # the same request, sent the way curl would send it
+            url = next(a for a in argv if a.startswith("http://"))
+            req = urllib.request.Request(url, data=body.encode(),
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                text = resp.read().decode()
+        preds = pd.DataFrame(json.loads(text)["predictions"])
+        np.testing.assert_array_equal(preds["p_calibrated"].to_numpy(),
+                                      model.predict_proba(example)[:, 1])
+        np.testing.assert_array_equal(preds["label"].to_numpy(), model.predict(example))
+        server = _children(proc.pid)
+        assert server, "no mlflow child process"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    # SIGTERM reached the mlflow server and its uvicorn: nothing listens on the port any more
+    import time
+
+    deadline = time.monotonic() + 20
+    while any(pid_alive(p) for p in server) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(pid_alive(p) for p in server), "mlflow models serve outlived mlcal serve"

@@ -90,6 +90,13 @@ def test_quickstart_end_to_end(tmp_path, capsys, monkeypatch):
     X, _, names = load_breast_cancer_binary()
     rows = pd.DataFrame(X[:4], columns=[n.replace(" ", "_") for n in names])
     answer = _run_printed_serve_command(serve_line, tmp_path, rows.to_dict(orient="records"))
+    # the printed query is a complete request: a real row with the model's columns
+    import shlex
+
+    query = shlex.split(next(ln for ln in out.splitlines() if "query it:" in ln)
+                        .split("query it:", 1)[1])
+    printed = json.loads(query[query.index("-d") + 1])["dataframe_split"]
+    assert printed["columns"] == list(rows.columns) and len(printed["data"]) == 1
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'qs' / 'mlflow.db'}")
     try:
         expected = load_model("models:/mlcal-quickstart@champion").predict_proba(rows)[:, 1]

@@ -49,13 +49,19 @@ def test_spark_udf_struct_matches_the_model_and_the_sql_expression(spark, sqlite
     sdf = spark.createDataFrame(test.assign(row=np.arange(len(test))))
     scored = sdf.select("row", udf(F.struct(*df.columns)).alias("out"))
     scored = scored.select("row", "out.*",
+                           calibrated_column(model.calibrator_, "out.score_uncalibrated",
+                                             exact=True).alias("sql"),
                            calibrated_column(model.calibrator_, "out.score_uncalibrated")
-                           .alias("sql"))
+                           .alias("fast"))
     out = scored.toPandas().sort_values("row")
     p = model.predict_proba(test)[:, 1]
     raw = model.predict_uncalibrated(test)
     assert np.array_equal(out["score_uncalibrated"].to_numpy(), raw)
     assert np.array_equal(out["p_calibrated"].to_numpy(), p)
     assert np.array_equal(out["sql"].to_numpy().view(np.int64), p.view(np.int64))
+    # the default (fast) column: within its stated bound of predict
+    from mlcal.spark._expressions import FAST_EXPIT_ULPS
+
+    assert np.all(np.abs(out["fast"].to_numpy() - p) <= FAST_EXPIT_ULPS * np.spacing(p))
     labels = model.classes_[(p >= model.threshold).astype(int)]
     assert np.array_equal(out["label"].to_numpy(), labels)

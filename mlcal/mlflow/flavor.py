@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from mlcal._atomic import checkpoint, recover_directory, replacing_directory, write_json
+from mlcal._progress import slow_step
 from mlcal.calibrators._params import short_repr
 from mlcal.calibrators.base import CalibratorFormatError, load_calibrator
 from mlcal.base_scores import model_classes
@@ -57,6 +58,7 @@ from mlcal.mlflow.bundle import bundle_into, is_mlcal_requirement
 from mlcal.mlflow.integrity import (DIGEST_KEY, FILES_KEY, FLAVOR_NAME, MLMODEL,
                                     UnsafeModelFormatError, read_mlmodel, seal,
                                     tag_registered_version, verify_directory)
+from mlcal.mlflow.requirements import mlcal_requirements, model_requirements
 from mlcal.calibrators.multiclass import MulticlassCalibrator
 from mlcal.model import SCORE_SOURCES, CalibratedModel
 
@@ -82,14 +84,10 @@ def get_default_pip_requirements() -> list[str]:
     """Pinned requirements every ``mlcal`` model needs, mlcal itself included.
 
     MLflow's requirement inference never captures the package that provides the loader module
-    (it is imported before capturing starts), so mlcal is listed here explicitly.
+    (it is imported before capturing starts), so mlcal is listed here explicitly, with its
+    runtime dependencies (numpy, scipy, scikit-learn, numba, pandas, matplotlib) and mlflow.
     """
-    from mlflow.utils.requirements_utils import _get_pinned_requirement
-
-    return [_get_pinned_requirement("mlcal"), _get_pinned_requirement("mlflow"),
-            _get_pinned_requirement("numpy"), _get_pinned_requirement("scipy"),
-            _get_pinned_requirement("pandas"),
-            _get_pinned_requirement("scikit-learn", module="sklearn")]
+    return mlcal_requirements()
 
 
 def get_default_conda_env() -> dict:
@@ -301,9 +299,10 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
     input_example : DataFrame, ndarray or dict, optional
         A few input rows; saved with the model and used for the signature.
     pip_requirements, extra_pip_requirements, conda_env
-        As in MLflow's flavours. By default the requirements are inferred by loading the saved
-        model, plus mlcal, mlflow, numpy, scipy, pandas and scikit-learn (pinned) and the
-        base model's own requirements.
+        As in MLflow's flavours. By default (no inference, so saving takes milliseconds): mlcal,
+        its runtime dependencies and mlflow, the base model's flavour requirements and the
+        distributions of any third-party class inside the base estimator, all pinned to the
+        installed versions (:mod:`mlcal.mlflow.requirements`).
     code_paths, mlflow_model, metadata
         As in MLflow's flavours.
     base_format : {"auto", "native", "skops", "cloudpickle", "pickle"}, default="auto"
@@ -325,7 +324,6 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
         ``mlflow models serve/prepare-env --env-manager virtualenv`` can rebuild the
         environment where no package index has this mlcal. ``False`` keeps the pin.
     """
-    import mlflow
     import yaml
     from mlflow import pyfunc
     from mlflow.models import Model
@@ -358,8 +356,10 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
         base_kwargs = dict(base_model_kwargs or {})
         if skops_trusted_types is not None:
             base_kwargs["skops_trusted_types"] = list(skops_trusted_types)
-        base_conf = save_base_model(cal_model.base_estimator, os.path.join(path, BASE_MODEL_DIR),
-                                    base_format=base_format, base_model_kwargs=base_kwargs)
+        with slow_step(f"saving the base model ({type(cal_model.base_estimator).__name__})"):
+            base_conf = save_base_model(cal_model.base_estimator,
+                                        os.path.join(path, BASE_MODEL_DIR),
+                                        base_format=base_format, base_model_kwargs=base_kwargs)
         checkpoint("save-base-written")
 
         example = _save_example(mlflow_model, input_example, path)
@@ -379,13 +379,10 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
 
         if conda_env is None:
             if pip_requirements is None:
-                defaults = get_default_pip_requirements()
-                inferred = mlflow.models.infer_pip_requirements(path, FLAVOR_NAME,
-                                                                fallback=defaults)
-                base_reqs = base_requirements(os.path.join(path, BASE_MODEL_DIR))
-                # sklearn.utils._testing (imported by skops) imports pytest when it is there
-                default_reqs = sorted(r for r in set(inferred) | set(defaults) | set(base_reqs)
-                                      if not r.startswith("pytest"))
+                # known, not inferred (MLflow's inference loads the model in a subprocess)
+                default_reqs = model_requirements(
+                    cal_model.base_estimator,
+                    base_requirements(os.path.join(path, BASE_MODEL_DIR)))
             else:
                 default_reqs = None
             conda_env, pip_reqs, constraints = _process_pip_requirements(
@@ -393,7 +390,8 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
         else:
             conda_env, pip_reqs, constraints = _process_conda_env(conda_env)
         if bundle_mlcal:
-            pip_reqs = bundle_into(path, pip_reqs)
+            with slow_step("bundling the mlcal wheel"):
+                pip_reqs = bundle_into(path, pip_reqs)
             for dep in conda_env.get("dependencies", []):
                 if isinstance(dep, dict) and "pip" in dep:
                     dep["pip"] = [pip_reqs[0], *(r for r in dep["pip"]
@@ -459,15 +457,16 @@ def log_model(cal_model: CalibratedModel, name: str | None = None, *,
 
     if name is None and artifact_path is None:
         name = "model"
-    info = Model.log(artifact_path=artifact_path, name=name, flavor=sys.modules[__name__],
-                      flavor_name=FLAVOR_NAME, cal_model=cal_model,
-                      registered_model_name=registered_model_name, signature=signature,
-                      input_example=input_example, pip_requirements=pip_requirements,
-                      extra_pip_requirements=extra_pip_requirements, conda_env=conda_env,
-                      code_paths=code_paths, threshold=threshold, metadata=metadata,
-                      base_format=base_format, base_model_kwargs=base_model_kwargs,
-                       skops_trusted_types=skops_trusted_types, bundle_mlcal=bundle_mlcal,
-                       **kwargs)
+    with slow_step("logging the model (save, upload, serving-input check)"):
+        info = Model.log(artifact_path=artifact_path, name=name, flavor=sys.modules[__name__],
+                         flavor_name=FLAVOR_NAME, cal_model=cal_model,
+                         registered_model_name=registered_model_name, signature=signature,
+                         input_example=input_example, pip_requirements=pip_requirements,
+                         extra_pip_requirements=extra_pip_requirements, conda_env=conda_env,
+                         code_paths=code_paths, threshold=threshold, metadata=metadata,
+                         base_format=base_format, base_model_kwargs=base_model_kwargs,
+                         skops_trusted_types=skops_trusted_types, bundle_mlcal=bundle_mlcal,
+                         **kwargs)
     if registered_model_name is not None and info.registered_model_version is not None:
         # the registry's own record of what was registered: a directory rewritten later
         # (MLmodel digests included) no longer matches it (check_registered_version)

@@ -13,6 +13,10 @@ sums are those totals:
   and writes it back as a few non-negative doubles (:mod:`mlcal._solvers.exact_sums`).
 
 Spark's ``sum`` of doubles is not used anywhere: its result depends on the partitioning.
+
+A frame of at most ``max_distinct`` rows skips all of this: its rows are collected as they are
+(:func:`_driver_rows`), which is no more data than the aggregate and several times faster than
+Spark's shuffle.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ DEFAULT_MAX_DISTINCT = 1_000_000
 _HALF_BITS = 31
 _CLASS_WIDTH = 10          # exponents per class: m = w * 2^(52 - c) < 2^(53 + 9) fits a long
 _ARROW_CONF = "spark.sql.execution.arrow.pyspark.enabled"
+_ARROW_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
 
 
 class ScoreGridWarning(UserWarning):
@@ -48,20 +53,21 @@ class SufficientStatistics:
     ----------
     scores, labels, weights : ndarray
         Rows equivalent to the calibration set for every calibrator: per (rounded) score the
-        same exact positive and total weight.
+        same exact positive and total weight. A frame of at most ``max_distinct`` rows is
+        collected as it is (``weights`` None when it has no weight column).
     n_rows : int
         Rows of the Spark DataFrame.
     n_distinct : int
         Distinct scores in it (before any grid).
     n_aggregated : int
-        Rows of the aggregate collected to the driver.
+        Rows collected to the driver (the aggregate's, or the frame's own).
     grid : GridInfo or None
         The grid the scores were rounded to (``None``: exact).
     """
 
     scores: np.ndarray
     labels: np.ndarray
-    weights: np.ndarray
+    weights: np.ndarray | None
     n_rows: int
     n_distinct: int
     n_aggregated: int
@@ -86,9 +92,10 @@ def _nonfinite(c) -> F.Column:
     return F.isnan(c) | (F.abs(c) == float("inf"))
 
 
-def _validate(df: DataFrame, s, y, w) -> dict:
-    """One Spark job: size, range, distinct scores and every input error, reported like the
-    in-memory checks (mlcal._validation) report them."""
+def _validate(df: DataFrame, s, y, w, count_distinct: bool) -> dict:
+    """One Spark job: size, range, every input error (reported like the in-memory checks,
+    mlcal._validation) and, if asked, the number of distinct scores (a shuffle: the costliest
+    part, so only asked for when a decision or a report needs it)."""
     cols = df.select(s.alias("s"), y.alias("y"), *([] if w is None else [w.alias("w")]))
     s, y = F.col("s"), F.col("y")
     w = None if w is None else F.col("w")
@@ -98,29 +105,49 @@ def _validate(df: DataFrame, s, y, w) -> dict:
             _count(_nonfinite(s)).alias("s_bad"),
             _count(y.isNull() | ~y.isin(0.0, 1.0)).alias("y_bad"),
             F.min(F.when(finite, s)).alias("s_min"), F.max(F.when(finite, s)).alias("s_max"),
-            F.countDistinct(s).alias("n_distinct"),
             _count(carries & (y == 1.0)).alias("n_pos"),
             _count(carries & (y == 0.0)).alias("n_neg")]
+    if count_distinct:
+        aggs.append(F.countDistinct(s).alias("n_distinct"))
     if w is not None:
         aggs += [_count(w.isNull()).alias("w_null"), _count(_nonfinite(w)).alias("w_bad"),
                  _count(w < 0).alias("w_neg")]
     r = cols.agg(*aggs).first().asDict()
-    n = r["n"]
-    if n == 0:
+    _check(r, w is not None)
+    return r
+
+
+def _check(r: dict, weighted: bool) -> None:
+    """Raise the named error for the first problem the validation counts ``r`` show."""
+    if r["n"] == 0:
         raise ValueError("the DataFrame is empty")
     if r["s_null"] or r["s_bad"]:
         raise ValueError(f"scores contain {r['s_null']} null and {r['s_bad']} non-finite "
                          "value(s); remove or impute them before calibrating")
     if r["y_bad"]:
         raise ValueError(f"labels must be 0 or 1 (not null); {r['y_bad']} row(s) are not")
-    if w is not None and (r["w_null"] or r["w_bad"] or r["w_neg"]):
+    if weighted and (r["w_null"] or r["w_bad"] or r["w_neg"]):
         raise ValueError(f"sample weights contain {r['w_null']} null, {r['w_bad']} non-finite "
                          f"and {r['w_neg']} negative value(s)")
     if not (r["n_pos"] and r["n_neg"]):
         only = "0" if not r["n_pos"] else "1"
         raise ValueError(f"y contains a single class (only label {only}) among rows of positive "
                          "weight; calibration needs both positives and negatives")
-    return r
+
+
+def _local_counts(s: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> dict | None:
+    """:func:`_validate`'s counts from collected rows, or None when a value is missing or not
+    finite (Arrow turns a null into NaN, so only Spark can tell the two apart in the error
+    message)."""
+    if not (np.isfinite(s).all() and np.isin(y, (0.0, 1.0)).all()
+            and (w is None or (np.isfinite(w).all() and (w >= 0).all()))):
+        return None
+    carries = slice(None) if w is None else w > 0
+    pos = int(np.count_nonzero(y[carries] == 1.0))
+    r = {"n": int(s.size), "s_null": 0, "s_bad": 0, "y_bad": 0,
+         "s_min": float(s.min()) if s.size else None, "s_max": float(s.max()) if s.size else None,
+         "n_pos": pos, "n_neg": int(y[carries].size) - pos}
+    return r if w is None else {**r, "w_null": 0, "w_bad": 0, "w_neg": 0}
 
 
 def _weight_exponent(w):
@@ -170,16 +197,40 @@ def _aggregate(df: DataFrame, key, y, w) -> "pandas.DataFrame":  # noqa: F821
         agg = parts.groupBy("s", "y", "e").agg(
             F.sum(F.shiftright("m", _HALF_BITS)).alias("m_hi"),
             F.sum(F.col("m").bitwiseAND((1 << _HALF_BITS) - 1)).alias("m_lo"))
-    spark = df.sparkSession
-    previous = spark.conf.get(_ARROW_CONF, None)
-    spark.conf.set(_ARROW_CONF, "true")
+    return _to_pandas(agg)
+
+
+def _to_pandas(frame: DataFrame) -> "pandas.DataFrame":  # noqa: F821
+    """``frame.toPandas()`` through Arrow (columnar, several times faster than row pickling),
+    in batches of up to 2^18 rows (Spark's default 10 000 makes a 1e6-row transfer take twice
+    as long; a batch of three double columns is then 6 MB)."""
+    spark = frame.sparkSession
+    settings = {_ARROW_CONF: "true", _ARROW_BATCH_CONF: str(1 << 18)}
+    previous = {k: spark.conf.get(k, None) for k in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
-        return agg.toPandas()
+        return frame.toPandas()
     finally:
-        if previous is None:
-            spark.conf.unset(_ARROW_CONF)
-        else:
-            spark.conf.set(_ARROW_CONF, previous)
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def _driver_rows(df: DataFrame, s, y, w) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The validated rows themselves, collected through Arrow (one transfer, no shuffle).
+
+    Used for a frame of at most ``max_distinct`` rows: that is no more data than the
+    aggregate could be, and fitting on the rows is by definition the in-memory fit of the same
+    rows (every calibrator sees its data only through the exact, order-independent
+    :func:`mlcal._solvers.ties.sort_and_collapse`), while Spark's groupBy would cost a
+    shuffle that takes several times longer than the fit itself."""
+    raw = _to_pandas(df.select(s.alias("s"), y.alias("y"),
+                               *([] if w is None else [w.alias("w")])))
+    weights = None if w is None else raw["w"].to_numpy(np.float64)
+    return raw["s"].to_numpy(np.float64), raw["y"].to_numpy(np.float64), weights
 
 
 def _weighted_rows(pdf) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -193,11 +244,17 @@ def _weighted_rows(pdf) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     new[1:] = (s[1:] != s[:-1]) | (y[1:] != y[:-1])
     starts = np.flatnonzero(new)
     sizes = np.diff(np.append(starts, s.size))
-    # one class whose integer is below 2^53 (both halves checked): m * 2^(c - 52) is exact
-    fast = (sizes == 1) & (hi[starts] < (1 << (52 - _HALF_BITS))) & (lo[starts] < (1 << 52))
+    # one class whose integer M = hi * 2^31 + lo is below 2^63 (no int64 overflow) and is a
+    # double exactly (at most 53 significant bits, checked by the round trip): then the
+    # group's value M * 2^(c - 52) is that double scaled by a power of two, exact (a sum of
+    # multiples of 2^-1074 in the subnormal range is representable too). A single row always
+    # qualifies: its M is its weight's 53-bit significand shifted by at most 9 bits.
+    fast = (sizes == 1) & (hi[starts] < (1 << _HALF_BITS)) & (lo[starts] < (1 << 62))
+    whole = (hi[starts] << _HALF_BITS) + lo[starts]
+    fast[fast] = whole[fast].astype(np.float64).astype(np.int64) == whole[fast]
     fs = starts[fast]
     out_s, out_y = [s[fs]], [y[fs]]
-    out_w = [np.ldexp(hi[fs].astype(np.float64) * 2.0 ** _HALF_BITS + lo[fs], e[fs] - 52)]
+    out_w = [np.ldexp(whole[fast].astype(np.float64), (e[fs] - 52).astype(np.int32))]
     slow_s, slow_y, slow_w = [], [], []
     for g in np.flatnonzero(~fast):
         a, b = starts[g], starts[g] + sizes[g]
@@ -213,18 +270,41 @@ def _weighted_rows(pdf) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def collect_statistics(df: DataFrame, score_col: str, label_col: str,
                        weight_col: str | None = None, *, grid=None,
-                       max_distinct: int | None = DEFAULT_MAX_DISTINCT) -> SufficientStatistics:
+                       max_distinct: int | None = DEFAULT_MAX_DISTINCT,
+                       driver_rows: int | None = None) -> SufficientStatistics:
     """Aggregate a Spark calibration set to rows with the same exact per-score statistics.
 
-    See :func:`mlcal.spark.fit` for the parameters.
+    See :func:`mlcal.spark.fit` for the parameters. ``driver_rows``: a frame of at most this
+    many rows (default ``max_distinct``, or :data:`DEFAULT_MAX_DISTINCT` when that is None)
+    and no ``grid`` is collected as it is (see :func:`_driver_rows`), a larger one aggregated
+    in Spark; 0 always aggregates in Spark.
     """
     s = _numeric_column(df, score_col, "score")
     y = _numeric_column(df, label_col, "label", allow_bool=True)
     w = None if weight_col is None else _numeric_column(df, weight_col, "weight")
-    info = _validate(df, s, y, w)
-    n_distinct = int(info["n_distinct"])
+    if driver_rows is None:
+        driver_rows = DEFAULT_MAX_DISTINCT if max_distinct is None else max_distinct
+    if grid is None and driver_rows > 0:
+        n = df.count()      # the cheapest job; the validation of small frames runs locally
+        if n <= driver_rows and (max_distinct is None or n <= max_distinct):
+            # at most max_distinct rows, so at most that many distinct scores: no grid, and
+            # no distinct count needed to decide it
+            scores, labels, weights = _driver_rows(df, s, y, w)
+            counts = _local_counts(scores, labels, weights)
+            if counts is None:
+                _validate(df, s, y, w, count_distinct=False)   # raises, naming the problem
+                raise ValueError("scores, labels or weights hold missing or non-finite values")
+            _check(counts, w is not None)
+            return SufficientStatistics(scores, labels, weights, n_rows=n,
+                                        n_distinct=int(np.unique(scores).size),
+                                        n_aggregated=n, grid=None)
+    info = _validate(df, s, y, w, count_distinct=grid is not None)
+    n = int(info["n"])
+    if grid is None and max_distinct is not None and n > max_distinct:
+        info["n_distinct"] = df.select(s.alias("s")).agg(F.countDistinct("s")).first()[0]
+    n_distinct = None if info.get("n_distinct") is None else int(info["n_distinct"])
     grid_info = None
-    if grid is None and max_distinct is not None and n_distinct > max_distinct:
+    if grid is None and n_distinct is not None and n_distinct > max_distinct:
         grid = int(max_distinct)
         warnings.warn(
             f"{n_distinct} distinct scores exceed max_distinct={max_distinct}: rounding them to "
@@ -236,10 +316,19 @@ def collect_statistics(df: DataFrame, score_col: str, label_col: str,
         grid_info = make_grid(grid, float(info["s_min"]), float(info["s_max"]))
         key = _grid_key(s, grid_info, float(info["s_min"]), float(info["s_max"]))
     pdf = _aggregate(df, key, y, w)
-    if w is None:
+    return _statistics(pdf, w is not None, n, grid_info, n_distinct)
+
+
+def _statistics(pdf, weighted: bool, n_rows: int, grid_info: GridInfo | None,
+                n_distinct: int | None = None) -> SufficientStatistics:
+    """The aggregate's rows as :class:`SufficientStatistics` (without a grid the number of
+    distinct scores is read from the aggregate itself)."""
+    if weighted:
+        rows = _weighted_rows(pdf)
+    else:
         rows = (pdf["s"].to_numpy(np.float64), pdf["y"].to_numpy(np.float64),
                 pdf["n"].to_numpy(np.float64))
-    else:
-        rows = _weighted_rows(pdf)
-    return SufficientStatistics(*rows, n_rows=int(info["n"]), n_distinct=n_distinct,
+    if n_distinct is None:
+        n_distinct = int(np.unique(pdf["s"].to_numpy(np.float64)).size)
+    return SufficientStatistics(*rows, n_rows=n_rows, n_distinct=n_distinct,
                                 n_aggregated=int(len(pdf)), grid=grid_info)

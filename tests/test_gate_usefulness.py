@@ -79,7 +79,10 @@ def test_a_constant_predictor_is_never_promoted(simulation, n):
     c = simulation[n]
     assert c["sets"] >= 195
     assert c["constant_train"] == 0 and c["constant_true"] == 0
-    assert c["shuffled_platt"] == 0
+    # the shuffled-labels map is not a constant: on 30 rows (below the default minimum of 385,
+    # which refuses such a set outright) its chance win against the constant, with the base
+    # comparison on point estimates, is allowed at the 1 % level; from 100 rows on, never
+    assert c["shuffled_platt"] <= (2 if n < 100 else 0)
 
 
 def test_the_ece_alone_promoted_the_constant_often(simulation):

@@ -329,6 +329,44 @@ def test_multiclass_maps_are_bit_identical(jar, tmp_path):
         assert_bits_equal(java, py, f"{name} ({m.kind})")
 
 
+#: multiclass auto fits whose choices cover every kind: the softmax-affine methods (each weight
+#: shape) and one-vs-rest with a plain, an auto (class_extras with fit_info) and a Venn-Abers
+#: (class_extras with interval) inner method
+MULTICLASS_AUTO_CANDIDATES = (None, ["vector"], ["matrix"], ["one-vs-rest:isotonic"],
+                              ["one-vs-rest:platt", "one-vs-rest:beta"], ["one-vs-rest:auto"],
+                              ["one-vs-rest:venn-abers"])
+
+
+def test_multiclass_auto_documents_are_bit_identical(jar, tmp_path):
+    """Multiclass auto documents (the chosen candidate's map plus fit_info and, for
+    one-vs-rest, class_extras) load in the evaluator, which scores them as Python does."""
+    import warnings
+
+    from mlcal.calibrators.multiclass_auto import MulticlassAuto
+
+    rng = np.random.default_rng(11)
+    logits, probs, y = _multiclass_data(300, 3, seed=21)
+    cases, expected, chosen = [], [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for candidates in MULTICLASS_AUTO_CANDIDATES:
+            for scores in (logits, probs):
+                cal = MulticlassAuto(candidates=candidates).fit(scores, y)
+                x = np.vstack([scores, np.where(rng.random(scores.shape) < 0.1, 0.0, scores),
+                               rng.permutation(scores)])
+                cases.append((cal.to_json(), x))
+                expected.append(cal.predict_proba(x))
+                chosen.append(cal.chosen_)
+    assert {"temperature", "vector", "matrix"} <= set(chosen)
+    assert {c for c in chosen if c.startswith("one-vs-rest:")} >= {
+        "one-vs-rest:isotonic", "one-vs-rest:auto", "one-vs-rest:venn-abers"}
+    docs = [json.loads(doc) for doc, _ in cases]
+    assert {d["method"] for d in docs} == {"multiclass-auto"}
+    assert any("class_extras" in d for d in docs)
+    for java_out, py, name in zip(run_batch(jar, tmp_path, cases), expected, chosen):
+        assert_bits_equal(java_out, py, f"multiclass auto chose {name}")
+
+
 def _valid_step() -> dict:
     return StepMap([0.5], [0.2, 0.8]).to_dict()
 

@@ -313,3 +313,49 @@ def test_store_write_conflicts_are_retried_then_reraised():
 
     with pytest.raises(MlflowException, match="RESOURCE_DOES_NOT_EXIST"):
         _retry_write(broken, 1)                 # not transient: raised at once
+
+
+def _register_sklearn(estimator, holdout):
+    """A plain ``mlflow.sklearn`` model version (pickled: no mlcal flavour)."""
+    with mlflow.start_run():
+        mlflow.sklearn.log_model(estimator, name="model", registered_model_name=NAME,
+                                 input_example=holdout.iloc[:2, :3])
+    client = mlflow.MlflowClient()
+    return max(int(v.version) for v in client.search_model_versions(f"name='{NAME}'"))
+
+
+def test_a_model_that_only_loads_by_unpickling_needs_allow_pickle(registry, models, tmp_path,
+                                                                  capsys):
+    from mlcal.mlflow.integrity import UnsafeModelFormatError
+
+    good, _, holdout = models
+    base = getattr(good, "base_estimator_", good.base_estimator)
+    X, y = holdout.drop(columns=["y"]), holdout["y"].to_numpy()
+    v_sk = _register_sklearn(base, holdout)
+    # refused by default, by name, before anything is written
+    with pytest.raises(UnsafeModelFormatError, match="not an mlcal-flavour model.*allow_pickle"):
+        promote(NAME, v_sk, max_ece=0.5, data=holdout, **LOOSE)
+    csv = tmp_path / "holdout.csv"
+    holdout.to_csv(csv, index=False)
+    cli = ["promote", "--model-name", NAME, "--data", str(csv), "--max-ece", "0.5"]
+    assert main(cli + ["--version", str(v_sk)]) == 2
+    assert "not an mlcal-flavour model" in capsys.readouterr().err
+    assert holder(registry) is None and gate_history(NAME) == []
+    assert "mlcal.gate.result" not in registry.get_model_version(NAME, str(v_sk)).tags
+    # with the opt-in it is judged on its own predict_proba, as before
+    d = promote(NAME, v_sk, max_ece=0.5, data=holdout, allow_pickle=True, **LOOSE)
+    p = base.predict_proba(X)[:, 1]
+    assert {c.name: c for c in d.criteria}["ece"].value == pytest.approx(ece(y, p), abs=1e-12)
+    assert d.promoted and holder(registry) == str(v_sk)
+    # an mlcal candidate against that pickled holder: refused by default, judged with the opt-in
+    v_good = register(good, holdout)
+    assert main(cli + ["--version", str(v_good)]) == 2
+    assert f"models:/{NAME}/{v_sk} is not an mlcal-flavour model" in capsys.readouterr().err
+    assert holder(registry) == str(v_sk)
+    assert main(cli + ["--version", str(v_good), "--allow-pickle", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    by = {c["name"]: c["value"] for c in out["criteria"]}
+    pg = good.predict_proba(X)[:, 1]
+    assert by["log_loss_vs_holder"] == pytest.approx(log_loss(y, pg) - log_loss(y, p),
+                                                     abs=1e-12)
+    assert holder(registry) == str(v_good)

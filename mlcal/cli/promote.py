@@ -43,7 +43,8 @@ def run(args) -> int:
                            metric_key=args.metric_key or DEFAULT_METRIC_KEY, n_bins=args.n_bins,
                            strategy=args.strategy, min_rows=args.min_rows,
                            skill_confidence=args.skill_confidence,
-                           allow_in_sample=args.allow_in_sample)
+                           allow_in_sample=args.allow_in_sample,
+                           allow_pickle=args.allow_pickle)
     except MlflowException as exc:
         print(f"mlcal promote: error: {exc.message}", file=sys.stderr)
         return 2
@@ -87,6 +88,10 @@ def register(sub) -> None:
     p.add_argument("--allow-in-sample", action="store_true",
                    help="without --data, accept logged metrics computed in-sample or of "
                         "unknown origin (run tag mlcal.metrics_source not 'held-out')")
+    p.add_argument("--allow-pickle", action="store_true",
+                   help="with --data, also load versions that are not mlcal-flavour models "
+                        "(MLflow's sklearn/pyfunc loaders unpickle them: trusted registries "
+                        "only; refused by default, exit 2)")
     p.add_argument("--confidence", type=float, default=None,
                    help="decide on paired bootstrap intervals at this confidence, e.g. 0.95 "
                         "(needs --data)")

@@ -36,6 +36,15 @@ The remaining window is a competitor writing more than two settle periods after 
 holder that has since changed, which step 1 narrows to the few milliseconds between its
 re-read and its write.
 
+Loading. Recomputing metrics on ``data`` loads the candidate and the holder. An ``mlcal``
+model loads through the flavour, which never runs code from the artifact (its base model only
+from code-free formats, see :mod:`mlcal.mlflow.base_loading`). Any other model (a plain
+``mlflow.sklearn`` or pyfunc model) can only be loaded by MLflow's own flavour loaders, which
+unpickle, so the gate refuses it (:class:`~mlcal.mlflow.integrity.UnsafeModelFormatError`;
+nothing is changed or recorded) unless the caller trusts the registry and passes
+``allow_pickle=True`` (``--allow-pickle``), which is also passed on to the mlcal flavour for
+a pickled base model. Gating on logged metrics (no ``data``) loads no model.
+
 Multiclass models (K >= 3 classes) are gated on the multiclass criteria of
 :mod:`mlcal.mlflow.gate_policy` (top-label ECE, multiclass log loss and Brier; no AUC). The
 candidate and the holder must have the same classes in the same order: a binary version
@@ -61,6 +70,7 @@ from mlcal.labels import binary_labels, multiclass_labels
 from mlcal.mlflow import gate_journal
 from mlcal.mlflow.gate_journal import HISTORY_TAG_PREFIX, history_key
 from mlcal.mlflow.gate_journal import utc_now as _now
+from mlcal.mlflow.integrity import UnsafeModelFormatError
 from mlcal.mlflow.gate_policy import (LOGGED_KEYS, LOGGED_KEYS_MULTICLASS, Criterion,
                                       GatePolicy, default_min_rows, evaluate_logged,
                                       evaluate_on_data, passed)
@@ -163,12 +173,15 @@ class GateDecision:
         return {GATE_TAG_PREFIX + k: v for k, v in t.items()}
 
 
-def _read_model(model_uri: str, X, *,
-                base_out: dict | None = None) -> tuple[np.ndarray, list | None]:
+def _read_model(model_uri: str, X, *, base_out: dict | None = None,
+                allow_pickle: bool = False) -> tuple[np.ndarray, list | None]:
     """P(positive class) and the class labels (None when unknown) of a registered model: mlcal
     models through the flavour, scikit-learn classifiers through ``predict_proba``, other pyfunc
     models from a single numeric output (their labels must then be 0/1). For a multiclass
     model (K >= 3 classes) the (n, K) probability matrix and its K classes.
+
+    A model without the mlcal flavour is refused (:class:`UnsafeModelFormatError`) unless
+    ``allow_pickle``: MLflow's sklearn and pyfunc loaders unpickle the artifact.
 
     ``base_out``, when given, receives the model's uncalibrated base probabilities under
     ``"p"`` (see :func:`_base_probabilities`), or under ``"note"`` why there are none."""
@@ -182,11 +195,18 @@ def _read_model(model_uri: str, X, *,
     if "mlcal" in flavors:
         from mlcal.mlflow import load_model
 
-        model = load_model(model_uri)
+        model = load_model(model_uri, allow_pickle=allow_pickle)
         p = model.predict_proba(X)
         if base_out is not None:
             base_out.update(_base_probabilities(model, X))
         return (p if len(model.classes_) > 2 else p[:, 1]), list(model.classes_)
+    if not allow_pickle:
+        raise UnsafeModelFormatError(
+            f"{model_uri} is not an mlcal-flavour model (flavours: "
+            f"{', '.join(sorted(flavors)) or 'none'}); loading it runs MLflow's own loader, "
+            "which unpickles the artifact and so can run code from it. Register it through "
+            "mlcal.mlflow.log_model, or pass allow_pickle=True (--allow-pickle) if you trust "
+            "the registry")
     if "sklearn" in flavors:
         est = mlflow.sklearn.load_model(model_uri)
         if hasattr(est, "predict_proba"):
@@ -220,9 +240,10 @@ def _base_probabilities(model, X) -> dict:
     return {"p": p, "note": f"base model's {'log-odds margin' if source in RAW_SOURCES else source}"}
 
 
-def positive_probability(model_uri: str, X) -> np.ndarray:
-    """P(positive class) from a registered model (see :func:`_read_model`)."""
-    return _read_model(model_uri, X)[0]
+def positive_probability(model_uri: str, X, *, allow_pickle: bool = False) -> np.ndarray:
+    """P(positive class) from a registered model (see :func:`_read_model`; a model without the
+    mlcal flavour needs ``allow_pickle=True``)."""
+    return _read_model(model_uri, X, allow_pickle=allow_pickle)[0]
 
 
 def _load_data(data, label_column: str):
@@ -318,10 +339,11 @@ class _Judge:
     """Scores versions once (cached) and applies the policy between two of them."""
 
     def __init__(self, client, model_name, policy, data, label_column, metric_key, min_rows,
-                 allow_in_sample=False):
+                 allow_in_sample=False, allow_pickle=False):
         self.client, self.name, self.policy = client, model_name, policy
         self.metric_key = metric_key
         self.allow_in_sample = allow_in_sample
+        self.allow_pickle = allow_pickle
         self.notes: list[str] = []
         self.multiclass = False
         self._classes: tuple[str, list | None] | None = None   # (version, classes) seen first
@@ -369,7 +391,8 @@ class _Judge:
                         if self.allow_in_sample else "")
             else:
                 base: dict = {}
-                p, classes = _read_model(uri, self.X, base_out=base)
+                p, classes = _read_model(uri, self.X, base_out=base,
+                                         allow_pickle=self.allow_pickle)
                 self._base[version] = base
                 self._same_kind(version, classes)
                 who = f"labels of the data (version {version})"
@@ -440,8 +463,8 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
             seed: int = 0, metric_key: str = DEFAULT_METRIC_KEY, n_bins: int = 10,
             strategy: str = "uniform", min_rows: int | None = None,
             skill_confidence: float = 0.95, min_skill: float = 1e-6,
-            allow_in_sample: bool = False, policy: GatePolicy | None = None,
-            settle_seconds: float = 0.5, max_rounds: int = 5,
+            allow_in_sample: bool = False, allow_pickle: bool = False,
+            policy: GatePolicy | None = None, settle_seconds: float = 0.5, max_rounds: int = 5,
             client=None) -> GateDecision:
     """Promote a model version to ``alias`` if it passes the gate (see
     :mod:`mlcal.mlflow.gate_policy`).
@@ -490,6 +513,11 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
         Least gain over the constant predictor (at the upper bound).
     allow_in_sample : bool, default=False
         Accept logged metrics that are in-sample or of unknown origin (no ``data``).
+    allow_pickle : bool, default=False
+        With ``data``, load a candidate or holder that is not an mlcal-flavour model (MLflow's
+        sklearn/pyfunc loaders, which unpickle), and an mlcal model with a pickled base model.
+        Only for a registry you trust; by default such a version is refused
+        (:class:`~mlcal.mlflow.integrity.UnsafeModelFormatError`).
     policy : GatePolicy, optional
         A complete policy; replaces the threshold arguments above.
     settle_seconds : float, default=0.5
@@ -511,7 +539,9 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
     ValueError
         Bad arguments, unknown version, missing metric or unusable data or labels; nothing is
         changed and nothing is recorded. Named subclasses: :class:`TooFewRowsError`,
-        :class:`InSampleMetricsError`, :class:`UsefulnessNeedsDataError`.
+        :class:`InSampleMetricsError`, :class:`UsefulnessNeedsDataError`,
+        :class:`~mlcal.mlflow.integrity.UnsafeModelFormatError` (a model that only loads by
+        unpickling, without ``allow_pickle``).
     """
     from mlflow import MlflowClient
 
@@ -532,7 +562,7 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
     cand = str(_resolve_version(client, model_name, version).version)
     _reconcile(client, model_name)
     judge = _Judge(client, model_name, policy, data, label_column, metric_key, min_rows,
-                   allow_in_sample)
+                   allow_in_sample, allow_pickle)
     holder = _holder_version(client, model_name, alias)
     if holder is None and data is None:
         raise UsefulnessNeedsDataError(

@@ -26,11 +26,13 @@ from typing import Any, Callable
 
 import numpy as np
 
+from mlcal.calibrators.multiclass_auto import OVR_PREFIX
+
 #: size of each element-bomb document (within the 64 MiB cap, so only the element budget
 #: stops it)
 BOMB_BYTES = 4 * 1024 * 1024
 MULTICLASS = ("multiclass-one-vs-rest", "multiclass-temperature", "multiclass-vector",
-              "multiclass-matrix")
+              "multiclass-matrix", "multiclass-auto")
 
 
 def fitted_documents() -> dict[str, dict]:
@@ -38,6 +40,7 @@ def fitted_documents() -> dict[str, dict]:
     import mlcal
     from mlcal.calibrators.multiclass import (MatrixScaling, OneVsRest, TemperatureScaling,
                                               VectorScaling)
+    from mlcal.calibrators.multiclass_auto import MulticlassAuto
 
     rng = np.random.default_rng(24)
     s = rng.random(300)
@@ -57,7 +60,15 @@ def fitted_documents() -> dict[str, dict]:
                           ("ovr-auto", OneVsRest("auto")),
                           ("ovr-platt-spec", OneVsRest(mlcal.get_calibrator("platt"))),
                           ("temperature-k3", TemperatureScaling()),
-                          ("vector-k3", VectorScaling()), ("matrix-k3", MatrixScaling())):
+                          ("vector-k3", VectorScaling()), ("matrix-k3", MatrixScaling()),
+                          # multiclass auto: the default candidates (temperature is chosen
+                          # here), a matrix and a one-vs-rest auto choice (class_extras)
+                          ("mcauto-default", MulticlassAuto()),
+                          ("mcauto-matrix", MulticlassAuto(candidates=["matrix", "vector"],
+                                                           se_rule=0.0)),
+                          ("mcauto-ovr-auto", MulticlassAuto(candidates=["one-vs-rest:auto",
+                                                                         "one-vs-rest:isotonic"],
+                                                             n_folds=3))):
             docs[name] = cal.fit(logits, yk).to_dict()
     return docs
 
@@ -102,14 +113,90 @@ def _first(params: dict, kinds: tuple[type, ...]) -> str | None:
 
 
 def _rules(doc: dict) -> dict:
-    """The method-table entry whose map rules apply to ``doc`` (auto: its chosen method's)."""
+    """The method-table entry whose map rules apply to ``doc`` (auto and multiclass auto: their
+    chosen method's)."""
     from mlcal.calibrators.document_rules import method_table
 
     table = method_table()
     method = doc["method"]
     if method == "auto":
         method = doc["fit_info"]["chosen"]
+    elif method == "multiclass-auto":
+        chosen = doc["fit_info"]["chosen"]
+        method = ("multiclass-one-vs-rest" if chosen.startswith(OVR_PREFIX)
+                  else f"multiclass-{chosen}")
     return table[method]
+
+
+def _ovr_inner(doc: dict) -> str:
+    """The binary method of a one-vs-rest document (or of multiclass auto's one-vs-rest
+    choice)."""
+    if doc["method"] == "multiclass-auto":
+        return doc["fit_info"]["chosen"][len(OVR_PREFIX):]
+    return doc["params"]["calibrator"]
+
+
+def _multiclass_auto_mutations(doc: dict) -> list[tuple[str, str, Callable[[dict], Any]]]:
+    """(case, expect, edit) of a multiclass auto document: its fit_info (which names the
+    chosen candidate whose rules the map must follow) tampered with."""
+    info = doc["fit_info"]
+    chosen = info["chosen"]
+    ovr = chosen.startswith(OVR_PREFIX)
+    # a candidate of the other kind, added to the candidates and chosen: the map is not its
+    other = "vector" if ovr else "one-vs-rest:isotonic"
+    listed = {r["method"] for r in info["candidates"]}
+    unlisted = next(n for n in ("temperature", "vector", "matrix", OVR_PREFIX + "platt")
+                    if n not in listed)
+
+    def choose(name: str) -> Callable[[dict], Any]:
+        def edit(d: dict) -> None:
+            rows = d["fit_info"]["candidates"]
+            if name not in [r["method"] for r in rows]:
+                rows.append({"method": name, "status": "ok"})
+            d["fit_info"]["chosen"] = name
+        return edit
+
+    def info_edit(**changes: Any) -> Callable[[dict], Any]:
+        return lambda d: d["fit_info"].update(changes)
+
+    cases = [
+        ("fit-info-missing", "error", lambda d: d.pop("fit_info")),
+        ("fit-info-list", "error", lambda d: d.update(fit_info=[])),
+        ("fit-info-chosen-unknown", "error", info_edit(chosen="no-such-candidate")),
+        # a real method, but not among the compared candidates
+        ("fit-info-chosen-not-a-candidate", "error", info_edit(chosen=unlisted)),
+        ("fit-info-chosen-other-kind", "error", choose(other)),
+        ("fit-info-candidate-not-multiclass", "error",
+         lambda d: d["fit_info"]["candidates"][0].update(method="auto")),
+        ("fit-info-candidate-unknown-binary", "error",
+         lambda d: d["fit_info"]["candidates"][0].update(method=OVR_PREFIX + "platt2")),
+        ("fit-info-unknown-key", "error", info_edit(junk=1)),
+        ("fit-info-missing-key", "error", lambda d: d["fit_info"].pop("reason")),
+        ("fit-info-input-kind-auto", "error", info_edit(input_kind="auto")),
+        ("fit-info-n-rows-float", "error", info_edit(n_rows=float(info["n_rows"]))),
+        ("fit-info-best-number", "error", info_edit(best=3)),
+        ("fit-info-row-unknown-key", "error",
+         lambda d: d["fit_info"]["candidates"][0].update(junk=1)),
+        ("candidates-param-twice", "error",
+         lambda d: d["params"].update(candidates=["vector", "vector"])),
+        ("candidates-param-auto", "error", lambda d: d["params"].update(candidates=["auto"])),
+    ]
+    if ovr:
+        # a plain binary method chosen instead: its class maps carry auto's fit_info
+        cases.append(("fit-info-chosen-isotonic", "error" if "class_extras" in doc else "either",
+                      choose(OVR_PREFIX + "isotonic")))
+        cases.append(("class-extras-dropped", "either", lambda d: d.pop("class_extras", None)))
+    else:
+        cases.append(("class-extras-on-softmax", "error",
+                      lambda d: d.update(class_extras=[{}] * 3)))
+        # the input kind the map was not fitted on
+        flipped = "logits" if info["input_kind"] == "probabilities" else "probabilities"
+        cases.append(("fit-info-input-kind-flipped", "error", info_edit(input_kind=flipped)))
+        if doc["map"]["weights"] and isinstance(doc["map"]["weights"][0], list):
+            cases.append(("fit-info-chosen-temperature", "error", choose("temperature")))
+        else:
+            cases.append(("fit-info-chosen-matrix", "error", choose("matrix")))
+    return cases
 
 
 def _mutations(name: str, doc: dict, pool: dict[str, dict]
@@ -195,12 +282,15 @@ def _mutations(name: str, doc: dict, pool: dict[str, dict]
         sub = _decreasing(m["maps"][0])
         if sub is not None:   # an error for a monotone binary method (isotonic here)
             edited("ovr-class-map-decreasing",
-                   "error" if doc["params"]["calibrator"] == "isotonic" else "either",
+                   "error" if _ovr_inner(doc) == "isotonic" else "either",
                    lambda d: d["map"]["maps"].__setitem__(0, sub))
     if m["type"] == "softmax-affine":
         edited("softmax-negative-temperature", "error",
                lambda d: d["map"].update(temperature=-1.0))
         edited("softmax-short-bias", "error", lambda d: d["map"]["bias"].pop())
+    if doc["method"] == "multiclass-auto":
+        for case, expect, edit in _multiclass_auto_mutations(doc):
+            edited(case, expect, edit)
     # another method's extra field
     extra = "interval" if "fit_info" in doc or "interval" not in doc else "fit_info"
     edited(f"foreign-extra-{extra}", "error", lambda d: d.update({extra: {}}))

@@ -29,6 +29,9 @@ final class DocumentRules {
     private static final List<String> BINARY_KINDS = List.of("beta", "linear", "sigmoid",
             "step");
     private static final Map<String, Map<String, Object>> TABLE = loadTable();
+    /** The document method of multiclass auto, and its one-vs-rest candidate prefix. */
+    static final String MULTICLASS_AUTO = "multiclass-auto";
+    private static final String OVR_PREFIX = "one-vs-rest:";
 
     @SuppressWarnings("unchecked")
     private static Map<String, Map<String, Object>> loadTable() {
@@ -167,11 +170,12 @@ final class DocumentRules {
                         + Maps.shortRepr(value));
             }
         }
-        if ("auto".equals(owner) && params.get("candidates") instanceof List) {
+        if (("auto".equals(owner) || MULTICLASS_AUTO.equals(owner))
+                && params.get("candidates") instanceof List) {
             Set<Object> seen = new HashSet<>();
             for (Object m : (List<Object>) params.get("candidates")) {
                 if (!seen.add(m)) {
-                    throw error("auto: parameter 'candidates' lists a method twice");
+                    throw error(owner + ": parameter 'candidates' lists a method twice");
                 }
             }
         }
@@ -219,6 +223,20 @@ final class DocumentRules {
                     }
                 }
                 return true;
+            }
+            case "multiclass-candidate": {
+                // mlcal's MulticlassCandidate: a multiclass method other than "auto", or the
+                // prefix followed by a registered binary method (exact names)
+                if (!(value instanceof String)) {
+                    return false;
+                }
+                String v = (String) value;
+                String prefix = (String) spec.get("prefix");
+                if (v.startsWith(prefix)) {
+                    Map<String, Object> e = TABLE.get(v.substring(prefix.length()));
+                    return e != null && !flag(e, "multiclass");
+                }
+                return !"auto".equals(v) && ((List<Object>) spec.get("multiclass")).contains(v);
             }
             case "registered-method": {
                 Map<String, Object> e = value instanceof String ? TABLE.get(value) : null;
@@ -361,6 +379,60 @@ final class DocumentRules {
         return (String) m.get("chosen");
     }
 
+    private static final Map<String, String> MULTICLASS_TOP_KEYS = new TreeMap<>(Map.ofEntries(
+            Map.entry("version", "int"), Map.entry("rule", "str"), Map.entry("se_rule", "float"),
+            Map.entry("n_folds", "int"), Map.entry("seed", "int"), Map.entry("n_rows", "int"),
+            Map.entry("n_classes", "int"), Map.entry("input_kind", "str"),
+            Map.entry("candidates", "list"), Map.entry("best", "str-or-null"),
+            Map.entry("chosen", "str"), Map.entry("reason", "str")));
+
+    /**
+     * mlcal's {@code check_multiclass_selection} of multiclass auto's {@code fit_info}; returns
+     * the validated record (its {@code chosen} a candidate accepted as a multiclass-candidate).
+     */
+    @SuppressWarnings("unchecked")
+    private static Map<String, Object> checkMulticlassSelection(Object info,
+                                                                Map<String, Object> candidate) {
+        if (info == null) {
+            throw error("a multiclass auto document needs 'fit_info'");
+        }
+        checkObject(info, MULTICLASS_TOP_KEYS, "fit_info",
+                new ArrayList<>(MULTICLASS_TOP_KEYS.keySet()), "");
+        Map<String, Object> m = (Map<String, Object>) info;
+        Object kind = m.get("input_kind");
+        if (!kind.equals("probabilities") && !kind.equals("logits")) {
+            throw error("fit_info 'input_kind' must be 'probabilities' or 'logits', got "
+                    + Maps.shortRepr(kind));
+        }
+        List<Object> methods = new ArrayList<>();
+        for (Object row : (List<Object>) m.get("candidates")) {
+            checkObject(row, ROW_KEYS, "fit_info candidate", List.of("method", "status"), "");
+            Object name = ((Map<String, Object>) row).get("method");
+            if (!accepts(candidate, name)) {
+                throw error("fit_info candidate " + Maps.shortRepr(name)
+                        + " is not a multiclass method");
+            }
+            methods.add(name);
+        }
+        if (!methods.contains(m.get("chosen"))) {
+            throw error("fit_info 'chosen' is not a candidate");
+        }
+        return m;
+    }
+
+    /** The multiclass-candidate constraint of multiclass auto's 'candidates' parameter. */
+    @SuppressWarnings("unchecked")
+    private static Map<String, Object> candidateSpec(Map<String, Object> entry) {
+        Map<String, Object> constraints = (Map<String, Object>) entry.get("params");
+        for (Object spec : (List<Object>) constraints.get("candidates")) {
+            Map<String, Object> s = (Map<String, Object>) spec;
+            if ("list".equals(s.get("kind"))) {
+                return (Map<String, Object>) s.get("item");
+            }
+        }
+        throw new IllegalStateException("methods.json: multiclass-auto has no candidate list");
+    }
+
     // -- the map ------------------------------------------------------------------------------
     /** mlcal's {@code check_binary_map} (and auto's, through its chosen method). */
     @SuppressWarnings("unchecked")
@@ -436,9 +508,11 @@ final class DocumentRules {
                                         Map<String, Object> entry, Map<String, Object> params,
                                         CalibrationMap map, Map<String, Object> mapDoc) {
         List<String> allowed = new ArrayList<>(ENVELOPE);
-        allowed.add("class_extras");
+        for (Object extra : list(entry, "extras")) {
+            allowed.add((String) extra);
+        }
         checkFields(doc, allowed, method);
-        boolean ovr = list(entry, "extras").contains("class_extras");
+        boolean ovr = method.equals("multiclass-one-vs-rest");
         Map<String, Object> inner = null;
         Map<String, Object> innerParams = Map.of();
         if (ovr) {
@@ -461,18 +535,50 @@ final class DocumentRules {
             }
         }
         checkParams(entry, method, params);
-        String expectedKind = (String) list(entry, "map_kinds").get(0);
-        if (!expectedKind.equals(map.kind())) {
-            throw error("a '" + method + "' calibrator needs a '" + expectedKind
-                    + "' map, got '" + map.kind() + "'");
+        if (!list(entry, "map_kinds").contains(map.kind())) {
+            throw error("a '" + method + "' calibrator needs a " + kinds(entry) + " map, got '"
+                    + map.kind() + "'");
+        }
+        Object inputKind = params.getOrDefault("input_kind", "auto");
+        String where = "";
+        if (method.equals(MULTICLASS_AUTO)) {
+            // the map is the chosen candidate's, fitted on the input kind fit_info records;
+            // its rules are that candidate's (mlcal's MulticlassAuto._restore_extras)
+            Map<String, Object> info = checkMulticlassSelection(doc.get("fit_info"),
+                    candidateSpec(entry));
+            String chosen = (String) info.get("chosen");
+            inputKind = info.get("input_kind");
+            where = "multiclass auto chose '" + chosen + "': ";
+            ovr = chosen.startsWith(OVR_PREFIX);
+            if (ovr) {
+                inner = binaryMethod(chosen.substring(OVR_PREFIX.length()));
+                entry = TABLE.get("multiclass-one-vs-rest");
+            } else {
+                entry = TABLE.get("multiclass-" + chosen);
+                if (entry == null || !flag(entry, "multiclass")) {
+                    throw error(where + "no such multiclass method in the evaluator's table");
+                }
+            }
+            if (!list(entry, "map_kinds").contains(map.kind())) {
+                throw error("the map (" + map.kind() + ") is not one that '" + chosen
+                        + "' fits");
+            }
         }
         if (!ovr) {
-            checkSoftmax(entry, params, mapDoc);
+            checkSoftmax(entry, inputKind, mapDoc, where);
             if (doc.containsKey("class_extras")) {
-                throw error("'" + method + "' documents have no 'class_extras'");
+                throw error(where + "'" + method + "' documents have no 'class_extras'");
             }
             return;
         }
+        checkClassMaps(doc, inner, innerParams, mapDoc, where);
+    }
+
+    /** One-vs-rest's class maps (with their class_extras) against the inner binary method. */
+    @SuppressWarnings("unchecked")
+    private static void checkClassMaps(Map<String, Object> doc, Map<String, Object> inner,
+                                       Map<String, Object> innerParams,
+                                       Map<String, Object> mapDoc, String where) {
         List<Object> classMaps = (List<Object>) mapDoc.get("maps");
         List<String> chosen = new ArrayList<>();
         for (int k = 0; k < classMaps.size(); k++) {
@@ -481,12 +587,12 @@ final class DocumentRules {
         Object extras = doc.get("class_extras");
         if (extras != null && extras != Json.NULL) {
             if (!(extras instanceof List) || ((List<Object>) extras).size() != classMaps.size()) {
-                throw error("'class_extras' must be a list of " + classMaps.size()
+                throw error(where + "'class_extras' must be a list of " + classMaps.size()
                         + " objects, one per class");
             }
             for (Object e : (List<Object>) extras) {
                 if (!(e instanceof Map)) {
-                    throw error("'class_extras' must be a list of " + classMaps.size()
+                    throw error(where + "'class_extras' must be a list of " + classMaps.size()
                             + " objects, one per class");
                 }
             }
@@ -494,24 +600,25 @@ final class DocumentRules {
                 Map<String, Object> e = (Map<String, Object>) ((List<Object>) extras).get(k);
                 for (String key : e.keySet()) {
                     if (!BINARY_EXTRAS.contains(key)) {
-                        throw error("class_extras[" + k + "] has unknown fields ['" + key
+                        throw error(where + "class_extras[" + k + "] has unknown fields ['" + key
                                 + "']");
                     }
                 }
                 chosen.set(k, checkExtras(e, inner, nameOf(inner),
-                        (Map<String, Object>) classMaps.get(k), "class_extras[" + k + "]: "));
+                        (Map<String, Object>) classMaps.get(k),
+                        where + "class_extras[" + k + "]: "));
             }
         }
         for (int k = 0; k < classMaps.size(); k++) {
             checkBinaryMap(inner, nameOf(inner), innerParams,
                     (Map<String, Object>) classMaps.get(k), chosen.get(k),
-                    "class map " + k + ": ");
+                    where + "class map " + k + ": ");
         }
     }
 
     @SuppressWarnings("unchecked")
-    private static void checkSoftmax(Map<String, Object> entry, Map<String, Object> params,
-                                     Map<String, Object> mapDoc) {
+    private static void checkSoftmax(Map<String, Object> entry, Object kind,
+                                     Map<String, Object> mapDoc, String where) {
         Object raw = mapDoc.get("weights");
         boolean matrix = raw instanceof List && !((List<Object>) raw).isEmpty();
         if (matrix) {
@@ -530,14 +637,14 @@ final class DocumentRules {
             }
         }
         if (!ok) {
-            throw error("the map's weights are not of the shape the method fits (" + shape
-                    + ")");
+            throw error(where + "the map's weights are not of the shape the method fits ("
+                    + shape + ")");
         }
-        Object kind = params.getOrDefault("input_kind", "auto");
         String expected = kind.equals("probabilities") ? "log-probabilities"
                 : kind.equals("logits") ? "logits" : null;
         if (expected != null && !expected.equals(mapDoc.get("input"))) {
-            throw error("input_kind '" + kind + "' fits a map on '" + expected + "', not "
+            throw error(where + "input_kind '" + kind + "' fits a map on '" + expected
+                    + "', not "
                     + Maps.shortRepr(mapDoc.get("input")));
         }
     }

@@ -202,6 +202,7 @@ class CalibrationMonitor:
         self._cs_log_e = np.zeros(_CS_GRID.size)
         self.alarm = False
         self.alarm_batch: int | None = None
+        self._cache: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ plug-ins (predictable)
     def _window_moments(self) -> np.ndarray:
@@ -283,6 +284,7 @@ class CalibrationMonitor:
         p = np.clip(p, EPS, 1.0 - EPS)
         x = logit(p)
         t = len(self._moments)
+        self._cache.clear()
 
         # --- e-process factors, with plug-ins from batches before this one only
         a, b, c = self._plugins(self._window_moments())               # k = 0..t
@@ -330,9 +332,11 @@ class CalibrationMonitor:
 
     # ------------------------------------------------------------------ read-outs
     def _mixture(self, log_e: list[float]) -> float:
-        if not log_e:
-            return 0.0
-        return _logsumexp(np.asarray(log_e) + _start_log_weight(np.arange(len(log_e))))
+        """log of sum_k pi_k E_k over every start k: the started processes (k < len(log_e))
+        plus the not-yet-started ones, still at 1, whose weights sum to 1 / (len + 1). With
+        that tail the mixture is a martingale (without it, a supermartingale)."""
+        started = np.asarray(log_e) + _start_log_weight(np.arange(len(log_e)))
+        return _logsumexp(np.append(started, -math.log(len(log_e) + 1.0)))
 
     @property
     def n_batches(self) -> int:
@@ -363,11 +367,45 @@ class CalibrationMonitor:
         return math.exp(min(self._mixture(self._log_e_shape), 700.0))
 
     def _change_index(self) -> int:
-        """0-based start batch whose process holds the most evidence (first on ties)."""
-        if not self._moments:
+        """0-based estimate of the first changed batch (cached per batch count).
+
+        Two steps: the start ``k0`` whose process holds the most evidence gives a window with
+        the change; the logistic recalibration ``a + b logit(p)`` fitted on batches ``k0..``
+        is the post-change alternative; the change is the start of the suffix of batches with
+        the largest summed log-likelihood ratio of that alternative against the forecasts
+        (a backward CUSUM argmax; first on ties). An estimate, not a test.
+        """
+        t = len(self._moments)
+        if t == 0:
             return 0
+        if self._cache.get("change", (None,))[0] == t:
+            return self._cache["change"][1]
         best = np.maximum(np.asarray(self._log_e_offset), np.asarray(self._log_e_shape))
-        return int(np.argmax(best[: len(self._moments)]))
+        k0 = int(np.argmax(best[:t]))
+        theta = self._window_alternative(k0)
+        bins = np.asarray(self._bins)                       # (t, 3, K)
+        w, wy = bins[:, 0], bins[:, 1]
+        z = np.divide(bins[:, 2], w, out=np.zeros_like(w), where=w > 0)
+        eta = theta[0] + theta[1] * z
+        ell = np.sum(wy * (eta - z) - w * (np.logaddexp(0.0, eta) - np.logaddexp(0.0, z)),
+                     axis=1)
+        suffix = np.cumsum(ell[::-1])[::-1]
+        change = int(np.argmax(suffix))
+        self._cache["change"] = (t, change)
+        return change
+
+    def _window_alternative(self, start: int) -> np.ndarray:
+        """(a, b) of logit P(y=1) = a + b logit(p) on batches ``start..`` (binned); the
+        offset-only fit (b = 1) when the slope is not identifiable."""
+        from mlcal.metrics_curves import _fit_joint
+
+        z, r, w = self._window_bins(start)
+        a, _, _, one_class = self._fit_window(start, with_slope=False)
+        if not one_class and z.size >= 2:
+            theta = _fit_joint(z, r, w)
+            if np.all(np.isfinite(theta)) and np.all(np.abs(theta) < 50):
+                return np.asarray(theta, dtype=np.float64)
+        return np.array([a, 1.0])
 
     @property
     def change_batch(self) -> int | None:

@@ -145,11 +145,9 @@ class MonitorStep:
 def _batch_quality(y: np.ndarray, p: np.ndarray, w: np.ndarray, total: float) -> tuple[float, float]:
     """Weighted 10-bin uniform ECE and mean log loss of one batch (p already clipped)."""
     ids = np.minimum((p * 10).astype(np.int64), 9)
-    bw = np.bincount(ids, weights=w, minlength=10)
     gap = np.bincount(ids, weights=w * (y - p), minlength=10)
     ece = float(np.sum(np.abs(gap)) / total)
     loss = -float(np.sum(w * (y * np.log(p) + (1.0 - y) * np.log1p(-p)))) / total
-    del bw
     return ece, loss
 
 
@@ -161,6 +159,10 @@ class CalibrationMonitor:
     alpha : float, default=0.05
         Alarm level in (0, 0.5]: the probability of ever alarming on a calibrated stream is at
         most ``alpha``, however many batches are checked.
+    active_starts : int or None, default=200
+        How many of the most recent change starts keep betting; older ones are frozen at their
+        value (still valid), which bounds the cost of a batch to ``active_starts`` bets per
+        row. None: every start keeps betting.
 
     Attributes
     ----------
@@ -190,11 +192,16 @@ class CalibrationMonitor:
     :meth:`to_json` / :meth:`from_json` (or :meth:`save` / :meth:`load`).
     """
 
-    def __init__(self, alpha: float = 0.05) -> None:
+    def __init__(self, alpha: float = 0.05, active_starts: int | None = 200) -> None:
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) \
                 or not 0.0 < float(alpha) <= 0.5:
             raise ValueError(f"alpha must be a number in (0, 0.5], got {alpha!r}")
+        if active_starts is not None and (isinstance(active_starts, bool) or not isinstance(
+                active_starts, (int, np.integer)) or active_starts < 1):
+            raise ValueError(f"active_starts must be None or an integer >= 1, "
+                             f"got {active_starts!r}")
         self.alpha = float(alpha)
+        self.active_starts = None if active_starts is None else int(active_starts)
         self._moments: list[np.ndarray] = []        # per batch, len(_MOMENTS)
         self._bins: list[np.ndarray] = []           # per batch, (3, _N_BINS): w, w*y, w*x
         self._log_e_offset: list[float] = []        # per start batch k
@@ -286,16 +293,17 @@ class CalibrationMonitor:
         t = len(self._moments)
         self._cache.clear()
 
-        # --- e-process factors, with plug-ins from batches before this one only
-        a, b, c = self._plugins(self._window_moments())               # k = 0..t
+        # --- e-process factors, with plug-ins from batches before this one only; starts
+        # older than `active_starts` batches stop betting (a stopped martingale stays one)
+        first = 0 if self.active_starts is None else max(0, t + 1 - self.active_starts)
+        a, b, c = self._plugins(self._window_moments()[first:])        # k = first..t
         eta_off = x[None, :] + a[:, None]
         eta_shape = x[None, :] + b[:, None] * (x[None, :] - c[:, None])
-        self._log_e_offset.append(0.0)
-        self._log_e_shape.append(0.0)
-        self._log_e_offset = list(np.asarray(self._log_e_offset)
-                                  + _row_log_lr(eta_off, x[None, :], y[None, :]) @ w)
-        self._log_e_shape = list(np.asarray(self._log_e_shape)
-                                 + _row_log_lr(eta_shape, x[None, :], y[None, :]) @ w)
+        log_off = np.append(self._log_e_offset, 0.0)
+        log_shape = np.append(self._log_e_shape, 0.0)
+        log_off[first:] += _row_log_lr(eta_off, x[None, :], y[None, :]) @ w
+        log_shape[first:] += _row_log_lr(eta_shape, x[None, :], y[None, :]) @ w
+        self._log_e_offset, self._log_e_shape = log_off.tolist(), log_shape.tolist()
 
         # --- confidence sequence for a constant offset
         a_cs = self._cs_plugin()
@@ -446,6 +454,7 @@ class CalibrationMonitor:
         """The full state as plain JSON data."""
         return {
             "format": MONITOR_FORMAT, "version": MONITOR_VERSION, "alpha": self.alpha,
+            "active_starts": self.active_starts,
             "eps": EPS, "bin_edges": [float(_BIN_EDGES[0]), float(_BIN_EDGES[-1]), _N_BINS],
             "batches": [{"moments": m.tolist(), "bins": bn.tolist()}
                         for m, bn in zip(self._moments, self._bins)],
@@ -489,7 +498,7 @@ class CalibrationMonitor:
 
 # ---------------------------------------------------------------------- state validation
 
-_FIELDS = {"format", "version", "alpha", "eps", "bin_edges", "batches", "log_e_offset",
+_FIELDS = {"format", "version", "alpha", "active_starts", "eps", "bin_edges", "batches", "log_e_offset",
            "log_e_shape", "cs_log_e", "alarm_batch"}
 
 
@@ -561,7 +570,11 @@ def _state_from_dict(cls, doc: Any) -> CalibrationMonitor:
     if alarm_batch is not None and (isinstance(alarm_batch, bool) or not isinstance(
             alarm_batch, int) or not 1 <= alarm_batch <= t):
         raise _bad(f"alarm_batch must be null or an integer in [1, {t}]")
-    monitor = cls(alpha=float(alpha))
+    active = doc["active_starts"]
+    if active is not None and (isinstance(active, bool) or not isinstance(active, int)
+                               or not 1 <= active <= 10**6):
+        raise _bad("active_starts must be null or an integer in [1, 1000000]")
+    monitor = cls(alpha=float(alpha), active_starts=active)
     monitor._moments = [m for m, _ in checked]
     monitor._bins = [b for _, b in checked]
     monitor._log_e_offset = [float(v) for v in log_off]

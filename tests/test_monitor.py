@@ -225,6 +225,7 @@ def _mutations():
         "alarm beyond the batches": (edit(lambda d: d.update(alarm_batch=99)), "alarm_batch"),
         "hidden alarm": (edit(lambda d: d.update(alarm_batch=None)), "no alarm is recorded"),
         "other eps": (edit(lambda d: d.update(eps=1e-3)), "eps"),
+        "bad active_starts": (edit(lambda d: d.update(active_starts=-1)), "active_starts"),
         "not an object": (lambda d: "[1, 2]", "JSON object"),
         "NaN token": (lambda d: json.dumps(d).replace(
             str(d["log_e_shape"][0]), "NaN", 1), "non-finite"),
@@ -250,3 +251,18 @@ def test_step_summary_is_plain_json():
     assert doc["batch"] == 3 and doc["n_rows"] == 50
     assert set(doc) >= {"ece", "log_loss", "e_value", "offset_estimate", "offset_interval",
                         "offset_cs", "alarm", "change_batch", "recommendation"}
+
+
+def test_frozen_starts_stop_betting_and_the_state_stays_valid():
+    rng = np.random.default_rng(9)
+    full, capped = CalibrationMonitor(active_starts=None), CalibrationMonitor(active_starts=2)
+    for _ in range(5):
+        p, y = _batch(rng, 50)
+        full.update(p, y)
+        capped.update(p, y)
+    # starts 0..2 froze after batches 3..5 in the capped monitor; the two newest still agree
+    np.testing.assert_allclose(capped._log_e_offset[-2:], full._log_e_offset[-2:], rtol=1e-12)
+    assert capped._log_e_offset[0] != full._log_e_offset[0]
+    assert CalibrationMonitor.from_json(capped.to_json()).to_json() == capped.to_json()
+    with pytest.raises(ValueError, match="active_starts"):
+        CalibrationMonitor(active_starts=0)

@@ -252,11 +252,14 @@ class CalibrationMonitor:
         likelihood-ratio statistic, and whether the window holds a single class."""
         from mlcal.metrics_curves import _fit_joint, _fit_offset_intercept, _loglik
 
+        agg = np.sum(self._bins[start:], axis=0)
+        # one class, decided exactly: the label sums are the weight sums computed in the same
+        # order (w * 1 == w), or all zero
+        no_events, all_events = not np.any(agg[1] > 0), np.array_equal(agg[1], agg[0])
+        if no_events or all_events:
+            # the MLE is infinite; report the grid edge in that direction
+            return (_CS_GRID[0] if no_events else _CS_GRID[-1]), float("inf"), 0.0, True
         z, r, w = self._window_bins(start)
-        events, total = float(np.sum(w * r)), float(np.sum(w))
-        if events <= 0.0 or events >= total:
-            # one class: the MLE is infinite; report the clip in that direction
-            return (-_CS_GRID[-1] if events <= 0.0 else _CS_GRID[-1]), float("inf"), 0.0, True
         a = float(np.clip(_fit_offset_intercept(z, r, w), _CS_GRID[0], _CS_GRID[-1]))
         mu = expit(a + z)
         se = 1.0 / math.sqrt(float(np.sum(w * mu * (1.0 - mu))))

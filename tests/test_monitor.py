@@ -266,3 +266,11 @@ def test_frozen_starts_stop_betting_and_the_state_stays_valid():
     assert CalibrationMonitor.from_json(capped.to_json()).to_json() == capped.to_json()
     with pytest.raises(ValueError, match="active_starts"):
         CalibrationMonitor(active_starts=0)
+
+
+def test_all_positive_window_gives_the_upper_grid_edge_with_fractional_weights():
+    monitor = CalibrationMonitor()
+    for _ in range(3):
+        monitor.update([0.3, 0.5, 0.2] * 20, [1] * 60, sample_weight=[0.1, 0.7, 0.3] * 20)
+    assert monitor.alarm and monitor.offset_estimate == 4.0
+    assert monitor.offset_interval == (-math.inf, math.inf)

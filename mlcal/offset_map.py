@@ -12,8 +12,8 @@ Numerics (identical in Python, Spark SQL, the Java evaluator):
 mlcal's deterministic functions (:mod:`mlcal._solvers.detmath`), so the same bits come out on
 every CPU. Inner values of exactly 0 or 1 stay exactly 0 or 1 under any finite offset (odds of
 0 or infinity times ``exp(delta)``); they are passed through unchanged rather than computed as
-``expit(-inf)``. An offset of 0 is not an identity bit for bit (the logit and the expit each
-round), only to within a couple of ulps.
+``expit(-inf)``. An offset of 0 is not an identity bit for bit: the logit rounds at about
+``u |logit p|`` (``u = 2**-53``), so the result is within about ``2 + 2 |logit p|`` ulps of ``p``.
 
 Only one level: the inner map is a binary map of any other kind (step, linear, sigmoid, beta);
 an offset of an offset is refused on load, and :func:`mlcal.reoffset.reoffset` collapses a

@@ -113,7 +113,7 @@ class OffsetMap(_BaseMap):
         raw = doc.get("inner")
         if not isinstance(raw, dict):
             raise MapFormatError(f"{where}: field 'inner' must be a map object, got "
-                                 f"{_short(raw) if not isinstance(raw, (list, dict)) else type(raw).__name__}")
+                                 f"{_short(raw)}")
         if raw.get("type") == "offset":
             raise MapFormatError(f"{where}: an offset map cannot wrap another offset map "
                                  "(one offset stage only)")
@@ -132,5 +132,6 @@ class OffsetMap(_BaseMap):
 @shrink_map.register
 def _(m: OffsetMap, max_size: int):
     inner, err = shrink_map(m.inner, max_size)
-    # the offset multiplies a probability change by at most exp(|delta|) (its slope's sup)
+    # not measured but bounded: the offset multiplies a probability change by at most
+    # exp(|delta|) (its largest slope in p); reduce_map only meets offsets passed to it by hand
     return OffsetMap(inner, m.delta), float(err) * float(np.exp(abs(m.delta)))

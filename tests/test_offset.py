@@ -348,3 +348,14 @@ def test_onnx_export_alone_and_fused_within_the_bound(dtype):
     # float32 rounding, amplified by the map's slope and e^|delta|
     tol = 1e-9 if dtype == "float64" else 1e-5
     assert np.abs(proba[:, 1] - shifted.predict_proba(X[600:])[:, 1]).max() <= tol
+
+
+def test_plot_breaks_are_the_inner_maps():
+    from mlcal.plotting import map_breaks, plot_map
+
+    step = StepMap([0.2, 0.5], [0.1, 0.4, 0.9], domain=(0.0, 1.0))
+    m = OffsetMap(step, -1.0)
+    assert np.array_equal(map_breaks(m), step.thresholds)
+    assert map_breaks(OffsetMap(SigmoidMap(-1.0, 0.0), 2.0)).size == 0
+    fig = plot_map(m)
+    assert fig.axes and fig.axes[0].lines

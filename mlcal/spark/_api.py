@@ -96,9 +96,9 @@ def calibrated_column(calibrator: BaseCalibrator | CalibrationMap | dict,
     score_col : str or Column
         The uncalibrated scores (cast to double).
     exact : bool, default=True
-        ``False`` evaluates the logistic function that ends a sigmoid or beta map with Spark's
-        native ``exp`` (several times faster): within ``FAST_EXPIT_ULPS`` (8) ulps of the
-        exact column. The ``"sigmoid"`` input transform stays exact either way (a step map
+        ``False`` evaluates the logistic function that ends a sigmoid, beta or offset map with
+        Spark's native ``exp`` (several times faster): within ``FAST_EXPIT_ULPS`` (8) ulps of
+        the exact column (an offset map's inner map stays exact). The ``"sigmoid"`` input transform stays exact either way (a step map
         is discontinuous, so an error there has no bound on the output).
 
     Returns

@@ -1,7 +1,8 @@
 """mlcal: probability calibration for binary classifiers, from fitting to serving.
 
 Every calibrator reduces to one canonical map (:class:`StepMap`, :class:`LinearMap`,
-:class:`SigmoidMap` or :class:`BetaMap`) stored as JSON; :class:`CalibratedModel` wraps a fitted classifier with one.
+:class:`SigmoidMap` or :class:`BetaMap`) stored as JSON, optionally followed by a logit offset
+(:class:`OffsetMap`, :func:`reoffset`); :class:`CalibratedModel` wraps a fitted classifier with one.
 """
 
 __version__ = "0.1.0"
@@ -19,6 +20,9 @@ from mlcal.maps import BetaMap  # noqa: E402
 from mlcal.maps import (LinearMap, MapFormatError, MulticlassMap, SigmoidMap,  # noqa: E402
                         SoftmaxAffineMap, StepMap, map_from_dict)
 from mlcal.model import CalibratedModel  # noqa: E402
+from mlcal.offset_map import OffsetMap  # noqa: E402
+from mlcal.reoffset import fit_delta, prior_shift_delta, reoffset  # noqa: E402
 
 __all__ = [*_calibrator_names, "BetaMap", "CalibratedModel", "LinearMap", "MapFormatError", "MulticlassMap",
-           "SigmoidMap", "SoftmaxAffineMap", "StepMap", "map_from_dict", "__version__"]
+           "OffsetMap", "SigmoidMap", "SoftmaxAffineMap", "StepMap", "fit_delta", "map_from_dict",
+           "prior_shift_delta", "reoffset", "__version__"]

@@ -509,3 +509,6 @@ def _(m: BetaMap, max_size: int) -> tuple[CalibrationMap, float]:
 
 # the multiclass map types live in their own module; importing it enters them in MAP_TYPES
 from mlcal.multiclass_maps import MulticlassMap, SoftmaxAffineMap  # noqa: E402,F401
+
+# the re-offset stage (a binary map composed with a logit offset); importing it enters it too
+from mlcal.offset_map import OffsetMap  # noqa: E402,F401

@@ -19,6 +19,7 @@ import numpy as np
 
 from mlcal._dispatch import registered_types
 from mlcal.maps import BETA_EPS, BetaMap, LinearMap, SigmoidMap, StepMap
+from mlcal.offset_map import OffsetMap
 from mlcal.metrics import ece, proportion_interval, reliability_curve
 
 SCALES = ("linear", "logit")
@@ -328,6 +329,10 @@ def plot_multiclass_reliability(y, proba, proba_after=None, *,
     fig.tight_layout()
     return _save(fig, path)
 
+
+@map_breaks.register
+def _(m: OffsetMap) -> np.ndarray:
+    return map_breaks(m.inner)   # the offset is smooth and strictly increasing in p
 
 
 _CORP_PLOTS = ("corp_reliability_diagram", "plot_multiclass_corp_reliability")

@@ -16,6 +16,13 @@ means), ``spline`` (cumulative sums of non-negative increments), ``beta`` (``a, 
 ``abb`` (bin rates in any order), ``kde`` (kernel regression), ``enir`` (near-isotonic),
 ``elite`` (trend filtering) and ``venn-abers`` (monotone in exact arithmetic, but its rounded
 merge may dip by an ulp, so it is not checked).
+
+Re-offset stage: the map of any binary method's document may be an ``"offset"`` map
+(:class:`mlcal.offset_map.OffsetMap`, written by :func:`mlcal.reoffset.reoffset`) wrapping one
+map the method fits; every rule above applies to that inner map (the offset is strictly
+increasing, so monotonicity carries over). The table lists the method's own kinds; the offset
+is not a kind of any method but a stage any binary method's map may carry (``"offset_stage":
+true`` in the table).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from mlcal.maps import BetaMap, CalibrationMap, LinearMap, SigmoidMap, StepMap
+from mlcal.offset_map import OffsetMap
 
 #: the fields every calibrator document has (``mlcal_version`` is informational)
 ENVELOPE_FIELDS = ("format", "format_version", "mlcal_version", "method", "params", "map")
@@ -50,6 +58,8 @@ def check_fields(doc: dict, allowed: tuple[str, ...], method: str) -> None:
 
 def decreasing_at(m: CalibrationMap) -> str | None:
     """Why ``m`` is not non-decreasing in the score, or None when it is."""
+    if isinstance(m, OffsetMap):   # the offset is strictly increasing on (0, 1)
+        m = m.inner
     if isinstance(m, (StepMap, LinearMap)):
         drops = np.flatnonzero(np.diff(m.values) < 0)
         if drops.size:
@@ -79,6 +89,8 @@ def check_binary_map(cls: type, params: dict, m: CalibrationMap, where: str = ""
     is monotone."""
     method = cls.method_name
     kinds = cls.map_kinds or BINARY_MAP_KINDS
+    if isinstance(m, OffsetMap):   # a re-offset stage: the method's rules apply to its inner map
+        m = m.inner
     if m.kind not in kinds:
         raise _error(f"{where}a {method!r} calibrator fits {' or '.join(map(repr, kinds))} "
                      f"maps, not a {m.kind!r} map")
@@ -106,7 +118,7 @@ def method_table() -> dict[str, dict[str, Any]]:
         if cls.requires_unit_interval:
             constraints.setdefault("input_transform", [Options(INPUT_TRANSFORM_CHOICES)])
         table[name] = {
-            "multiclass": False, "map_kinds": list(cls.map_kinds),
+            "multiclass": False, "map_kinds": list(cls.map_kinds), "offset_stage": True,
             "monotone": bool(cls.monotone), "unit_interval": bool(cls.requires_unit_interval),
             "extras": list(cls.document_extras),
             "param_names": sorted(cls._get_param_names()),
@@ -116,7 +128,7 @@ def method_table() -> dict[str, dict[str, Any]]:
     for name, cls in sorted(_DOCUMENT_CLASSES.items()):
         constraints = {"input_kind": [Options(INPUT_KINDS)], **cls._parameter_constraints}
         table[name] = {
-            "multiclass": True,
+            "multiclass": True, "offset_stage": False,
             "map_kinds": [t.kind for t in (cls.map_type if isinstance(cls.map_type, tuple)
                                            else (cls.map_type,))],
             "weights": cls.weights_shape,

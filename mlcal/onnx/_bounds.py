@@ -38,6 +38,9 @@ contributes a relative error <= u):
   ``1 - s`` (``[2^-j-1, 2^-j]``, where ``dL2`` is largest) over the range of ``z`` there (``ln s``
   and ``ln(1 - s)`` are monotone, so the range comes from the octave's ends); near ``s = 1``
   a fitted map is flat (``sigma'`` tiny), which keeps the bound close to the measured error.
+* OffsetMap: the inner map's float64 bound times ``e^|delta|`` (the offset's largest slope in
+  ``p``), plus the offset stage's own error on the same ``p`` (``_offset_stage_error``: two
+  ``Log`` and one expit against detmath's), plus ``2**-24`` for a float32 graph's final cast.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ import numpy as np
 
 from mlcal._dispatch import registered_types
 from mlcal.maps import BETA_EPS, BetaMap, LinearMap, SigmoidMap, StepMap
+from mlcal.offset_map import OffsetMap
 from mlcal.onnx._maps import linear_slopes, linear_tables
 from mlcal.onnx._search import round_up
 
@@ -206,3 +210,30 @@ def _(m: BetaMap, dtype: np.dtype) -> float:
     if dtype != np.float64:
         err += 2.0 ** -24   # the final Cast of p to float32
     return min(1.0, err * (1 + 4 * u))
+
+
+# -- OffsetMap ----------------------------------------------------------------------------------
+def _offset_stage_error(delta: float) -> float:
+    """``|graph - predict|`` of the offset stage alone on the same float64 ``p``.
+
+    ``Log`` is within ``LOG_ULPS`` ulps of ``det_log`` on both logs; ``Log(1 - p)`` against
+    ``log1p(-p)`` adds the rounding of ``1 - p`` (<= 2u absolute in the log; exact for
+    ``p >= 1/2``); both sides round the subtraction and the addition. With ``L1 = ln p``,
+    ``L2 = ln(1 - p)``, ``|L1| + |L2| <= |L1 - L2| + 2 ln 2`` and ``|L1 - L2| <= |z| + |delta|``:
+    ``|dz| <= 12u |z| + 10u |delta| + 13.1u``; ``p'`` moves by ``sigma'(z) |dz|`` with
+    ``sup sigma'(z) |z| = 0.2240`` and ``sigma' <= 1/4``, plus the two expits' discrepancy."""
+    u = U64
+    dz_part = 12 * u * 0.2241 + 0.25 * (10 * u * abs(delta) + 13.1 * u)
+    return dz_part * 1.01 + _expit_error(np.float64)
+
+
+@map_error_bound.register
+def _(m: OffsetMap, dtype: np.dtype) -> float:
+    # the graph runs inner map and offset in float64 whatever its dtype (scores cast up
+    # exactly); the offset's slope in p is e^delta / ((1 - p) + p e^delta)^2 <= e^|delta|
+    inner = map_error_bound(m.inner, np.dtype(np.float64))
+    err = inner * float(np.exp(abs(m.delta))) * 1.01 + _offset_stage_error(m.delta)
+    if dtype != np.float64:
+        err += 2.0 ** -24   # the final Cast of p' to float32
+    return min(1.0, err * (1 + 4 * U64))
+

@@ -26,6 +26,9 @@ Each map class has one builder, registered with :func:`map_subgraph` (dispatch o
   ``ln(1 - s)`` is ``Log(1 - s)``: exact subtraction for ``s >= 1/2`` (Sterbenz), an absolute
   error below 2**-53 otherwise, against ``predict``'s ``log1p(-s)``; see ``_bounds``.
 
+* ``OffsetMap``: the inner map's nodes, then ``expit((Log(p) - Log(1 - p)) + delta)``, all in
+  float64 (a float32 graph casts its scores up and the probability down).
+
 Non-finite scores (NaN, +-inf) give NaN, as ``predict`` rejects them: the index search keeps
 every index valid for NaN (see ``_search``) and the result gets ``score - score`` added (+0, or
 NaN), two cheap ops instead of a ``Where``.
@@ -42,6 +45,7 @@ from onnx import TensorProto
 
 from mlcal.maps import (BETA_EPS, BetaMap, LinearMap, SigmoidMap, StepMap,
                         apply_input_transform)
+from mlcal.offset_map import OffsetMap
 from mlcal.onnx._graph import GraphBuilder
 from mlcal.onnx._search import count_leq, gather, resolve_method, round_down, round_up
 
@@ -278,3 +282,32 @@ def map_nodes(g: GraphBuilder, x: str, m, dtype: np.dtype, method="auto") -> tup
     class through :func:`map_subgraph`.
     """
     return map_subgraph(m, g, x, dtype, method)
+
+
+# -- OffsetMap: the re-offset stage after any binary map ----------------------------------------
+def offset_stage_nodes(g: GraphBuilder, p: str, delta: float) -> str:
+    """``expit((Log(p) - Log(1 - p)) + delta)`` on a float64 ``p``. No special case for ``p`` of
+    exactly 0 or 1: ``Log`` gives ``-inf`` there, ``z`` is ``-inf`` or ``+inf`` and the expit
+    returns exactly 0 or 1, as ``predict`` does; NaN stays NaN."""
+    f64 = np.dtype(np.float64)
+    log_p = g.op("Log", [p], "offset_log_p")
+    log_q = g.op("Log", [g.op("Sub", [g.const(np.float64(1.0), "one"), p], "offset_1mp")],
+                 "offset_log_1mp")
+    z = g.op("Add", [g.op("Sub", [log_p, log_q], "offset_logit"),
+                     g.const(np.float64(delta), "offset_delta")], "offset_z")
+    return sigmoid_nodes(g, z, f64)
+
+
+@map_subgraph.register
+def _(m: OffsetMap, g: GraphBuilder, x: str, dtype: np.dtype, method) -> tuple[str, str]:
+    # the inner map and the offset both run in float64 (a float32 graph casts its scores up,
+    # exactly, and p' down): a float32 inner map's rounding would be amplified by up to
+    # e^|delta| in the offset
+    f64 = np.dtype(np.float64)
+    if dtype != f64:
+        x = g.op("Cast", [x], "offset_scores64", to=TensorProto.DOUBLE)
+    p, used = map_subgraph(m.inner, g, x, f64, method)
+    out = offset_stage_nodes(g, p, m.delta)
+    if dtype != f64:
+        out = g.op("Cast", [out], "offset_out", to=TensorProto.FLOAT)
+    return out, used

@@ -100,7 +100,7 @@ def calibrated_column(calibrator: BaseCalibrator | CalibrationMap | dict,
         The uncalibrated scores (cast to double).
     exact : bool, default=False
         ``False`` (the fast default): the logistic function that ends a sigmoid or beta map
-        (Platt, beta, Platt on log-odds, temperature scaling) is evaluated with Spark's
+        (Platt, beta, Platt on log-odds, temperature scaling) or an offset map (whose inner map stays exact) is evaluated with Spark's
         native, code-generated ``exp``, within ``FAST_EXPIT_ULPS`` = 8 ulps of ``predict``
         (``|column - predict| <= 8 * ulp(predict)``, i.e. at most ``8.9e-16`` for a
         probability; derived in docs/spark.md, measured at most 2 ulps, tested on every map

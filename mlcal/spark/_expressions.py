@@ -16,6 +16,9 @@ multiply-add, as numpy's), so the column equals ``predict`` bit for bit:
 * ``BetaMap``: the clamp, then detmath's table-driven ``log`` / ``log1p``
   (:func:`log_column`, :func:`log1p_column`, likewise in SQL arithmetic; the binary exponent
   comes from a search over a power-of-two table instead of the bit pattern) and the expit.
+* ``OffsetMap``: the inner map's column ``p``, then ``expit((log p - log1p(-p)) + delta)``
+  with the same SQL log (over the whole range of doubles) and expit; ``p`` of exactly 0 or 1
+  passes through. ``exact=False`` makes only this final expit fast (the inner map stays exact).
 
 ``exact=False`` (the default of :func:`mlcal.spark.calibrated_column`) replaces the expit by
 one built on Spark's native ``exp`` (code-generated, tens of times faster, within
@@ -37,6 +40,7 @@ from pyspark.sql import functions as F
 from mlcal._dispatch import registered_types
 from mlcal._solvers import detmath as dm
 from mlcal.maps import BETA_EPS, BetaMap, LinearMap, SigmoidMap, StepMap
+from mlcal.offset_map import OffsetMap
 
 
 def _let(body: Callable[..., Column], **values: Column) -> Column:
@@ -196,12 +200,25 @@ def _expit(x: Column, exact: bool, bind: bool) -> Column:
 _LOG_MIN_EXP = int(np.floor(np.log2(BETA_EPS))) - 1
 
 
-def _log_parts(x: Column, corr: Column) -> Column:
-    """``log(x) + corr`` rounded as :func:`detmath._log_parts` (``s + tail``) for ``x`` in
-    ``[2^_LOG_MIN_EXP, 2)``."""
-    octaves = np.ldexp(1.0, np.arange(_LOG_MIN_EXP, 1))
+#: The whole normal range (the offset stage's logs take any probability in (0, 1); a
+#: subnormal argument is scaled by 2^54 first, as detmath does).
+_LOG_FULL_MIN_EXP = -1022
+
+
+def _log_parts(x: Column, corr: Column, min_exp: int = _LOG_MIN_EXP,
+               shift: Column | None = None) -> Column:
+    """``log(x * 2^shift) + corr`` rounded as :func:`detmath._log_parts` (``s + tail``) for
+    ``x`` in ``[2^min_exp, 2)``."""
+    octaves = np.ldexp(1.0, np.arange(min_exp, 1))
     # x = 2^m y, y in [1, 2): m from the number of powers of two <= x (exact, no bit access)
-    m = count_leq(x, octaves) + (_LOG_MIN_EXP - 1)
+    m = count_leq(x, octaves) + (min_exp - 1)
+    if shift is not None:
+        return _let(lambda m: _log_reduce(x * pow2(-m), m + shift, corr), m=m)
+    return _let(lambda m: _log_reduce(x * pow2(-m), m, corr), m=m)
+
+
+def _log_reduce(y: Column, m: Column, corr: Column) -> Column:
+    """``m ln 2 + log(y) + corr`` for ``y`` in [1, 2), as :func:`detmath._log_parts`."""
 
     def reduce(m, y):
         return _let(lambda j: table(m, j, y - (F.lit(1.0) + j * F.lit(0.0078125))),
@@ -227,23 +244,29 @@ def _log_parts(x: Column, corr: Column) -> Column:
             + (u_lo + poly)
         return _let(lambda a, s: s + (((a - s) + u) + rest), a=a, s=a + u)
 
-    return _let(lambda m: reduce(m, x * pow2(-m)), m=m)
+    return reduce(m, y)
 
 
-def log_column(x: Column) -> Column:
-    """:func:`detmath.det_log`, bit-identical for ``x`` in ``[2^-41, 2)`` (BetaMap's range)."""
-    return _log_parts(x, F.lit(0.0))
+def log_column(x: Column, full_range: bool = False) -> Column:
+    """:func:`detmath.det_log`, bit-identical for ``x`` in ``[2^-41, 2)`` (BetaMap's range), or
+    for every ``x`` in ``(0, 2)`` (subnormals included) with ``full_range``."""
+    if not full_range:
+        return _log_parts(x, F.lit(0.0))
+    tiny = x < F.lit(2.0 ** -1022)          # subnormal: normalise exactly, as detmath does
+    return _log_parts(F.when(tiny, x * F.lit(dm._TWO_54)).otherwise(x), F.lit(0.0),
+                      _LOG_FULL_MIN_EXP, F.when(tiny, F.lit(-54)).otherwise(F.lit(0)))
 
 
-def log1p_column(x: Column) -> Column:
-    """:func:`detmath.det_log1p`, bit-identical for ``1 + x`` in ``[2^-41, 2)``."""
+def log1p_column(x: Column, full_range: bool = False) -> Column:
+    """:func:`detmath.det_log1p`, bit-identical for ``1 + x`` in ``[2^-41, 2)``, or for every
+    ``x`` in ``(-1, 1)`` with ``full_range`` (``1 + x`` is then at least ``2^-53``)."""
     taylor = x + x * x * (F.lit(-0.5) + x * (F.lit(1.0 / 3.0) + x * (
         F.lit(-0.25) + x * F.lit(0.2))))
 
     def general(y):
         bb = y - 1.0
         c = (F.lit(1.0) - (y - bb)) + (x - bb)       # 1 + x = y + c exactly (TwoSum)
-        return _log_parts(y, c / y)
+        return _log_parts(y, c / y, _LOG_FULL_MIN_EXP if full_range else _LOG_MIN_EXP)
     return F.when(F.abs(x) < F.lit(2.0 ** -12), taylor).otherwise(
         _let(general, y=F.lit(1.0) + x))
 
@@ -291,3 +314,13 @@ def _(m: BetaMap, u: Column, exact: bool = False) -> Column:
         z = (F.lit(m.a) * log_column(s) - F.lit(m.b) * log1p_column(-s)) + F.lit(m.c)
         return _expit(z, exact, bind=True)
     return _let(body, s=F.least(F.greatest(u, F.lit(BETA_EPS)), F.lit(1.0 - BETA_EPS)))
+
+
+@map_column.register
+def _(m: OffsetMap, u: Column, exact: bool = True) -> Column:
+    def body(p):
+        z = (log_column(p, full_range=True) - log1p_column(-p, full_range=True)) + F.lit(m.delta)
+        return F.when((p > 0.0) & (p < 1.0), _expit(z, exact, bind=True)).otherwise(p)
+    # exact=False makes only the final expit fast: a fast inner expit's ulps would be
+    # multiplied by up to e^|delta| in the offset
+    return _let(body, p=map_column(m.inner, u, True))

@@ -439,6 +439,11 @@ final class DocumentRules {
     private static void checkBinaryMap(Map<String, Object> entry, String name,
                                        Map<String, Object> params, Map<String, Object> mapDoc,
                                        String chosen, String where) {
+        if ("offset".equals(mapDoc.get("type")) && flag(entry, "offset_stage")) {
+            // a re-offset stage: the method's rules apply to the inner map (the offset is
+            // strictly increasing, so monotonicity carries over)
+            mapDoc = (Map<String, Object>) mapDoc.get("inner");
+        }
         if (name.equals("auto")) {
             if (chosen == null) {
                 if (!BINARY_KINDS.contains((String) mapDoc.get("type"))) {

@@ -89,6 +89,36 @@ def _limits(values: list[np.ndarray], scale: str, zoom: bool) -> tuple[float, fl
     return max(0.0, lo - pad), min(1.0, hi + pad)
 
 
+def _annotate_counts(ax, x, f, n, shift: int, fontsize: float, color: str) -> None:
+    """Write each bin's item count ``n`` next to its point ``(x, f)`` (``shift`` = -1 or 1
+    puts two series' counts below or above their points)."""
+    for xi, fi, ni in zip(x, f, n):
+        ax.annotate(f"{int(ni)}", (xi, fi), textcoords="offset points",
+                    xytext=(4, 6 * shift), fontsize=fontsize - 0.5, color=color)
+
+
+def _forecast_histogram(hist, p: np.ndarray, lo: float, hi: float, scale: str, color: str,
+                        name: str) -> None:
+    """Histogram of the forecasts ``p`` on ``hist``: 40 bins over [lo, hi], equal in log-odds
+    on the logit scale; forecasts outside a zoomed range are piled into the edge bins."""
+    if scale == "logit":
+        edges = 1 / (1 + np.exp(-np.linspace(np.log(lo / (1 - lo)), np.log(hi / (1 - hi)), 41)))
+    else:
+        edges = np.linspace(lo, hi, 41)
+    hist.hist(np.clip(p, edges[0], edges[-1]), bins=edges, color=color, alpha=0.45, label=name)
+
+
+def _set_axes_range(ax, hist, lo: float, hi: float, scale: str) -> None:
+    """Reliability panel ``ax`` and its histogram ``hist``: logit axes when asked, both
+    axes of the panel limited to [lo, hi]."""
+    if scale == "logit":
+        for a in (ax, hist):
+            a.set_xscale("logit", nonpositive="clip")
+        ax.set_yscale("logit", nonpositive="clip")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+
+
 def reliability_diagram(y, p_before, p_after=None, *, n_bins: int = 10,
                         strategy: str = "uniform",
                         labels: Sequence[str] = ("uncalibrated", "calibrated"),
@@ -171,23 +201,9 @@ def _draw_reliability(ax, hist, y, series, *, n_bins: int, strategy: str, interv
         else:
             ax.plot(x, f, marker="o", color=color, ms=4, label=label)
         if show_counts:
-            for xi, fi, ni in zip(x, f, n):
-                ax.annotate(f"{int(ni)}", (xi, fi), textcoords="offset points",
-                            xytext=(4, 6 * shift), fontsize=fontsize - 0.5, color=color)
-        # predictions outside a zoomed range are piled into the edge bins of the histogram
-        if scale == "logit":
-            edges = 1 / (1 + np.exp(-np.linspace(np.log(lo / (1 - lo)), np.log(hi / (1 - hi)),
-                                                 41)))
-        else:
-            edges = np.linspace(lo, hi, 41)
-        hist.hist(np.clip(p, edges[0], edges[-1]), bins=edges, color=color, alpha=0.45,
-                  label=name)
-    if scale == "logit":
-        for a in (ax, hist):
-            a.set_xscale("logit", nonpositive="clip")
-        ax.set_yscale("logit", nonpositive="clip")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
+            _annotate_counts(ax, x, f, n, shift, fontsize, color)
+        _forecast_histogram(hist, p, lo, hi, scale, color, name)
+    _set_axes_range(ax, hist, lo, hi, scale)
     ax.set_ylabel("fraction of positives" + (" (log-odds axis)" if scale == "logit" else ""))
     ax.legend(loc="upper left", fontsize=fontsize)
     hist.set_xlabel("predicted probability" + (" (log-odds axis)" if scale == "logit" else ""))

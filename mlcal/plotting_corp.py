@@ -19,7 +19,8 @@ import numpy as np
 
 from mlcal.metrics import reliability_curve
 from mlcal.metrics_decomposition import corp_decomposition
-from mlcal.plotting import SCALES, _limits, _save
+from mlcal.plotting import (SCALES, _annotate_counts, _forecast_histogram, _limits, _save,
+                            _set_axes_range)
 from mlcal.reliability_bands import (DEFAULT_BAND_LEVEL, DEFAULT_BAND_RESAMPLES, CorpCurve,
                                      corp_curve)
 
@@ -73,22 +74,10 @@ def _draw_panel(ax, hist, series, curves, lo: float, hi: float, *, scale: str, n
         ax.plot(b["mean_predicted"], b["fraction_positive"], ls="none", marker="o", ms=4.5,
                 mfc="white", mec=colour, mew=1.2, label=f"{name}: {n_bins} {strategy} bins")
         if show_counts:
-            for xi, fi, ni in zip(b["mean_predicted"], b["fraction_positive"], b["count"]):
-                ax.annotate(f"{int(ni)}", (xi, fi), textcoords="offset points",
-                            xytext=(4, 6 * shift), fontsize=fontsize - 0.5, color=colour)
-        if scale == "logit":
-            edges = 1 / (1 + np.exp(-np.linspace(np.log(lo / (1 - lo)), np.log(hi / (1 - hi)),
-                                                 41)))
-        else:
-            edges = np.linspace(lo, hi, 41)
-        hist.hist(np.clip(p, edges[0], edges[-1]), bins=edges, color=colour, alpha=0.45,
-                  label=name)
-    if scale == "logit":
-        for a in (ax, hist):
-            a.set_xscale("logit", nonpositive="clip")
-        ax.set_yscale("logit", nonpositive="clip")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
+            _annotate_counts(ax, b["mean_predicted"], b["fraction_positive"], b["count"], shift,
+                             fontsize, colour)
+        _forecast_histogram(hist, p, lo, hi, scale, colour, name)
+    _set_axes_range(ax, hist, lo, hi, scale)
     axis_note = " (log-odds axis)" if scale == "logit" else ""
     ax.set_ylabel("observed frequency" + axis_note, fontsize=fontsize + 1)
     if legend:

@@ -271,6 +271,25 @@ def plot_map(calibrator_or_map, *, scores=None, y=None, title: str | None = None
     return _save(fig, path)
 
 
+def _multiclass_inputs(y, proba, proba_after, class_names, labels):
+    """The checked inputs of a multiclass diagram: ``(class indices, [(probabilities, name,
+    colour)] one per series, K class names)``, or ``ValueError`` naming what is wrong."""
+    from mlcal.multiclass_metrics import _check
+
+    yi, p = _check(y, proba)
+    sets = [(p, labels[0], "tab:red")]
+    if proba_after is not None:
+        pa = _check(yi, proba_after)[1]
+        if pa.shape != p.shape:
+            raise ValueError(f"proba_after has shape {pa.shape}, proba {p.shape}")
+        sets.append((pa, labels[1], "tab:blue"))
+    k = p.shape[1]
+    names = [f"class {j}" for j in range(k)] if class_names is None else list(class_names)
+    if len(names) != k:
+        raise ValueError(f"class_names has {len(names)} names for {k} classes")
+    return yi, sets, names
+
+
 def plot_multiclass_reliability(y, proba, proba_after=None, *,
                                 class_names: Sequence[str] | None = None, n_bins: int = 10,
                                 strategy: str = "uniform",
@@ -307,19 +326,8 @@ def plot_multiclass_reliability(y, proba, proba_after=None, *,
     """
     from matplotlib.figure import Figure
 
-    from mlcal.multiclass_metrics import _check
-
-    yi, p = _check(y, proba)
-    sets = [(p, labels[0], "tab:red")]
-    if proba_after is not None:
-        pa = _check(yi, proba_after)[1]
-        if pa.shape != p.shape:
-            raise ValueError(f"proba_after has shape {pa.shape}, proba {p.shape}")
-        sets.append((pa, labels[1], "tab:blue"))
-    k = p.shape[1]
-    names = [f"class {j}" for j in range(k)] if class_names is None else list(class_names)
-    if len(names) != k:
-        raise ValueError(f"class_names has {len(names)} names for {k} classes")
+    yi, sets, names = _multiclass_inputs(y, proba, proba_after, class_names, labels)
+    k = len(names)
     rows = np.arange(yi.size)
     # (binary labels, [(probabilities, name, colour)], panel title) per panel
     panels = [((yi == j).astype(float), [(q[:, j], n, c) for q, n, c in sets],

@@ -19,8 +19,8 @@ import numpy as np
 
 from mlcal.metrics import reliability_curve
 from mlcal.metrics_decomposition import corp_decomposition
-from mlcal.plotting import (SCALES, _annotate_counts, _forecast_histogram, _limits, _save,
-                            _set_axes_range)
+from mlcal.plotting import (SCALES, _annotate_counts, _forecast_histogram, _limits,
+                            _multiclass_inputs, _save, _set_axes_range)
 from mlcal.reliability_bands import (DEFAULT_BAND_LEVEL, DEFAULT_BAND_RESAMPLES, CorpCurve,
                                      corp_curve)
 
@@ -196,21 +196,10 @@ def plot_multiclass_corp_reliability(y, proba, proba_after=None, *,
     """
     from matplotlib.figure import Figure
 
-    from mlcal.multiclass_metrics import _check
-
     if panels not in MULTICLASS_PANELS:
         raise ValueError(f"panels must be one of {MULTICLASS_PANELS}, got {panels!r}")
-    yi, p = _check(y, proba)
-    sets = [(p, labels[0], COLOURS[0])]
-    if proba_after is not None:
-        pa = _check(yi, proba_after)[1]
-        if pa.shape != p.shape:
-            raise ValueError(f"proba_after has shape {pa.shape}, proba {p.shape}")
-        sets.append((pa, labels[1], COLOURS[1]))
-    k = p.shape[1]
-    names = [f"class {j}" for j in range(k)] if class_names is None else list(class_names)
-    if len(names) != k:
-        raise ValueError(f"class_names has {len(names)} names for {k} classes")
+    yi, sets, names = _multiclass_inputs(y, proba, proba_after, class_names, labels)
+    k = len(names)
     rows = np.arange(yi.size)
     tops = [np.argmax(q, axis=1) for q, _, _ in sets]
     drawn = []

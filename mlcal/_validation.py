@@ -102,3 +102,10 @@ def check_probabilities(p, *, name: str = "probabilities") -> np.ndarray:
         raise ValueError(f"{name} must lie in [0, 1]; found values in "
                          f"[{arr.min():.6g}, {arr.max():.6g}]")
     return arr
+
+
+def check_binary_forecasts(y, p) -> tuple[np.ndarray, np.ndarray]:
+    """Labels in {0, 1} and predicted probabilities of the positive class, checked as for
+    every binary metric: ``(y, p)`` as arrays, or ``ValueError`` naming the problem."""
+    prob = check_probabilities(p, name="predicted probabilities")
+    return as_labels(y, prob.shape[0]), prob

@@ -24,17 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from mlcal._validation import as_labels, check_probabilities
+from mlcal._validation import check_binary_forecasts
 
 METRIC_NAMES = ("ece", "mce", "brier", "rmse", "log_loss", "auc", "accuracy")
 # metrics where a larger value is better; for the rest smaller is better
 HIGHER_IS_BETTER = frozenset({"auc", "accuracy"})
 BIN_STRATEGIES = ("uniform", "quantile")
-
-
-def _check(y, p) -> tuple[np.ndarray, np.ndarray]:
-    prob = check_probabilities(p, name="predicted probabilities")
-    return as_labels(y, prob.shape[0]), prob
 
 
 def _bin_ids(y: np.ndarray, p: np.ndarray, n_bins: int, strategy: str):
@@ -63,7 +58,7 @@ def reliability_curve(y, p, n_bins: int = 10, strategy: str = "uniform") -> dict
     ``lower`` and ``upper`` (the bin's prediction range: the fixed edges for uniform bins, the
     smallest and largest prediction for quantile bins).
     """
-    y, p = _check(y, p)
+    y, p = check_binary_forecasts(y, p)
     y, p, ids, k = _bin_ids(y, p, n_bins, strategy)
     count = np.bincount(ids, minlength=k).astype(np.float64)
     sum_p = np.bincount(ids, weights=p, minlength=k)
@@ -110,7 +105,7 @@ def mce(y, p, n_bins: int = 10, strategy: str = "uniform") -> float:
 def brier_per_row(y, p) -> np.ndarray:
     """Each row's squared error ``(y_i - p_i)^2``; :func:`brier` is their mean (paired
     comparisons of two predictors take differences of these)."""
-    y, p = _check(y, p)
+    y, p = check_binary_forecasts(y, p)
     return (y - p) ** 2
 
 
@@ -127,7 +122,7 @@ def rmse(y, p) -> float:
 def log_loss_per_row(y, p, eps: float = 1e-15) -> np.ndarray:
     """Each row's negative log-likelihood (p clipped to [eps, 1 - eps]); :func:`log_loss` is
     their mean."""
-    y, p = _check(y, p)
+    y, p = check_binary_forecasts(y, p)
     q = np.clip(p, eps, 1.0 - eps)
     return -(y * np.log(q) + (1.0 - y) * np.log1p(-q))
 
@@ -145,7 +140,7 @@ def auc(y, p) -> float:
     """
     from scipy.stats import rankdata
 
-    y, p = _check(y, p)
+    y, p = check_binary_forecasts(y, p)
     n_pos = float(y.sum())
     n_neg = y.shape[0] - n_pos
     if n_pos == 0 or n_neg == 0:
@@ -156,13 +151,13 @@ def auc(y, p) -> float:
 
 def accuracy(y, p, threshold: float = 0.5) -> float:
     """Fraction of correct labels when p >= threshold predicts class 1."""
-    y, p = _check(y, p)
+    y, p = check_binary_forecasts(y, p)
     return float(np.mean((p >= threshold) == (y == 1)))
 
 
 def compute_all(y, p, n_bins: int = 10, strategy: str = "uniform") -> dict[str, float]:
     """Every metric of :data:`METRIC_NAMES` for one set of predictions (AUC is NaN for one class)."""
-    y, p = _check(y, p)
+    y, p = check_binary_forecasts(y, p)
     out = {"ece": ece(y, p, n_bins, strategy), "mce": mce(y, p, n_bins, strategy),
            "brier": brier(y, p), "rmse": rmse(y, p), "log_loss": log_loss(y, p)}
     out["auc"] = auc(y, p) if 0 < y.sum() < y.size else float("nan")
@@ -254,7 +249,7 @@ def debiased_ece(y, p, n_bins: int = 15) -> float:
     float
         An estimate of the L2 (root-mean-square) calibration error, not of the L1 ECE.
     """
-    y, p = _check(y, p)
+    y, p = check_binary_forecasts(y, p)
     if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
         raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
     edges = _equal_mass_bins(np.sort(p), n_bins)
@@ -306,7 +301,7 @@ def smooth_ece_at(y, p, sigma: float) -> float:
     divided by the kernel density's mass on [0, 1] (1 up to quadrature error). Computed by
     direct kernel sums and the trapezoid rule on a grid of at least 10 points per ``sigma``.
     """
-    y, p = _check(y, p)
+    y, p = check_binary_forecasts(y, p)
     if not np.isfinite(sigma) or sigma <= 0:
         raise ValueError(f"sigma must be a positive number, got {sigma!r}")
     pts, res, mass = _aggregate(p, p - y)
@@ -355,7 +350,7 @@ def smooth_ece(y, p, *, return_bandwidth: bool = False, tol: float = 1e-4):
     -------
     float, or (float, float) with ``return_bandwidth``
     """
-    y, p = _check(y, p)
+    y, p = check_binary_forecasts(y, p)
     lo, hi = 0.0, 1.0
     if smooth_ece_at(y, p, hi) >= hi:  # cannot happen for probabilities, kept for safety
         value = smooth_ece_at(y, p, hi)
@@ -388,7 +383,7 @@ def spiegelhalter_z(y, p) -> tuple[float, float]:
     """
     from scipy.stats import norm
 
-    y, p = _check(y, p)
+    y, p = check_binary_forecasts(y, p)
     w = 1.0 - 2.0 * p
     var = float(np.sum(w * w * p * (1.0 - p)))
     if var <= 0.0:
@@ -404,7 +399,7 @@ DIAGNOSTIC_NAMES = ("adaptive_ece", "debiased_ece", "smooth_ece", "spiegelhalter
 def calibration_diagnostics(y, p) -> dict[str, float]:
     """The estimators of :data:`DIAGNOSTIC_NAMES` for one set of predictions (NaN where one is
     undefined, e.g. Spiegelhalter's Z when every prediction is 0, 1/2 or 1)."""
-    y, p = _check(y, p)
+    y, p = check_binary_forecasts(y, p)
     out = {"adaptive_ece": adaptive_ece(y, p), "debiased_ece": debiased_ece(y, p),
            "smooth_ece": smooth_ece(y, p)}
     try:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit, logit
 
-from mlcal._validation import as_labels, as_weights, check_probabilities
+from mlcal._validation import as_weights, check_binary_forecasts
 
 #: distinct forecasts up to which the loess curve is evaluated at every one of them
 EXACT_CURVE_POINTS = 200
@@ -157,8 +157,7 @@ class CalibrationSlopeIntercept:
 
 
 def _logit_inputs(y, p, sample_weight, eps):
-    p = check_probabilities(p, name="predicted probabilities")
-    y = as_labels(y, p.shape[0])
+    y, p = check_binary_forecasts(y, p)
     w = as_weights(sample_weight, p.shape[0])
     if eps is not None:
         if not 0.0 < eps < 0.5:
@@ -338,8 +337,7 @@ def loess_calibration_curve(y, p, at=None, *, span: float = 0.75, degree: int = 
     ndarray
         ``s`` at ``at``, evaluated exactly (R's ``surface = "direct"``).
     """
-    p = check_probabilities(p, name="predicted probabilities")
-    y = as_labels(y, p.shape[0])
+    y, p = check_binary_forecasts(y, p)
     if not (isinstance(span, (int, float)) and 0.0 < span <= 1.0):
         raise ValueError(f"span must lie in (0, 1], got {span!r}")
     if degree not in (1, 2):
@@ -385,8 +383,7 @@ def integrated_calibration_index(y, p, *, span: float = 0.75,
         E50 is the median and E90 the 90th percentile with linear interpolation between order
         statistics (``numpy.quantile``'s default, R's type 7).
     """
-    p = check_probabilities(p, name="predicted probabilities")
-    y = as_labels(y, p.shape[0])
+    y, p = check_binary_forecasts(y, p)
     u = np.unique(p)
     if u.size <= EXACT_CURVE_POINTS:
         s_u = loess_calibration_curve(y, p, u, span=span, degree=degree)

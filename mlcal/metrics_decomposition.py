@@ -34,7 +34,7 @@ from scipy.special import xlog1py, xlogy
 
 from mlcal._solvers.pava import pava_blocks
 from mlcal._solvers.ties import sort_and_collapse
-from mlcal._validation import as_labels, as_weights, check_probabilities
+from mlcal._validation import as_weights, check_binary_forecasts
 
 CORP_SCORES = ("brier", "log_loss")
 
@@ -72,8 +72,7 @@ def _mean(values: np.ndarray, w: np.ndarray, total: float) -> float:
 
 
 def _check_binary(y, p, sample_weight):
-    p = check_probabilities(p, name="predicted probabilities")
-    y = as_labels(y, p.shape[0])
+    y, p = check_binary_forecasts(y, p)
     w = as_weights(sample_weight, p.shape[0])
     keep = w > 0            # zero-weight rows carry nothing (and must not turn 0 * inf into NaN)
     return y[keep], p[keep], w[keep]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlcal._validation import as_labels, check_probabilities
+from mlcal._validation import check_binary_forecasts
 
 
 def _equal_mass_sizes(n: int, b: int) -> np.ndarray:
@@ -35,8 +35,7 @@ def _equal_mass_sizes(n: int, b: int) -> np.ndarray:
 
 def sweep_n_bins(y, p) -> int:
     """The number of equal-mass bins ``b*`` chosen by the monotonic sweep."""
-    p = check_probabilities(p, name="predicted probabilities")
-    y = as_labels(y, p.shape[0])
+    y, p = check_binary_forecasts(y, p)
     return _sweep(y[np.lexsort((y, p))].astype(np.int64))
 
 
@@ -75,8 +74,7 @@ def ece_sweep(y, p, *, norm: int = 1, return_n_bins: bool = False):
     """
     if norm not in (1, 2):
         raise ValueError(f"norm must be 1 or 2, got {norm!r}")
-    p = check_probabilities(p, name="predicted probabilities")
-    y = as_labels(y, p.shape[0])
+    y, p = check_binary_forecasts(y, p)
     order = np.lexsort((y, p))
     ys, ps = y[order], p[order]
     b = _sweep(ys.astype(np.int64))

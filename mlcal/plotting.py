@@ -89,6 +89,36 @@ def _limits(values: list[np.ndarray], scale: str, zoom: bool) -> tuple[float, fl
     return max(0.0, lo - pad), min(1.0, hi + pad)
 
 
+def _annotate_counts(ax, x, f, n, shift: int, fontsize: float, color: str) -> None:
+    """Write each bin's item count ``n`` next to its point ``(x, f)`` (``shift`` = -1 or 1
+    puts two series' counts below or above their points)."""
+    for xi, fi, ni in zip(x, f, n):
+        ax.annotate(f"{int(ni)}", (xi, fi), textcoords="offset points",
+                    xytext=(4, 6 * shift), fontsize=fontsize - 0.5, color=color)
+
+
+def _forecast_histogram(hist, p: np.ndarray, lo: float, hi: float, scale: str, color: str,
+                        name: str) -> None:
+    """Histogram of the forecasts ``p`` on ``hist``: 40 bins over [lo, hi], equal in log-odds
+    on the logit scale; forecasts outside a zoomed range are piled into the edge bins."""
+    if scale == "logit":
+        edges = 1 / (1 + np.exp(-np.linspace(np.log(lo / (1 - lo)), np.log(hi / (1 - hi)), 41)))
+    else:
+        edges = np.linspace(lo, hi, 41)
+    hist.hist(np.clip(p, edges[0], edges[-1]), bins=edges, color=color, alpha=0.45, label=name)
+
+
+def _set_axes_range(ax, hist, lo: float, hi: float, scale: str) -> None:
+    """Reliability panel ``ax`` and its histogram ``hist``: logit axes when asked, both
+    axes of the panel limited to [lo, hi]."""
+    if scale == "logit":
+        for a in (ax, hist):
+            a.set_xscale("logit", nonpositive="clip")
+        ax.set_yscale("logit", nonpositive="clip")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+
+
 def reliability_diagram(y, p_before, p_after=None, *, n_bins: int = 10,
                         strategy: str = "uniform",
                         labels: Sequence[str] = ("uncalibrated", "calibrated"),
@@ -171,23 +201,9 @@ def _draw_reliability(ax, hist, y, series, *, n_bins: int, strategy: str, interv
         else:
             ax.plot(x, f, marker="o", color=color, ms=4, label=label)
         if show_counts:
-            for xi, fi, ni in zip(x, f, n):
-                ax.annotate(f"{int(ni)}", (xi, fi), textcoords="offset points",
-                            xytext=(4, 6 * shift), fontsize=fontsize - 0.5, color=color)
-        # predictions outside a zoomed range are piled into the edge bins of the histogram
-        if scale == "logit":
-            edges = 1 / (1 + np.exp(-np.linspace(np.log(lo / (1 - lo)), np.log(hi / (1 - hi)),
-                                                 41)))
-        else:
-            edges = np.linspace(lo, hi, 41)
-        hist.hist(np.clip(p, edges[0], edges[-1]), bins=edges, color=color, alpha=0.45,
-                  label=name)
-    if scale == "logit":
-        for a in (ax, hist):
-            a.set_xscale("logit", nonpositive="clip")
-        ax.set_yscale("logit", nonpositive="clip")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
+            _annotate_counts(ax, x, f, n, shift, fontsize, color)
+        _forecast_histogram(hist, p, lo, hi, scale, color, name)
+    _set_axes_range(ax, hist, lo, hi, scale)
     ax.set_ylabel("fraction of positives" + (" (log-odds axis)" if scale == "logit" else ""))
     ax.legend(loc="upper left", fontsize=fontsize)
     hist.set_xlabel("predicted probability" + (" (log-odds axis)" if scale == "logit" else ""))
@@ -255,6 +271,25 @@ def plot_map(calibrator_or_map, *, scores=None, y=None, title: str | None = None
     return _save(fig, path)
 
 
+def _multiclass_inputs(y, proba, proba_after, class_names, labels):
+    """The checked inputs of a multiclass diagram: ``(class indices, [(probabilities, name,
+    colour)] one per series, K class names)``, or ``ValueError`` naming what is wrong."""
+    from mlcal.multiclass_metrics import _check
+
+    yi, p = _check(y, proba)
+    sets = [(p, labels[0], "tab:red")]
+    if proba_after is not None:
+        pa = _check(yi, proba_after)[1]
+        if pa.shape != p.shape:
+            raise ValueError(f"proba_after has shape {pa.shape}, proba {p.shape}")
+        sets.append((pa, labels[1], "tab:blue"))
+    k = p.shape[1]
+    names = [f"class {j}" for j in range(k)] if class_names is None else list(class_names)
+    if len(names) != k:
+        raise ValueError(f"class_names has {len(names)} names for {k} classes")
+    return yi, sets, names
+
+
 def plot_multiclass_reliability(y, proba, proba_after=None, *,
                                 class_names: Sequence[str] | None = None, n_bins: int = 10,
                                 strategy: str = "uniform",
@@ -291,19 +326,8 @@ def plot_multiclass_reliability(y, proba, proba_after=None, *,
     """
     from matplotlib.figure import Figure
 
-    from mlcal.multiclass_metrics import _check
-
-    yi, p = _check(y, proba)
-    sets = [(p, labels[0], "tab:red")]
-    if proba_after is not None:
-        pa = _check(yi, proba_after)[1]
-        if pa.shape != p.shape:
-            raise ValueError(f"proba_after has shape {pa.shape}, proba {p.shape}")
-        sets.append((pa, labels[1], "tab:blue"))
-    k = p.shape[1]
-    names = [f"class {j}" for j in range(k)] if class_names is None else list(class_names)
-    if len(names) != k:
-        raise ValueError(f"class_names has {len(names)} names for {k} classes")
+    yi, sets, names = _multiclass_inputs(y, proba, proba_after, class_names, labels)
+    k = len(names)
     rows = np.arange(yi.size)
     # (binary labels, [(probabilities, name, colour)], panel title) per panel
     panels = [((yi == j).astype(float), [(q[:, j], n, c) for q, n, c in sets],

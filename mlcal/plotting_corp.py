@@ -19,7 +19,8 @@ import numpy as np
 
 from mlcal.metrics import reliability_curve
 from mlcal.metrics_decomposition import corp_decomposition
-from mlcal.plotting import SCALES, _limits, _save
+from mlcal.plotting import (SCALES, _annotate_counts, _forecast_histogram, _limits,
+                            _multiclass_inputs, _save, _set_axes_range)
 from mlcal.reliability_bands import (DEFAULT_BAND_LEVEL, DEFAULT_BAND_RESAMPLES, CorpCurve,
                                      corp_curve)
 
@@ -73,22 +74,10 @@ def _draw_panel(ax, hist, series, curves, lo: float, hi: float, *, scale: str, n
         ax.plot(b["mean_predicted"], b["fraction_positive"], ls="none", marker="o", ms=4.5,
                 mfc="white", mec=colour, mew=1.2, label=f"{name}: {n_bins} {strategy} bins")
         if show_counts:
-            for xi, fi, ni in zip(b["mean_predicted"], b["fraction_positive"], b["count"]):
-                ax.annotate(f"{int(ni)}", (xi, fi), textcoords="offset points",
-                            xytext=(4, 6 * shift), fontsize=fontsize - 0.5, color=colour)
-        if scale == "logit":
-            edges = 1 / (1 + np.exp(-np.linspace(np.log(lo / (1 - lo)), np.log(hi / (1 - hi)),
-                                                 41)))
-        else:
-            edges = np.linspace(lo, hi, 41)
-        hist.hist(np.clip(p, edges[0], edges[-1]), bins=edges, color=colour, alpha=0.45,
-                  label=name)
-    if scale == "logit":
-        for a in (ax, hist):
-            a.set_xscale("logit", nonpositive="clip")
-        ax.set_yscale("logit", nonpositive="clip")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
+            _annotate_counts(ax, b["mean_predicted"], b["fraction_positive"], b["count"], shift,
+                             fontsize, colour)
+        _forecast_histogram(hist, p, lo, hi, scale, colour, name)
+    _set_axes_range(ax, hist, lo, hi, scale)
     axis_note = " (log-odds axis)" if scale == "logit" else ""
     ax.set_ylabel("observed frequency" + axis_note, fontsize=fontsize + 1)
     if legend:
@@ -207,21 +196,10 @@ def plot_multiclass_corp_reliability(y, proba, proba_after=None, *,
     """
     from matplotlib.figure import Figure
 
-    from mlcal.multiclass_metrics import _check
-
     if panels not in MULTICLASS_PANELS:
         raise ValueError(f"panels must be one of {MULTICLASS_PANELS}, got {panels!r}")
-    yi, p = _check(y, proba)
-    sets = [(p, labels[0], COLOURS[0])]
-    if proba_after is not None:
-        pa = _check(yi, proba_after)[1]
-        if pa.shape != p.shape:
-            raise ValueError(f"proba_after has shape {pa.shape}, proba {p.shape}")
-        sets.append((pa, labels[1], COLOURS[1]))
-    k = p.shape[1]
-    names = [f"class {j}" for j in range(k)] if class_names is None else list(class_names)
-    if len(names) != k:
-        raise ValueError(f"class_names has {len(names)} names for {k} classes")
+    yi, sets, names = _multiclass_inputs(y, proba, proba_after, class_names, labels)
+    k = len(names)
     rows = np.arange(yi.size)
     tops = [np.argmax(q, axis=1) for q, _, _ in sets]
     drawn = []

@@ -14,6 +14,7 @@ from mlcal.model import CalibratedModel
 mlflow = pytest.importorskip("mlflow")
 
 from mlcal.mlflow import calibrate_and_log, log_calibration  # noqa: E402
+from support.mlflow_store import sqlite_store  # noqa: E402
 
 FAST_REQS = ["scikit-learn", "numpy", "pandas"]
 
@@ -45,13 +46,8 @@ def test_holdout_split_refuses_too_few_rows_naming_them():
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     root = tmp_path_factory.mktemp("honest_store")
-    previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(f"sqlite:///{root / 'mlflow.db'}")
-    exp = mlflow.create_experiment("honest", artifact_location=(root / "a").as_uri())
-    mlflow.set_experiment(experiment_id=exp)
-    yield root
-    mlflow.set_tracking_uri(previous)
-    mlflow.tracking.fluent._active_experiment_id = None
+    with sqlite_store(root, "honest"):
+        yield root
 
 
 @pytest.fixture(scope="module")

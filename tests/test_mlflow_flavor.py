@@ -24,6 +24,7 @@ from mlcal.mlflow import (ModelIntegrityError, PyfuncScorer, UnsafeModelFormatEr
                           get_default_pip_requirements, load_model, log_calibration, log_model,
                           save_model)
 from mlcal.model import CalibratedModel
+from support.mlflow_store import sqlite_store
 from support.tamper import reseal
 
 FAST_REQS = ["scikit-learn", "numpy", "pandas"]  # explicit: skips slow requirement inference
@@ -49,22 +50,8 @@ def data():
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     root = tmp_path_factory.mktemp("mlflow_store")
-    previous = mlflow.get_tracking_uri()
-    saved_env = {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_ID")}
-    uri = f"sqlite:///{root / 'mlflow.db'}"
-    mlflow.set_tracking_uri(uri)
-    exp = mlflow.create_experiment("mlcal-flavor-tests",
-                                   artifact_location=(root / "artifacts").as_uri())
-    mlflow.set_experiment(experiment_id=exp)
-    yield {"uri": uri, "root": root}
-    # leave no global MLflow state behind for other test modules
-    mlflow.set_tracking_uri(previous)
-    mlflow.tracking.fluent._active_experiment_id = None
-    for key, value in saved_env.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    with sqlite_store(root, "mlcal-flavor-tests", artifacts="artifacts") as uri:
+        yield {"uri": uri, "root": root}
 
 
 @pytest.fixture(scope="module")

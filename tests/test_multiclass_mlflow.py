@@ -22,6 +22,7 @@ from mlcal.mlflow import (calibrate_and_log, load_model, log_calibration, log_mo
                           probability_columns, save_model)
 from mlcal.mlflow.integrity import ModelIntegrityError
 from mlcal.model import CalibratedModel
+from support.mlflow_store import sqlite_store
 from support.tamper import reseal
 from mlcal.multiclass_metrics import (classwise_ece, multiclass_brier, multiclass_log_loss,
                                       top_label_ece)
@@ -52,13 +53,8 @@ def data():
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     root = tmp_path_factory.mktemp("mlflow_mc_store")
-    previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(f"sqlite:///{root / 'mlflow.db'}")
-    exp = mlflow.create_experiment("mlcal-multiclass", artifact_location=(root / "a").as_uri())
-    mlflow.set_experiment(experiment_id=exp)
-    yield root
-    mlflow.set_tracking_uri(previous)
-    mlflow.tracking.fluent._active_experiment_id = None
+    with sqlite_store(root, "mlcal-multiclass"):
+        yield root
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ import numpy as np
 from numba import njit, uint64
 
 from mlcal._solvers.detmath import det_exp, det_log, det_log1p
+from mlcal._solvers.softmax_affine import nll_and_gradient
 
 #: fixed number of row blocks summed separately (independent of the CPU and thread count)
 N_CHUNKS = 16
@@ -292,3 +293,19 @@ def matrix_derivatives(x, y, w, W, b, hessian):
         fp[chunk] = f
         wsp[chunk] = ws
     return _finish(fp, gp, Hp, wsp, hessian)
+
+
+def matrix_objective_derivatives(x, y, w, theta, hessian, newton):
+    """The unpenalised matrix-scaling objective at ``theta = (W row-major, b)``:
+    ``(W, b, f, g, H)`` with ``f``, ``g`` and (``newton`` and ``hessian``) ``H`` as in
+    :func:`matrix_derivatives`. Without ``newton`` (too many parameters for a dense Hessian)
+    the value and gradient come from the L-BFGS kernel and ``H`` is None; callers add their
+    own penalty."""
+    K = x.shape[1]
+    W, b = np.ascontiguousarray(theta[:K * K].reshape(K, K)), theta[K * K:].copy()
+    if newton:
+        f, g, H = matrix_derivatives(x, y, w, W, b, hessian)
+    else:
+        f, dW, db = nll_and_gradient(x, y, w, W, b, True)
+        g, H = np.concatenate([dW.reshape(-1), db]), None
+    return W, b, f, g, H

@@ -70,6 +70,14 @@ def assign_folds(n_points: int, n_folds: int, seed: int) -> np.ndarray:
     return order.reshape(-1)[:n_points]
 
 
+def check_distinct_candidates(estimator) -> None:
+    """Raise ``InvalidParameterError`` if ``estimator.candidates`` names a method twice."""
+    candidates = estimator.candidates
+    if candidates is not None and len(set(candidates)) != len(candidates):
+        raise InvalidParameterError(f"{type(estimator).__name__}: parameter 'candidates' lists "
+                                    f"a method twice: {short_repr(list(candidates))}")
+
+
 class RegisteredMethod(Constraint):
     """The name of a registered method other than "auto" (checked against the catalog when
     validating, so methods registered later are accepted)."""
@@ -183,9 +191,7 @@ class AutoCalibrator(BaseCalibrator):
     # -- parameters ----------------------------------------------------------------------------
     def _validate_params(self) -> None:
         super()._validate_params()
-        if self.candidates is not None and len(set(self.candidates)) != len(self.candidates):
-            raise InvalidParameterError(f"{type(self).__name__}: parameter 'candidates' lists "
-                                        f"a method twice: {short_repr(list(self.candidates))}")
+        check_distinct_candidates(self)
 
     def candidate_names(self) -> list[str]:
         """The methods compared: ``candidates``, or the registered defaults."""

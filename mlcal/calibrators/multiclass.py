@@ -24,9 +24,9 @@ from sklearn.exceptions import NotFittedError
 
 from mlcal._solvers.convex_newton import newton
 from mlcal._solvers.probability_floor import likelihood_floor
-from mlcal._solvers.softmax_affine import canonical_order, lbfgs, nll_and_gradient
-from mlcal._solvers.softmax_derivatives import (matrix_derivatives, temperature_derivatives,
-                                                vector_derivatives)
+from mlcal._solvers.softmax_affine import canonical_order, lbfgs
+from mlcal._solvers.softmax_derivatives import (matrix_objective_derivatives,
+                                                temperature_derivatives, vector_derivatives)
 from mlcal._validation import as_weights
 from mlcal.calibrators._params import (Constraint, Options, Real, short_repr,
                                        validate_params)
@@ -587,12 +587,7 @@ class MatrixScaling(_SoftmaxScaling):
         use_newton = K * K + K <= MAX_NEWTON_PARAMETERS
 
         def evaluate(theta, hessian):
-            W, b = np.ascontiguousarray(theta[:K * K].reshape(K, K)), theta[K * K:].copy()
-            if use_newton:
-                f, g, H = matrix_derivatives(x, y, w, W, b, hessian)
-            else:
-                f, dW, db = nll_and_gradient(x, y, w, W, b, True)
-                g, H = np.concatenate([dW.reshape(-1), db]), None
+            W, b, f, g, H = matrix_objective_derivatives(x, y, w, theta, hessian, use_newton)
             Wo = W * off
             f += lam * float(np.sum(Wo * Wo)) + mu * float(np.sum(b * b))
             g = g + penalty_diag * theta

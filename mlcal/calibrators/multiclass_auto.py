@@ -23,9 +23,10 @@ import numpy as np
 
 from mlcal._solvers.detmath import det_log_array
 from mlcal._solvers.softmax_affine import canonical_order
-from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterError, IsNone,
-                                       ListOf, Real, short_repr)
-from mlcal.calibrators.auto import EPS, _check_fields, assign_folds, select_one_se
+from mlcal.calibrators._params import (Constraint, Integer, IsNone, ListOf, Real,
+                                       short_repr)
+from mlcal.calibrators.auto import (EPS, _check_fields, assign_folds, check_distinct_candidates,
+                                   select_one_se)
 from mlcal.calibrators.base import CalibratorFormatError
 from mlcal.calibrators.catalog import available_calibrators
 from mlcal.calibrators.multiclass import (MULTICLASS_METHODS, MulticlassCalibrator,
@@ -129,9 +130,7 @@ class MulticlassAuto(MulticlassCalibrator):
 
     def _validate_params(self) -> None:
         super()._validate_params()
-        if self.candidates is not None and len(set(self.candidates)) != len(self.candidates):
-            raise InvalidParameterError(f"MulticlassAuto: parameter 'candidates' lists a "
-                                        f"method twice: {short_repr(list(self.candidates))}")
+        check_distinct_candidates(self)
 
     def candidate_names(self) -> list[str]:
         """The candidates compared, in preference order."""

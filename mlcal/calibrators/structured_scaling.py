@@ -34,8 +34,7 @@ import math
 import numpy as np
 
 from mlcal._solvers.detmath import det_exp, det_log
-from mlcal._solvers.softmax_affine import nll_and_gradient
-from mlcal._solvers.softmax_derivatives import matrix_derivatives, vector_derivatives
+from mlcal._solvers.softmax_derivatives import matrix_objective_derivatives, vector_derivatives
 from mlcal.calibrators._params import Real
 from mlcal.calibrators.multiclass import (MAX_NEWTON_PARAMETERS, TemperatureScaling,
                                           _SoftmaxScaling, _lbfgs, _newton)
@@ -227,12 +226,7 @@ class StructuredMatrixScaling(_StructuredScaling):
         use_newton = K * K + K <= MAX_NEWTON_PARAMETERS
 
         def evaluate(theta, hessian):
-            W, b = np.ascontiguousarray(theta[:K * K].reshape(K, K)), theta[K * K:].copy()
-            if use_newton:
-                f, g, H = matrix_derivatives(xs, y, w, W, b, hessian)
-            else:
-                f, dW, db = nll_and_gradient(xs, y, w, W, b, True)
-                g, H = np.concatenate([dW.reshape(-1), db]), None
+            _, _, f, g, H = matrix_objective_derivatives(xs, y, w, theta, hessian, use_newton)
             delta = theta - centre
             f += 0.5 * float(np.sum(curvature * delta * delta))
             g = g + curvature * delta

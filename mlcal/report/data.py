@@ -171,7 +171,7 @@ def calibrator_summary(calibrator) -> dict[str, Any]:
 
 
 def _check_arrays(y, p_before, p_after, class_names):
-    from mlcal.metrics import _check as check_binary
+    from mlcal._validation import check_binary_forecasts as check_binary
     from mlcal.multiclass_metrics import _check as check_multiclass
 
     if np.ndim(p_after) == 2:

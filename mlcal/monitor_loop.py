@@ -37,6 +37,7 @@ class LoopResult:
     decision: Any = None
     reason: str = ""
     notes: list[str] = field(default_factory=list)
+    alpha: float = 0.05
 
     def summary(self) -> str:
         s = self.step
@@ -50,7 +51,7 @@ class LoopResult:
         if not s.alarm:
             text += "No alarm."
         else:
-            text += (f"ALARM (e-value >= {1 / self._alpha:g}) since batch {s.change_batch}, "
+            text += (f"ALARM (e-value >= {1 / self.alpha:g}) since batch {s.change_batch}, "
                      f"recommendation {s.recommendation}: ")
             if self.exit_code == EXIT_TOO_FEW:
                 text += f"no candidate built, {self.reason}."
@@ -60,8 +61,6 @@ class LoopResult:
                          f"{verdict}; alias '{self.decision.alias}' is on version "
                          f"{self.decision.holder_version}.")
         return " ".join([text] + self.notes)
-
-    _alpha: float = 0.05
 
 
 def parse_model_uri(uri: str) -> tuple[str, str | None, str | None]:
@@ -219,8 +218,8 @@ def run_batch(*, state_path: str, model_uri: str, frame, label_column: str,
     state.window = state.window.append(X, p, s, y01, w, step.batch, state.window_batches)
     _log_metrics(state, step, {"mlcal.monitor.model_uri": model_uri,
                                "mlcal.monitor.model_version": version})
-    result = LoopResult(name, version, step, EXIT_NO_ALARM, new, notes=notes)
-    result._alpha = state.monitor.alpha
+    result = LoopResult(name, version, step, EXIT_NO_ALARM, new, notes=notes,
+                        alpha=state.monitor.alpha)
     if step.alarm and build:
         _act_on_alarm(result, state, model, alias or "champion", label_column, max_ece,
                       gate_min_rows, gate_options or {}, promote)
@@ -266,8 +265,7 @@ def _act_on_alarm(result: LoopResult, state: LoopState, model, alias: str, label
                                 "mlcal.monitor.fit_rows": str(cut),
                                 "mlcal.monitor.gate_rows": str(n - cut)}):
         info = log_model(candidate, "model", registered_model_name=state.model_name,
-                         pip_requirements=gate_options.pop("pip_requirements", None)
-                         or get_default_pip_requirements())
+                         pip_requirements=get_default_pip_requirements())
     result.candidate_version = str(info.registered_model_version)
     result.reason = f"{how} on {cut} rows, gated on {n - cut}"
     result.decision = promote(state.model_name, result.candidate_version, max_ece=max_ece,

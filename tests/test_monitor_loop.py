@@ -158,9 +158,10 @@ def test_slope_change_recommends_and_builds_a_refit(sqlite_tracking, tmp_path, c
     assert np.std(logit(pc)) > 1.8 * np.std(logit(pm))
 
 
-def test_an_edited_state_or_window_file_is_refused_by_name(sqlite_tracking, tmp_path, capsys):
+def test_an_edited_state_is_refused_by_name_and_score_column_is_monitored_as_served(
+        sqlite_tracking, tmp_path, capsys):
     rng = np.random.default_rng(2)
-    champion(rng)
+    model = champion(rng)
     assert feed(tmp_path, batch(rng), 0) == 0
     state_path = tmp_path / "state.json"
     original = state_path.read_bytes()
@@ -191,3 +192,25 @@ def test_an_edited_state_or_window_file_is_refused_by_name(sqlite_tracking, tmp_
     assert state_path.read_bytes() == original
     assert feed(tmp_path, batch(rng), 1) == 0
     assert json.loads(state_path.read_text())["step"] == 2
+
+
+    # --score-column: the batch's served probabilities are monitored instead of the model's
+    frame = batch(rng)
+    served = frame.copy()
+    served["p"] = model.predict_proba(frame[COLS])[:, 1]
+    outs = []
+    capsys.readouterr()
+    for i, (data, extra) in enumerate([(frame, []), (served, ["--score-column", "p"])]):
+        sub = tmp_path / f"s{i}"
+        sub.mkdir()
+        assert feed(sub, data, 0, *extra) == 0
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1]   # the served probabilities are the model's: the same statistics
+    shifted = served.copy()
+    shifted["p"] = expit(logit(served["p"]) - 2.0)   # served far too low
+    sub = tmp_path / "s2"
+    sub.mkdir()
+    assert feed(sub, shifted, 0, "--score-column", "p") == 0
+    out = capsys.readouterr().out
+    offset = float(out.split("offset ")[1].split(" ")[0])
+    assert 1.6 < offset < 2.4   # the monitor saw the served column, not the model's scores

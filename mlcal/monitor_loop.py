@@ -220,6 +220,10 @@ def run_batch(*, state_path: str, model_uri: str, frame, label_column: str,
                                "mlcal.monitor.model_version": version})
     result = LoopResult(name, version, step, EXIT_NO_ALARM, new, notes=notes,
                         alpha=state.monitor.alpha)
+    # the monitor's step is saved before acting: an error while building or gating a
+    # candidate (exit 2) must not make the next call count this batch again
+    state.extra = {"batch": step.batch, "exit_code": None, "candidate_version": None}
+    state.save(state_path)
     if step.alarm and build:
         _act_on_alarm(result, state, model, alias or "champion", label_column, max_ece,
                       gate_min_rows, gate_options or {}, promote)

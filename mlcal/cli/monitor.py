@@ -10,7 +10,8 @@ exit codes:
   3  alarm; the candidate passed the gate and now holds the alias
   4  alarm; the candidate was refused by the gate (the alias holder is unchanged)
   5  alarm; too few rows since the estimated change to fit and gate a candidate
-  2  usage or data error (named; the state file is left as it was)
+  2  usage or data error, named (the batch is not counted; an error while building or
+     gating a candidate comes after the batch was counted and logged)
 
 On an alarm the rows of the window since the estimated change are split in arrival order: the
 earlier half fits the candidate (maximum-likelihood offset for re-offset; the same calibration
@@ -41,6 +42,7 @@ def read_batch(path: str):
 
 
 def run(args) -> int:
+    import mlcal.mlflow  # noqa: F401  first: a missing extra is named, not a bare ImportError
     import mlflow
     from mlflow.exceptions import MlflowException
 

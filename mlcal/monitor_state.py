@@ -32,6 +32,8 @@ from mlcal.monitor import CalibrationMonitor
 STATE_FORMAT = "mlcal.monitor_loop"
 STATE_VERSION = 1
 WINDOW_ARRAYS = ("X", "columns", "p", "s", "y", "w", "batch")
+_FIELDS = {"format", "version", "model_name", "model_version", "run_id", "step",
+           "window_batches", "window_file", "window_sha256", "last", "monitor", "digest"}
 
 
 class StateError(ValueError):
@@ -164,6 +166,9 @@ class LoopState:
             raise StateError(f"state file {path}: its content does not match its digest (the "
                              "file was edited or damaged); refusing it. Start a new state file "
                              "or restore the previous one")
+        missing = sorted(_FIELDS - set(doc))
+        if missing:
+            raise StateError(f"state file {path}: missing field(s) {missing}")
         sidecar = os.path.join(os.path.dirname(path), str(doc["window_file"]))
         if os.path.basename(sidecar) != doc["window_file"]:
             raise StateError(f"state file {path}: window_file must be a plain file name")

@@ -194,6 +194,15 @@ def test_an_edited_state_is_refused_by_name_and_score_column_is_monitored_as_ser
     assert json.loads(state_path.read_text())["step"] == 2
 
 
+    # a URI the loop cannot register under, an alias that does not exist: named, exit 2
+    data = str(tmp_path / "batch1.parquet")   # written by feed(..., 1)
+    for uri, says in [("runs:/abc/model", "expected models:/NAME@ALIAS"),
+                      (f"models:/{NAME}@nosuch", "nosuch")]:
+        assert main(["monitor", "--model-uri", uri, "--data", data,
+                     "--state", str(tmp_path / "other.json")]) == 2
+        assert says in capsys.readouterr().err
+    assert not (tmp_path / "other.json").exists()
+
     # --score-column: the batch's served probabilities are monitored instead of the model's
     frame = batch(rng)
     served = frame.copy()

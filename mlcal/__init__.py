@@ -1,4 +1,4 @@
-"""mlcal: probability calibration for binary classifiers, from fitting to serving.
+"""mlcal: probability calibration for binary and multiclass classifiers, from fitting to serving.
 
 Every calibrator reduces to one canonical map (:class:`StepMap`, :class:`LinearMap`,
 :class:`SigmoidMap` or :class:`BetaMap`) stored as JSON, optionally followed by a logit offset

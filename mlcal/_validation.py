@@ -9,6 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 
+class NotBinaryError(ValueError):
+    """The base model is not a binary classifier."""
+
+
 def as_scores(scores, *, name: str = "scores") -> np.ndarray:
     """Return ``scores`` as a finite 1-D float64 array or raise ``ValueError``."""
     try:

@@ -25,6 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from mlcal._validation import NotBinaryError  # noqa: F401  (public here; shared with boosters)
+from mlcal.boosters import BoosterClassifier
+
 SCORE_SOURCES = ("auto", "predict_proba", "decision_function", "margin")
 # sources whose values are real-valued scores (not probabilities)
 RAW_SOURCES = ("decision_function", "margin")
@@ -32,10 +35,6 @@ RAW_SOURCES = ("decision_function", "margin")
 
 class HardLabelError(ValueError):
     """The base model outputs class labels (0/1 only), not scores that can be calibrated."""
-
-
-class NotBinaryError(ValueError):
-    """The base model is not a binary classifier."""
 
 
 def final_estimator(est: Any) -> Any:
@@ -109,8 +108,6 @@ def _raw_output(est: Any, X, source: str) -> np.ndarray:
 
 
 def _is_booster_classifier(est: Any) -> bool:
-    from mlcal.boosters import BoosterClassifier
-
     return isinstance(est, BoosterClassifier)
 
 

@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from mlcal._validation import NotBinaryError
+
 # objectives whose prediction is the probability of class 1
 _XGB_BINARY = ("binary:logistic",)
 _LGB_BINARY = ("binary", "cross_entropy", "xentropy")
@@ -65,8 +67,6 @@ class BoosterClassifier(BaseEstimator):
         objective = booster_objective(booster)
         allowed = _XGB_BINARY if self.library_ == "xgboost" else _LGB_BINARY
         if objective not in allowed:
-            from mlcal.base_scores import NotBinaryError
-
             raise NotBinaryError(f"the {self.library_} Booster was trained with objective "
                                  f"{objective!r}; mlcal calibrates binary classifiers "
                                  f"(objective {' or '.join(map(repr, allowed))})")

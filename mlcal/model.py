@@ -14,7 +14,8 @@ from mlcal.base_scores import (RAW_SOURCES, SCORE_SOURCES, check_not_labels,  # 
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.catalog import get_calibrator
 from mlcal.calibrators.multiclass import (MissingClassError, MulticlassCalibrator, OneVsRest,
-                                          TooFewClassesError, multiclass_calibrator)
+                                          TooFewClassesError)
+from mlcal.calibrators.multiclass_catalog import multiclass_calibrator
 from mlcal.labels import class_indices, positive_indicator
 
 

@@ -29,8 +29,7 @@ import numpy as np
 from numba import njit
 
 from mlcal._solvers.detmath import det_expit, det_log, det_log1p
-from mlcal.maps import (_BaseMap, MapFormatError, _float_scalar, _short, map_from_dict,
-                        shrink_map)
+from mlcal._map_core import _BaseMap, MapFormatError, _float_scalar, _short, map_from_dict
 
 #: the map kinds an offset may wrap (binary maps; never another offset)
 OFFSET_INNER_KINDS = ("beta", "linear", "sigmoid", "step")
@@ -127,11 +126,3 @@ class OffsetMap(_BaseMap):
                                  f"differ from the inner map's ({inner.input_transform!r}, "
                                  f"{inner.domain!r})")
         return cls(inner, _float_scalar(doc, "delta", where))
-
-
-@shrink_map.register
-def _(m: OffsetMap, max_size: int):
-    inner, err = shrink_map(m.inner, max_size)
-    # not measured but bounded: the offset multiplies a probability change by at most
-    # exp(|delta|) (its largest slope in p); reduce_map only meets offsets passed to it by hand
-    return OffsetMap(inner, m.delta), float(err) * float(np.exp(abs(m.delta)))

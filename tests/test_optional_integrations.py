@@ -111,8 +111,9 @@ def test_core_dependencies_leave_the_integrations_to_extras():
                                                          "onnxmltools"}
     assert extras["spark"] == ["pyspark>=3.5"]
     assert "mlcal[mlflow,onnx,spark]" in extras["dev"]
-    readme = (ROOT / "README.md").read_text().splitlines()
-    assert '-e ".[mlflow,onnx]"' in readme[3] and '-e ".[dev]"' in readme[4]
+    # the two command lines of README.md's first code block (.ci/run runs the second)
+    readme = (ROOT / "README.md").read_text().split("```")[1].splitlines()[1:]
+    assert '-e ".[mlflow,onnx]"' in readme[0] and '-e ".[dev]"' in readme[1]
 
 
 def test_the_decorator_has_a_name_of_its_own_and_the_old_one_warns():
@@ -205,15 +206,12 @@ def test_naive_probability_is_the_maps_own_sigmoid():
         naive_probability(np.array([-1e308, 1e308]), "margin")
 
 
-@pytest.mark.parametrize("old,new,names", [
-    ("mlcal.registry", "mlcal.mlflow.gate", ("promote", "gate_history", "GateDecision")),
-    ("mlcal.gate", "mlcal.mlflow.gate_policy", ("GatePolicy", "Criterion", "evaluate_on_data"))])
-def test_old_gate_modules_still_import_with_a_deprecation_warning(old, new, names):
-    code = (f"import warnings; warnings.simplefilter('error', DeprecationWarning)\n"
-            f"try:\n    import {old}\nexcept DeprecationWarning as w:\n    print(w)\n"
-            f"warnings.simplefilter('ignore')\nimport {old} as a, {new} as b\n"
-            f"print(all(getattr(a, n) is getattr(b, n) for n in {names!r}))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=300, cwd=ROOT)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split("\n")[:2] == [f"{old} moved to {new}", "True"]
+@pytest.mark.parametrize("old", ["mlcal.registry", "mlcal.gate"])
+def test_removed_gate_shims_do_not_import(old):
+    # the 0.x shims were removed (issue 27): the gate lives in mlcal.mlflow.gate and
+    # mlcal.mlflow.gate_policy, and the old names must not linger half-working
+    # (checked on the source tree: a developer venv's editable install of another checkout
+    # can still resolve the old names)
+    package = Path(mlcal.__file__).resolve().parent
+    assert not (package / (old.split(".")[1] + ".py")).exists()
+    assert not [p for p in package.rglob("*.py") if f"import {old}" in p.read_text("utf-8")]

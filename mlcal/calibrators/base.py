@@ -346,7 +346,8 @@ def calibrator_document(method: str, params: dict, fitted_map: CalibrationMap) -
 
 def calibrator_from_document(doc: Any) -> Any:
     """A binary or multiclass calibrator from a parsed document (dispatch on ``method``)."""
-    from mlcal.calibrators.multiclass import MulticlassCalibrator, multiclass_document_class
+    from mlcal.calibrators.multiclass import MulticlassCalibrator
+    from mlcal.calibrators.multiclass_catalog import multiclass_document_class
 
     method, _ = read_document_header(doc)
     if multiclass_document_class(method) is not None:

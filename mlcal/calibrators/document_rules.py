@@ -109,7 +109,8 @@ def method_table() -> dict[str, dict[str, Any]]:
     """The rules of every registered method and multiclass document method (JSON-ready)."""
     from mlcal.calibrators.base import BaseCalibrator, INPUT_TRANSFORM_CHOICES
     from mlcal.calibrators.catalog import _CATALOG
-    from mlcal.calibrators.multiclass import _DOCUMENT_CLASSES, INPUT_KINDS
+    from mlcal.calibrators.multiclass import INPUT_KINDS
+    from mlcal.calibrators.multiclass_catalog import _DOCUMENT_CLASSES
     from mlcal.calibrators._params import Options
 
     table: dict[str, dict[str, Any]] = {}

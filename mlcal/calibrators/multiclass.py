@@ -197,6 +197,8 @@ class MulticlassCalibrator(BaseEstimator):
     def from_dict(cls, doc: Any) -> "MulticlassCalibrator":
         """Rebuild a fitted multiclass calibrator from :meth:`to_dict` output. The fitted map
         is restored; diagnostics of the fit (``objective_``, ``n_iter_``) are not stored."""
+        from mlcal.calibrators.multiclass_catalog import _DOCUMENT_CLASSES, multiclass_document_class
+
         method, params = read_document_header(doc)
         target = multiclass_document_class(method)
         if target is None:
@@ -609,46 +611,16 @@ class MatrixScaling(_SoftmaxScaling):
         return float(K * K + K - 1)
 
 
-# the regularised structured scalings build on the classes above
-from mlcal.calibrators.structured_scaling import (  # noqa: E402
-    StructuredMatrixScaling, StructuredVectorScaling, TemperatureMixScaling)
-
-#: multiclass method names accepted by :func:`multiclass_calibrator` (besides binary names);
-#: ``"auto"`` (:class:`~mlcal.calibrators.multiclass_auto.MulticlassAuto`) adds itself
-MULTICLASS_METHODS = {"temperature": TemperatureScaling, "vector": VectorScaling,
-                      "matrix": MatrixScaling, "ts-mix": TemperatureMixScaling,
-                      "svs": StructuredVectorScaling, "sms": StructuredMatrixScaling}
+_CATALOG_NAMES = ("MULTICLASS_METHODS", "multiclass_calibrator", "multiclass_document_class",
+                  "register_multiclass_method", "_DOCUMENT_CLASSES", "TemperatureMixScaling",
+                  "StructuredVectorScaling", "StructuredMatrixScaling")
 
 
-def multiclass_calibrator(name: str) -> MulticlassCalibrator:
-    """A new multiclass calibrator: ``"auto"`` (chosen among the multiclass methods by
-    cross-validated log loss), ``"temperature"``, ``"vector"``, ``"matrix"``, ``"ts-mix"``,
-    ``"svs"`` or ``"sms"`` (:data:`MULTICLASS_METHODS`), or any other binary method name
-    (:func:`mlcal.available_calibrators`) applied one-vs-rest."""
-    key = str(name).lower()
-    if key in MULTICLASS_METHODS:
-        return MULTICLASS_METHODS[key]()
-    try:
-        get_calibrator(key)
-    except ValueError as exc:
-        raise ValueError(f"{exc}; multiclass methods: {', '.join(MULTICLASS_METHODS)}") from None
-    return OneVsRest(key)
-
-
-_DOCUMENT_CLASSES = {c.document_method: c for c in (OneVsRest, *MULTICLASS_METHODS.values())}
-
-
-def multiclass_document_class(method: str) -> type[MulticlassCalibrator] | None:
-    """The multiclass calibrator class whose documents carry ``method``, or None."""
-    return _DOCUMENT_CLASSES.get(method)
-
-
-def register_multiclass_method(name: str, cls: type[MulticlassCalibrator]) -> None:
-    """Make ``cls`` a multiclass method: :func:`multiclass_calibrator` builds it from ``name``
-    and its documents (``cls.document_method``) load."""
-    MULTICLASS_METHODS[name] = cls
-    _DOCUMENT_CLASSES[cls.document_method] = cls
-
-
-# registers "auto" (it builds on the classes above, so it is imported last)
-from mlcal.calibrators import multiclass_auto as _multiclass_auto  # noqa: E402,F401
+def __getattr__(name: str) -> Any:
+    # the method table lives in mlcal.calibrators.multiclass_catalog, which imports this module
+    # and the scalings built on it (importing it here at module level would be a cycle); its
+    # names stay importable from here, where they were first published
+    if name in _CATALOG_NAMES:
+        from mlcal.calibrators import multiclass_catalog
+        return getattr(multiclass_catalog, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,8 +29,8 @@ from mlcal.calibrators.auto import (EPS, _check_fields, assign_folds, check_dist
                                    select_one_se)
 from mlcal.calibrators.base import CalibratorFormatError
 from mlcal.calibrators.catalog import available_calibrators
-from mlcal.calibrators.multiclass import (MULTICLASS_METHODS, MulticlassCalibrator,
-                                          OneVsRest, register_multiclass_method)
+from mlcal.calibrators.multiclass import MulticlassCalibrator, OneVsRest
+from mlcal.calibrators.multiclass_catalog import MULTICLASS_METHODS, register_multiclass_method
 from mlcal.multiclass_maps import MulticlassMap, SoftmaxAffineMap
 
 #: The default candidates, simplest first (ties in complexity go to the earlier one). One-vs-rest

@@ -26,7 +26,8 @@ def _parse_params(items: list[str]) -> dict:
 def run_multiclass(args) -> int:
     """Fit a multiclass calibrator on --score-columns."""
     from mlcal._atomic import check_new_path
-    from mlcal.calibrators.multiclass import MULTICLASS_METHODS, OneVsRest
+    from mlcal.calibrators.multiclass import OneVsRest
+    from mlcal.calibrators.multiclass_catalog import MULTICLASS_METHODS
 
     check_new_path(args.out, overwrite=args.force)   # fail before doing any work
     reject_pos_label(args)
@@ -76,7 +77,7 @@ def _fit_and_save(cal, scores, y, data, args, what: str, show_transform: bool = 
 
 
 def register(sub) -> None:
-    from mlcal.calibrators.multiclass import MULTICLASS_METHODS
+    from mlcal.calibrators.multiclass_catalog import MULTICLASS_METHODS
 
     p = sub.add_parser("fit", help="fit a calibrator on scores and labels from a CSV file",
                        description="Fit a calibrator and write it as JSON. Multiclass: give "

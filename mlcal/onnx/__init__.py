@@ -1,7 +1,9 @@
 """ONNX export of mlcal calibrators and calibrated models, with standard operators only.
 
-Every calibrator ends in one of three maps, so one exporter covers every method:
+Every calibrator ends in one canonical map, so one exporter covers every method.
 
+Examples
+--------
 >>> import numpy as np, mlcal
 >>> from mlcal.onnx import to_onnx
 >>> cal = mlcal.Isotonic().fit(np.linspace(0, 1, 50), np.arange(50) % 3 == 0)

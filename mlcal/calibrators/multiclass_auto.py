@@ -8,9 +8,17 @@ the result is that method's own map; ``fit_info`` in the JSON records what was c
 the winner won.
 
 Candidates are names: a key of :data:`~mlcal.calibrators.multiclass.MULTICLASS_METHODS`
-(``"temperature"``, ``"vector"``, ``"matrix"``, and any method registered there later), or
-``"one-vs-rest:<binary method>"``. Simplicity is the number of free parameters of the fitted
-map (:meth:`~mlcal.calibrators.multiclass.MulticlassCalibrator.complexity`).
+(``"temperature"``, ``"ts-mix"``, ``"svs"``, ``"sms"``, ``"vector"``, ``"matrix"``, and any
+method registered there later), or ``"one-vs-rest:<binary method>"``. Simplicity is the number
+of free parameters of the fitted map
+(:meth:`~mlcal.calibrators.multiclass.MulticlassCalibrator.complexity`): 1 for temperature and
+ts-mix, 2K + 1 for SVS, K^2 + K + 1 for SMS.
+
+The defaults are the regularised family (:data:`DEFAULT_CANDIDATES`): unregularised vector and
+matrix scaling overfit small calibration sets (on separable rows their likelihood has no finite
+optimum) and stay available by name. Structured matrix scaling is left out of the defaults above
+:data:`MAX_SMS_CLASSES` classes, where its K^2 parameters make each of the ``n_folds + 1`` fits
+slow (docs/multiclass-scaling.md, "Multiclass auto").
 """
 
 from __future__ import annotations
@@ -32,11 +40,21 @@ from mlcal.calibrators.multiclass import (MULTICLASS_METHODS, MulticlassCalibrat
                                           OneVsRest, register_multiclass_method)
 from mlcal.multiclass_maps import MulticlassMap, SoftmaxAffineMap
 
-#: The default candidates, simplest first (ties in complexity go to the earlier one). One-vs-rest
-#: ``auto`` is the per-class flexible option (each class chooses its own binary map).
-DEFAULT_CANDIDATES = ("temperature", "vector", "matrix", "one-vs-rest:auto")
+#: The default candidates, in preference order (ties in complexity go to the earlier one, so
+#: ts-mix, which has temperature's one free parameter and is never certain, comes first and is the
+#: fallback when no cross-validation is possible). One-vs-rest ``auto`` is the per-class flexible
+#: option (each class chooses its own binary map).
+DEFAULT_CANDIDATES = ("ts-mix", "temperature", "svs", "sms", "one-vs-rest:auto")
+#: above this many classes the defaults leave out ``"sms"`` (measured: docs/multiclass-scaling.md)
+MAX_SMS_CLASSES = 20
 OVR_PREFIX = "one-vs-rest:"
 DEFAULT_FOLDS = 5
+
+
+def default_candidates(n_classes: int) -> tuple[str, ...]:
+    """:data:`DEFAULT_CANDIDATES` for ``n_classes`` classes: without ``"sms"`` above
+    :data:`MAX_SMS_CLASSES`."""
+    return tuple(c for c in DEFAULT_CANDIDATES if c != "sms" or n_classes <= MAX_SMS_CLASSES)
 FIT_INFO_VERSION = 1
 
 
@@ -84,16 +102,18 @@ class MulticlassAuto(MulticlassCalibrator):
        parameters whose CV log loss is within ``se_rule`` paired standard errors of the best.
     4. The chosen candidate is refitted on all rows; its map is this calibrator's map.
 
-    When no cross-validation is possible (a training part without every class, or a fold
-    without rows: fewer than about ``2 * n_folds`` rows per class), the first candidate is
-    used, with a ``UserWarning`` saying why (also recorded as the reason).
+    With ``n_folds=None`` the folds are 5, or fewer on tiny sets: as many as the rarest class
+    has rows (at least 2), so that every fold holds every class. When no cross-validation is
+    possible (a class with fewer than 2 rows, or an explicit ``n_folds`` that leaves a training
+    part without a class), the first candidate (by default ts-mix) is used, with a
+    ``UserWarning`` saying why (also recorded as the reason).
 
     Parameters
     ----------
     candidates : list of str or None, default=None
-        Candidate names (see the module notes); ``None``: :data:`DEFAULT_CANDIDATES`.
+        Candidate names (see the module notes); ``None``: :func:`default_candidates`.
     n_folds : int or None, default=None
-        Folds (>= 2); ``None``: 5.
+        Folds (>= 2); ``None``: 5, fewer when the rarest class has fewer than 5 rows.
     se_rule : float, default=1.0
         Standard errors that count as noise; 0 picks the lowest CV log loss.
     seed : int, default=0
@@ -133,15 +153,18 @@ class MulticlassAuto(MulticlassCalibrator):
             raise InvalidParameterError(f"MulticlassAuto: parameter 'candidates' lists a "
                                         f"method twice: {short_repr(list(self.candidates))}")
 
-    def candidate_names(self) -> list[str]:
-        """The candidates compared, in preference order."""
-        return [str(c) for c in (self.candidates if self.candidates is not None
-                                 else DEFAULT_CANDIDATES)]
+    def candidate_names(self, n_classes: int | None = None) -> list[str]:
+        """The candidates compared on ``n_classes`` classes, in preference order (``None``:
+        all of :data:`DEFAULT_CANDIDATES` when ``candidates`` is None)."""
+        if self.candidates is not None:
+            return [str(c) for c in self.candidates]
+        return list(DEFAULT_CANDIDATES if n_classes is None else default_candidates(n_classes))
 
     def _fit(self, s, y, w, probabilities):
         kind = "probabilities" if probabilities else "logits"
-        names = self.candidate_names()
-        k = int(self.n_folds if self.n_folds is not None else DEFAULT_FOLDS)
+        names = self.candidate_names(s.shape[1])
+        k = int(self.n_folds if self.n_folds is not None else
+                default_folds(y, w, s.shape[1]))
         # everything below runs on the rows in canonical order, so that sums (the CV log
         # losses in fit_info) cannot depend on the order the rows came in
         order = class_major_order(s, y, w)
@@ -162,10 +185,34 @@ class MulticlassAuto(MulticlassCalibrator):
         else:
             results = {n: self._out_of_fold(n, kind, s, y, w, folds, k) for n in names}
             record.update(select_one_se(names, results, (w,), float(self.se_rule)))
+        self.calibrator_ = self._refit(record, names, kind, s, y, w)
         self.chosen_ = record["chosen"]
         self.selection_ = record
-        self.calibrator_ = candidate_calibrator(self.chosen_, kind).fit(s, y, sample_weight=w)
         return self.calibrator_.map_
+
+    @staticmethod
+    def _refit(record, names, kind, s, y, w):
+        """The chosen candidate fitted on all rows. Should that fit fail (temperature on scores
+        anti-correlated with the labels, say), the next candidates are tried, by CV log loss
+        where there is one, else in listed order; ``record`` then says so. If every candidate
+        fails, the ValueError names each one's error."""
+        cv = {r["method"]: r.get("cv_log_loss", np.inf) for r in record["candidates"]}
+        rest = sorted((n for n in names if n != record["chosen"]),
+                      key=lambda n: (cv[n], names.index(n)))
+        errors = []
+        for name in [record["chosen"], *rest]:
+            try:
+                calibrator = candidate_calibrator(name, kind).fit(s, y, sample_weight=w)
+            except (ValueError, ArithmeticError, RuntimeError, np.linalg.LinAlgError) as exc:
+                errors.append(f"{name}: {type(exc).__name__}: {short_repr(str(exc))}")
+                continue
+            if errors:
+                record["reason"] += ("; refitted on all rows, " + "; ".join(errors) +
+                                     f", so {name} is used")
+                record["chosen"] = name
+            return calibrator
+        raise ValueError("multiclass auto: no candidate could be fitted on all rows: " +
+                         "; ".join(errors))
 
     @staticmethod
     def _out_of_fold(name, kind, s, y, w, folds, k):
@@ -238,6 +285,13 @@ def stratified_folds(s: np.ndarray, y: np.ndarray, w: np.ndarray, n_folds: int,
         folds[rows] = assign_folds(int(count), n_folds, seed)
         start += count
     return folds
+
+
+def default_folds(y: np.ndarray, w: np.ndarray, n_classes: int) -> int:
+    """Folds of ``n_folds=None``: :data:`DEFAULT_FOLDS`, or as many as the rarest class has rows
+    of positive weight when that is fewer (at least 2; below that no CV is possible)."""
+    rarest = int(np.bincount(y[w > 0], minlength=n_classes).min())
+    return max(2, min(DEFAULT_FOLDS, rarest))
 
 
 def _no_cv_reason(y, w, folds, k, n_classes) -> str | None:

@@ -77,7 +77,7 @@ def test_where_vector_and_matrix_scaling_overfit_auto_is_no_worse_than_temperatu
 
 def test_cv_log_losses_match_an_independent_recomputation_and_the_one_se_rule():
     s, y = _distorted(600, seed=2)
-    auto = MulticlassAuto(candidates=["temperature", "vector", "matrix"]).fit(s, y)
+    auto = MulticlassAuto(candidates=["temperature", "vector", "matrix"], se_rule=1.0).fit(s, y)
     folds = stratified_folds(s, y, np.ones(len(y)), 5, 0)
     # stratified: each class's rows are spread evenly over the folds
     for k in range(4):
@@ -207,13 +207,15 @@ def test_bad_candidates_are_named_errors(candidates, match):
 
 
 def test_the_defaults_are_the_regularised_family_without_sms_at_many_classes():
-    from mlcal.calibrators.multiclass_auto import MAX_SMS_CLASSES, default_candidates
+    from mlcal.calibrators.multiclass_auto import (MAX_OVR_CLASSES, MAX_SMS_CLASSES,
+                                                   default_candidates)
 
-    assert MulticlassAuto().candidate_names(3) == ["ts-mix", "temperature", "svs", "sms",
+    assert MAX_OVR_CLASSES < MAX_SMS_CLASSES
+
+    assert MulticlassAuto().candidate_names(3) == ["temperature", "ts-mix", "svs", "sms",
                                                    "one-vs-rest:auto"]
-    assert "sms" in default_candidates(MAX_SMS_CLASSES)
-    assert default_candidates(MAX_SMS_CLASSES + 1) == ("ts-mix", "temperature", "svs",
-                                                       "one-vs-rest:auto")
+    assert default_candidates(MAX_OVR_CLASSES + 1) == ("temperature", "ts-mix", "svs", "sms")
+    assert default_candidates(MAX_SMS_CLASSES + 1) == ("temperature", "ts-mix", "svs")
     s, y = _distorted(400, seed=10)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -227,15 +229,16 @@ def test_the_defaults_are_the_regularised_family_without_sms_at_many_classes():
 
 def test_on_an_overfitting_case_auto_beats_uncalibrated_and_is_no_worse_than_temperature():
     # Gaussian naive Bayes on digits (far too confident), 300 calibration rows
+    # given as predict_proba's rows (its log-probabilities reach -1e10)
     s, y, s_te, y_te = _digits_naive_bayes(n_cal=300)
+    p, p_te = softmax(s, axis=1), softmax(s_te, axis=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        auto = MulticlassAuto(input_kind="logits").fit(s, y)
-    temperature = TemperatureScaling(input_kind="logits").fit(s, y)
-    uncalibrated = softmax(s, axis=1)
-    auto_nll = _held_out_nll(auto.predict_proba(s_te), y_te)
-    assert auto_nll <= _held_out_nll(temperature.predict_proba(s_te), y_te)
-    assert auto_nll < 0.5 * _held_out_nll(uncalibrated, y_te)
+        auto = MulticlassAuto(input_kind="probabilities").fit(p, y)
+    temperature = TemperatureScaling(input_kind="probabilities").fit(p, y)
+    auto_nll = _held_out_nll(auto.predict_proba(p_te), y_te)
+    assert auto_nll <= _held_out_nll(temperature.predict_proba(p_te), y_te)
+    assert auto_nll < 0.5 * _held_out_nll(p_te, y_te)
 
 
 @pytest.mark.parametrize("n,K", [(30, 3), (12, 3), (7, 3), (40, 10)])
@@ -254,15 +257,17 @@ def test_tiny_calibration_sets_fit_with_fewer_folds_and_no_error(n, K):
 
 
 def test_one_row_per_class_falls_back_and_a_failing_refit_moves_to_the_next_candidate():
-    # labels against the scores: the fallback ts-mix cannot fit (inverse temperature <= 0)
+    # labels against the scores: the fallback, temperature, cannot fit (inverse temperature
+    # <= 0), nor can ts-mix
     s = np.eye(3)[[1, 2, 0]] * 3.0
     y = np.arange(3)
     with pytest.raises(ValueError, match="not positive"):
         TemperatureScaling(input_kind="logits").fit(s, y)
     with pytest.warns(UserWarning, match="no 2-fold cross-validation possible"):
         auto = MulticlassAuto(input_kind="logits").fit(s, y)
-    assert auto.selection_["best"] is None and auto.chosen_ != "ts-mix"
-    assert "ts-mix: ValueError" in auto.selection_["reason"]
+    assert auto.selection_["best"] is None
+    assert auto.chosen_ not in ("temperature", "ts-mix")
+    assert "temperature: ValueError" in auto.selection_["reason"]
     assert auto.selection_["chosen"] == auto.chosen_
     back = mlcal.load_calibrator(auto.to_json())
     np.testing.assert_array_equal(back.predict_proba(s), auto.predict_proba(s))

@@ -16,9 +16,14 @@ ts-mix, 2K + 1 for SVS, K^2 + K + 1 for SMS.
 
 The defaults are the regularised family (:data:`DEFAULT_CANDIDATES`): unregularised vector and
 matrix scaling overfit small calibration sets (on separable rows their likelihood has no finite
-optimum) and stay available by name. Structured matrix scaling is left out of the defaults above
-:data:`MAX_SMS_CLASSES` classes, where its K^2 parameters make each of the ``n_folds + 1`` fits
-slow (docs/multiclass-scaling.md, "Multiclass auto").
+optimum) and stay available by name. Above :data:`MAX_OVR_CLASSES` classes one-vs-rest ``auto``
+(a binary ``auto`` per class, each ``n_folds + 1`` times) and above :data:`MAX_SMS_CLASSES`
+structured matrix scaling are left out of the defaults for their fit time
+(docs/multiclass-scaling.md, "Multiclass auto").
+
+The default ``se_rule`` is 0 (the lowest CV log loss wins), unlike the binary ``auto``'s 1: the
+candidates are regularised towards temperature scaling already, and on the multiclass quality
+benchmark the extra conservatism of the one-SE rule cost held-out log loss.
 """
 
 from __future__ import annotations
@@ -41,20 +46,24 @@ from mlcal.calibrators.multiclass import (MULTICLASS_METHODS, MulticlassCalibrat
 from mlcal.multiclass_maps import MulticlassMap, SoftmaxAffineMap
 
 #: The default candidates, in preference order (ties in complexity go to the earlier one, so
-#: ts-mix, which has temperature's one free parameter and is never certain, comes first and is the
-#: fallback when no cross-validation is possible). One-vs-rest ``auto`` is the per-class flexible
-#: option (each class chooses its own binary map).
-DEFAULT_CANDIDATES = ("ts-mix", "temperature", "svs", "sms", "one-vs-rest:auto")
-#: above this many classes the defaults leave out ``"sms"`` (measured: docs/multiclass-scaling.md)
-MAX_SMS_CLASSES = 20
+#: temperature, the first, is also the fallback when no cross-validation is possible; ts-mix has
+#: its one free parameter). One-vs-rest ``auto`` is the per-class flexible option (each class
+#: chooses its own binary map).
+DEFAULT_CANDIDATES = ("temperature", "ts-mix", "svs", "sms", "one-vs-rest:auto")
+#: the defaults leave out ``"sms"`` above this many classes (K^2 + K + 1 parameters)
+MAX_SMS_CLASSES = 100
+#: the defaults leave out ``"one-vs-rest:auto"`` above this many classes: a binary auto per
+#: class, by far the slowest candidate (measured: docs/multiclass-scaling.md)
+MAX_OVR_CLASSES = 20
 OVR_PREFIX = "one-vs-rest:"
 DEFAULT_FOLDS = 5
 
 
 def default_candidates(n_classes: int) -> tuple[str, ...]:
     """:data:`DEFAULT_CANDIDATES` for ``n_classes`` classes: without ``"sms"`` above
-    :data:`MAX_SMS_CLASSES`."""
-    return tuple(c for c in DEFAULT_CANDIDATES if c != "sms" or n_classes <= MAX_SMS_CLASSES)
+    :data:`MAX_SMS_CLASSES` and without ``"one-vs-rest:auto"`` above :data:`MAX_OVR_CLASSES`."""
+    limits = {"sms": MAX_SMS_CLASSES, OVR_PREFIX + "auto": MAX_OVR_CLASSES}
+    return tuple(c for c in DEFAULT_CANDIDATES if n_classes <= limits.get(c, n_classes))
 FIT_INFO_VERSION = 1
 
 
@@ -99,13 +108,14 @@ class MulticlassAuto(MulticlassCalibrator):
        ``-log p[y]`` with ``p`` clipped at 1e-15 (for scoring only). A candidate that raises
        on a fold is recorded as failed.
     3. :func:`~mlcal.calibrators.auto.select_one_se` picks the candidate of fewest free
-       parameters whose CV log loss is within ``se_rule`` paired standard errors of the best.
+       parameters whose CV log loss is within ``se_rule`` paired standard errors of the best
+       (by default, ``se_rule=0``: the lowest CV log loss).
     4. The chosen candidate is refitted on all rows; its map is this calibrator's map.
 
     With ``n_folds=None`` the folds are 5, or fewer on tiny sets: as many as the rarest class
     has rows (at least 2), so that every fold holds every class. When no cross-validation is
     possible (a class with fewer than 2 rows, or an explicit ``n_folds`` that leaves a training
-    part without a class), the first candidate (by default ts-mix) is used, with a
+    part without a class), the first candidate (by default temperature) is used, with a
     ``UserWarning`` saying why (also recorded as the reason).
 
     Parameters
@@ -114,8 +124,9 @@ class MulticlassAuto(MulticlassCalibrator):
         Candidate names (see the module notes); ``None``: :func:`default_candidates`.
     n_folds : int or None, default=None
         Folds (>= 2); ``None``: 5, fewer when the rarest class has fewer than 5 rows.
-    se_rule : float, default=1.0
-        Standard errors that count as noise; 0 picks the lowest CV log loss.
+    se_rule : float, default=0.0
+        Standard errors that count as noise; 0 (the default) picks the lowest CV log loss,
+        1 the one-SE rule of the binary ``auto``.
     seed : int, default=0
         Seed of the fold dealing.
     input_kind : {"auto", "probabilities", "logits"}, default="auto"
@@ -140,7 +151,7 @@ class MulticlassAuto(MulticlassCalibrator):
                               "seed": [Integer(0)]}
 
     def __init__(self, candidates: list[str] | None = None, n_folds: int | None = None,
-                 se_rule: float = 1.0, seed: int = 0, input_kind: str = "auto"):
+                 se_rule: float = 0.0, seed: int = 0, input_kind: str = "auto"):
         self.candidates = candidates
         self.n_folds = n_folds
         self.se_rule = se_rule

@@ -98,7 +98,8 @@ class MulticlassCandidate(Constraint):
 
 
 class MulticlassAuto(MulticlassCalibrator):
-    """Choose among multiclass calibrators by K-fold cross-validated log loss (one-SE rule).
+    """Choose among multiclass calibrators by K-fold cross-validated log loss (the lowest by
+    default, or the one-SE rule).
 
     1. Rows are put in a canonical order (by class, then by score row and weight, so the
        input's row order cannot matter) and dealt to folds by
@@ -110,7 +111,8 @@ class MulticlassAuto(MulticlassCalibrator):
     3. :func:`~mlcal.calibrators.auto.select_one_se` picks the candidate of fewest free
        parameters whose CV log loss is within ``se_rule`` paired standard errors of the best
        (by default, ``se_rule=0``: the lowest CV log loss).
-    4. The chosen candidate is refitted on all rows; its map is this calibrator's map.
+    4. The chosen candidate is refitted on all rows; its map is this calibrator's map. If that
+       refit fails, the next candidate by CV log loss is refitted instead (the reason says so).
 
     With ``n_folds=None`` the folds are 5, or fewer on tiny sets: as many as the rarest class
     has rows (at least 2), so that every fold holds every class. When no cross-validation is

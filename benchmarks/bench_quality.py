@@ -5,6 +5,7 @@ simulated scores with known true probabilities. Runs offline.
     python benchmarks/bench_quality.py --quick          # under a minute
     python benchmarks/bench_quality.py                  # full: N_cal up to 1e6, 3 seeds (~3 min)
     python benchmarks/bench_quality.py --ece-check      # how binned ECE ranks the true probabilities
+    python benchmarks/bench_quality.py --multiclass [--quick]   # the multiclass suite
     python benchmarks/bench_quality.py --methods auto isotonic platt --sizes 200 1000 1e5
 
 Tasks (one task = one calibration set and its held-out test set):
@@ -38,7 +39,9 @@ in the same run (geometric mean over tasks). Ranks are per task (1 = best, ties 
 averaged over tasks. Further tables: mean log-loss rank by calibration-set size, the ranks the
 true probabilities themselves would take on the simulated tasks, and ``auto``'s fit time against
 isotonic regression at 1e4 and 1e5 rows (best of 3 after a warm-up). ``--ece-check`` instead
-runs :func:`ece_bias_table`.
+runs :func:`ece_bias_table`; ``--multiclass`` the multiclass suite
+(``bench_quality_multiclass.py``: digits and simulated K = 5..100 with known truth, multiclass
+``auto`` and the other multiclass methods against scikit-learn's).
 """
 
 from __future__ import annotations
@@ -420,7 +423,17 @@ def main(argv=None) -> None:
                     help="only the binned-ECE check: how it ranks the true probabilities")
     ap.add_argument("--json", metavar="PATH",
                     help="also write every task's metrics per method to PATH (JSON)")
+    ap.add_argument("--multiclass", action="store_true",
+                    help="only the multiclass suite (bench_quality_multiclass.py; takes "
+                         "--quick, --seeds and --sizes)")
     args = ap.parse_args(argv)
+    if args.multiclass:
+        import bench_quality_multiclass
+        bench_quality_multiclass.main(
+            (["--quick"] if args.quick else []) +
+            (["--seeds", str(args.seeds)] if args.seeds else []) +
+            (["--sizes", *(str(int(n)) for n in args.sizes)] if args.sizes else []))
+        return
     if args.ece_check:
         print(ece_bias_table())
         return

@@ -1,5 +1,5 @@
-"""Multiclass ``auto``: cross-validated choice among temperature, vector, matrix scaling and
-one-vs-rest auto; reachable as "auto" wherever the binary one is; fit_info in the JSON."""
+"""Multiclass ``auto``: cross-validated choice among temperature, ts-mix, SVS, SMS (vector,
+matrix scaling by name) and one-vs-rest auto; reachable as "auto" wherever the binary one is; fit_info in the JSON."""
 
 import json
 import warnings
@@ -63,7 +63,8 @@ def test_where_vector_and_matrix_scaling_overfit_auto_is_no_worse_than_temperatu
     s, y, s_te, y_te = _digits_naive_bayes()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # one-vs-rest auto's classes with too few rows
-        auto = MulticlassAuto(input_kind="logits").fit(s, y)
+        auto = MulticlassAuto(candidates=["temperature", "vector", "matrix",
+                                          "one-vs-rest:auto"], input_kind="logits").fit(s, y)
     for cls in (VectorScaling, MatrixScaling):
         with pytest.raises(ValueError, match="did not converge"):
             cls(input_kind="logits").fit(s, y)
@@ -76,7 +77,7 @@ def test_where_vector_and_matrix_scaling_overfit_auto_is_no_worse_than_temperatu
 
 def test_cv_log_losses_match_an_independent_recomputation_and_the_one_se_rule():
     s, y = _distorted(600, seed=2)
-    auto = MulticlassAuto(candidates=["temperature", "vector", "matrix"]).fit(s, y)
+    auto = MulticlassAuto(candidates=["temperature", "vector", "matrix"], se_rule=1.0).fit(s, y)
     folds = stratified_folds(s, y, np.ones(len(y)), 5, 0)
     # stratified: each class's rows are spread evenly over the folds
     for k in range(4):
@@ -184,9 +185,10 @@ def test_auto_is_the_multiclass_default_everywhere(tmp_path, capsys):
 def test_too_few_rows_per_class_fall_back_to_the_first_candidate_with_a_warning():
     s, y = _distorted(200, seed=8)
     keep = (y != 2) | (np.cumsum(y == 2) <= 1)   # class 2 on a single row
-    with pytest.warns(UserWarning, match="no 5-fold cross-validation possible"):
+    with pytest.warns(UserWarning, match="no 2-fold cross-validation possible"):
         auto = MulticlassAuto().fit(s[keep], y[keep])
-    assert auto.chosen_ == "temperature" and auto.selection_["best"] is None
+    assert auto.chosen_ == MulticlassAuto().candidate_names(4)[0] == "temperature"
+    assert auto.selection_["best"] is None
     assert "rows per class" in auto.selection_["reason"]
 
 
@@ -202,3 +204,70 @@ def test_bad_candidates_are_named_errors(candidates, match):
     s, y = _distorted(100, seed=9)
     with pytest.raises(InvalidParameterError, match=match):
         MulticlassAuto(candidates=candidates).fit(s, y)
+
+
+def test_the_defaults_are_the_regularised_family_without_sms_at_many_classes():
+    from mlcal.calibrators.multiclass_auto import (MAX_OVR_CLASSES, MAX_SMS_CLASSES,
+                                                   default_candidates)
+
+    assert MAX_OVR_CLASSES < MAX_SMS_CLASSES
+
+    assert MulticlassAuto().candidate_names(3) == ["temperature", "ts-mix", "svs", "sms",
+                                                   "one-vs-rest:auto"]
+    assert default_candidates(MAX_OVR_CLASSES + 1) == ("temperature", "ts-mix", "svs", "sms")
+    assert default_candidates(MAX_SMS_CLASSES + 1) == ("temperature", "ts-mix", "svs")
+    s, y = _distorted(400, seed=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        auto = MulticlassAuto().fit(s, y)
+    rows = {r["method"]: r for r in auto.selection_["candidates"]}
+    assert list(rows) == MulticlassAuto().candidate_names(4)
+    # simplicity: temperature's one parameter < SVS's 2K + 1 < SMS's K^2 + K + 1
+    assert rows["ts-mix"]["complexity"] == rows["temperature"]["complexity"] == 1
+    assert rows["svs"]["complexity"] == 2 * 4 + 1 and rows["sms"]["complexity"] == 16 + 4 + 1
+
+
+def test_on_an_overfitting_case_auto_beats_uncalibrated_and_is_no_worse_than_temperature():
+    # Gaussian naive Bayes on digits (far too confident), 300 calibration rows
+    # given as predict_proba's rows (its log-probabilities reach -1e10)
+    s, y, s_te, y_te = _digits_naive_bayes(n_cal=300)
+    p, p_te = softmax(s, axis=1), softmax(s_te, axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        auto = MulticlassAuto(input_kind="probabilities").fit(p, y)
+    temperature = TemperatureScaling(input_kind="probabilities").fit(p, y)
+    auto_nll = _held_out_nll(auto.predict_proba(p_te), y_te)
+    assert auto_nll <= _held_out_nll(temperature.predict_proba(p_te), y_te)
+    assert auto_nll < 0.5 * _held_out_nll(p_te, y_te)
+
+
+@pytest.mark.parametrize("n,K", [(30, 3), (12, 3), (7, 3), (40, 10)])
+def test_tiny_calibration_sets_fit_with_fewer_folds_and_no_error(n, K):
+    rng = np.random.default_rng(n)
+    y = np.arange(n) % K
+    s = rng.normal(size=(n, K)) + 1.5 * np.eye(K)[y]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # one-vs-rest auto's classes with few rows
+        auto = MulticlassAuto().fit(s, y)
+    rarest = np.bincount(y).min()
+    assert auto.selection_["n_folds"] == min(5, rarest)
+    assert auto.selection_["best"] is not None   # cross-validated, not the fallback
+    p = auto.predict_proba(s)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=1e-12)
+
+
+def test_one_row_per_class_falls_back_and_a_failing_refit_moves_to_the_next_candidate():
+    # labels against the scores: the fallback, temperature, cannot fit (inverse temperature
+    # <= 0), nor can ts-mix
+    s = np.eye(3)[[1, 2, 0]] * 3.0
+    y = np.arange(3)
+    with pytest.raises(ValueError, match="not positive"):
+        TemperatureScaling(input_kind="logits").fit(s, y)
+    with pytest.warns(UserWarning, match="no 2-fold cross-validation possible"):
+        auto = MulticlassAuto(input_kind="logits").fit(s, y)
+    assert auto.selection_["best"] is None
+    assert auto.chosen_ not in ("temperature", "ts-mix")
+    assert "temperature: ValueError" in auto.selection_["reason"]
+    assert auto.selection_["chosen"] == auto.chosen_
+    back = mlcal.load_calibrator(auto.to_json())
+    np.testing.assert_array_equal(back.predict_proba(s), auto.predict_proba(s))

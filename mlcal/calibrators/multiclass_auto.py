@@ -8,9 +8,22 @@ the result is that method's own map; ``fit_info`` in the JSON records what was c
 the winner won.
 
 Candidates are names: a key of :data:`~mlcal.calibrators.multiclass.MULTICLASS_METHODS`
-(``"temperature"``, ``"vector"``, ``"matrix"``, and any method registered there later), or
-``"one-vs-rest:<binary method>"``. Simplicity is the number of free parameters of the fitted
-map (:meth:`~mlcal.calibrators.multiclass.MulticlassCalibrator.complexity`).
+(``"temperature"``, ``"ts-mix"``, ``"svs"``, ``"sms"``, ``"vector"``, ``"matrix"``, and any
+method registered there later), or ``"one-vs-rest:<binary method>"``. Simplicity is the number
+of free parameters of the fitted map
+(:meth:`~mlcal.calibrators.multiclass.MulticlassCalibrator.complexity`): 1 for temperature and
+ts-mix, 2K + 1 for SVS, K^2 + K + 1 for SMS.
+
+The defaults are the regularised family (:data:`DEFAULT_CANDIDATES`): unregularised vector and
+matrix scaling overfit small calibration sets (on separable rows their likelihood has no finite
+optimum) and stay available by name. Above :data:`MAX_OVR_CLASSES` classes one-vs-rest ``auto``
+(a binary ``auto`` per class, each ``n_folds + 1`` times) and above :data:`MAX_SMS_CLASSES`
+structured matrix scaling are left out of the defaults for their fit time
+(docs/multiclass-scaling.md, "Multiclass auto").
+
+The default ``se_rule`` is 0 (the lowest CV log loss wins), unlike the binary ``auto``'s 1: the
+candidates are regularised towards temperature scaling already, and on the multiclass quality
+benchmark the extra conservatism of the one-SE rule cost held-out log loss.
 """
 
 from __future__ import annotations
@@ -33,11 +46,25 @@ from mlcal.calibrators.multiclass import MulticlassCalibrator, OneVsRest
 from mlcal.calibrators.multiclass_catalog import MULTICLASS_METHODS, register_multiclass_method
 from mlcal.multiclass_maps import MulticlassMap, SoftmaxAffineMap
 
-#: The default candidates, simplest first (ties in complexity go to the earlier one). One-vs-rest
-#: ``auto`` is the per-class flexible option (each class chooses its own binary map).
-DEFAULT_CANDIDATES = ("temperature", "vector", "matrix", "one-vs-rest:auto")
+#: The default candidates, in preference order (ties in complexity go to the earlier one, so
+#: temperature, the first, is also the fallback when no cross-validation is possible; ts-mix has
+#: its one free parameter). One-vs-rest ``auto`` is the per-class flexible option (each class
+#: chooses its own binary map).
+DEFAULT_CANDIDATES = ("temperature", "ts-mix", "svs", "sms", "one-vs-rest:auto")
+#: the defaults leave out ``"sms"`` above this many classes (K^2 + K + 1 parameters)
+MAX_SMS_CLASSES = 100
+#: the defaults leave out ``"one-vs-rest:auto"`` above this many classes: a binary auto per
+#: class, by far the slowest candidate (measured: docs/multiclass-scaling.md)
+MAX_OVR_CLASSES = 20
 OVR_PREFIX = "one-vs-rest:"
 DEFAULT_FOLDS = 5
+
+
+def default_candidates(n_classes: int) -> tuple[str, ...]:
+    """:data:`DEFAULT_CANDIDATES` for ``n_classes`` classes: without ``"sms"`` above
+    :data:`MAX_SMS_CLASSES` and without ``"one-vs-rest:auto"`` above :data:`MAX_OVR_CLASSES`."""
+    limits = {"sms": MAX_SMS_CLASSES, OVR_PREFIX + "auto": MAX_OVR_CLASSES}
+    return tuple(c for c in DEFAULT_CANDIDATES if n_classes <= limits.get(c, n_classes))
 FIT_INFO_VERSION = 1
 
 
@@ -72,7 +99,8 @@ class MulticlassCandidate(Constraint):
 
 
 class MulticlassAuto(MulticlassCalibrator):
-    """Choose among multiclass calibrators by K-fold cross-validated log loss (one-SE rule).
+    """Choose among multiclass calibrators by K-fold cross-validated log loss (the lowest by
+    default, or the one-SE rule).
 
     1. Rows are put in a canonical order (by class, then by score row and weight, so the
        input's row order cannot matter) and dealt to folds by
@@ -82,21 +110,26 @@ class MulticlassAuto(MulticlassCalibrator):
        ``-log p[y]`` with ``p`` clipped at 1e-15 (for scoring only). A candidate that raises
        on a fold is recorded as failed.
     3. :func:`~mlcal.calibrators.auto.select_one_se` picks the candidate of fewest free
-       parameters whose CV log loss is within ``se_rule`` paired standard errors of the best.
-    4. The chosen candidate is refitted on all rows; its map is this calibrator's map.
+       parameters whose CV log loss is within ``se_rule`` paired standard errors of the best
+       (by default, ``se_rule=0``: the lowest CV log loss).
+    4. The chosen candidate is refitted on all rows; its map is this calibrator's map. If that
+       refit fails, the next candidate by CV log loss is refitted instead (the reason says so).
 
-    When no cross-validation is possible (a training part without every class, or a fold
-    without rows: fewer than about ``2 * n_folds`` rows per class), the first candidate is
-    used, with a ``UserWarning`` saying why (also recorded as the reason).
+    With ``n_folds=None`` the folds are 5, or fewer on tiny sets: as many as the rarest class
+    has rows (at least 2), so that every fold holds every class. When no cross-validation is
+    possible (a class with fewer than 2 rows, or an explicit ``n_folds`` that leaves a training
+    part without a class), the first candidate (by default temperature) is used, with a
+    ``UserWarning`` saying why (also recorded as the reason).
 
     Parameters
     ----------
     candidates : list of str or None, default=None
-        Candidate names (see the module notes); ``None``: :data:`DEFAULT_CANDIDATES`.
+        Candidate names (see the module notes); ``None``: :func:`default_candidates`.
     n_folds : int or None, default=None
-        Folds (>= 2); ``None``: 5.
-    se_rule : float, default=1.0
-        Standard errors that count as noise; 0 picks the lowest CV log loss.
+        Folds (>= 2); ``None``: 5, fewer when the rarest class has fewer than 5 rows.
+    se_rule : float, default=0.0
+        Standard errors that count as noise; 0 (the default) picks the lowest CV log loss,
+        1 the one-SE rule of the binary ``auto``.
     seed : int, default=0
         Seed of the fold dealing.
     input_kind : {"auto", "probabilities", "logits"}, default="auto"
@@ -121,7 +154,7 @@ class MulticlassAuto(MulticlassCalibrator):
                               "seed": [Integer(0)]}
 
     def __init__(self, candidates: list[str] | None = None, n_folds: int | None = None,
-                 se_rule: float = 1.0, seed: int = 0, input_kind: str = "auto"):
+                 se_rule: float = 0.0, seed: int = 0, input_kind: str = "auto"):
         self.candidates = candidates
         self.n_folds = n_folds
         self.se_rule = se_rule
@@ -132,15 +165,18 @@ class MulticlassAuto(MulticlassCalibrator):
         super()._validate_params()
         check_distinct_candidates(self)
 
-    def candidate_names(self) -> list[str]:
-        """The candidates compared, in preference order."""
-        return [str(c) for c in (self.candidates if self.candidates is not None
-                                 else DEFAULT_CANDIDATES)]
+    def candidate_names(self, n_classes: int | None = None) -> list[str]:
+        """The candidates compared on ``n_classes`` classes, in preference order (``None``:
+        all of :data:`DEFAULT_CANDIDATES` when ``candidates`` is None)."""
+        if self.candidates is not None:
+            return [str(c) for c in self.candidates]
+        return list(DEFAULT_CANDIDATES if n_classes is None else default_candidates(n_classes))
 
     def _fit(self, s, y, w, probabilities):
         kind = "probabilities" if probabilities else "logits"
-        names = self.candidate_names()
-        k = int(self.n_folds if self.n_folds is not None else DEFAULT_FOLDS)
+        names = self.candidate_names(s.shape[1])
+        k = int(self.n_folds if self.n_folds is not None else
+                default_folds(y, w, s.shape[1]))
         # everything below runs on the rows in canonical order, so that sums (the CV log
         # losses in fit_info) cannot depend on the order the rows came in
         order = class_major_order(s, y, w)
@@ -161,10 +197,34 @@ class MulticlassAuto(MulticlassCalibrator):
         else:
             results = {n: self._out_of_fold(n, kind, s, y, w, folds, k) for n in names}
             record.update(select_one_se(names, results, (w,), float(self.se_rule)))
+        self.calibrator_ = self._refit(record, names, kind, s, y, w)
         self.chosen_ = record["chosen"]
         self.selection_ = record
-        self.calibrator_ = candidate_calibrator(self.chosen_, kind).fit(s, y, sample_weight=w)
         return self.calibrator_.map_
+
+    @staticmethod
+    def _refit(record, names, kind, s, y, w):
+        """The chosen candidate fitted on all rows. Should that fit fail (temperature on scores
+        anti-correlated with the labels, say), the next candidates are tried, by CV log loss
+        where there is one, else in listed order; ``record`` then says so. If every candidate
+        fails, the ValueError names each one's error."""
+        cv = {r["method"]: r.get("cv_log_loss", np.inf) for r in record["candidates"]}
+        rest = sorted((n for n in names if n != record["chosen"]),
+                      key=lambda n: (cv[n], names.index(n)))
+        errors = []
+        for name in [record["chosen"], *rest]:
+            try:
+                calibrator = candidate_calibrator(name, kind).fit(s, y, sample_weight=w)
+            except (ValueError, ArithmeticError, RuntimeError, np.linalg.LinAlgError) as exc:
+                errors.append(f"{name}: {type(exc).__name__}: {short_repr(str(exc))}")
+                continue
+            if errors:
+                record["reason"] += ("; refitted on all rows, " + "; ".join(errors) +
+                                     f", so {name} is used")
+                record["chosen"] = name
+            return calibrator
+        raise ValueError("multiclass auto: no candidate could be fitted on all rows: " +
+                         "; ".join(errors))
 
     @staticmethod
     def _out_of_fold(name, kind, s, y, w, folds, k):
@@ -237,6 +297,13 @@ def stratified_folds(s: np.ndarray, y: np.ndarray, w: np.ndarray, n_folds: int,
         folds[rows] = assign_folds(int(count), n_folds, seed)
         start += count
     return folds
+
+
+def default_folds(y: np.ndarray, w: np.ndarray, n_classes: int) -> int:
+    """Folds of ``n_folds=None``: :data:`DEFAULT_FOLDS`, or as many as the rarest class has rows
+    of positive weight when that is fewer (at least 2; below that no CV is possible)."""
+    rarest = int(np.bincount(y[w > 0], minlength=n_classes).min())
+    return max(2, min(DEFAULT_FOLDS, rarest))
 
 
 def _no_cv_reason(y, w, folds, k, n_classes) -> str | None:

@@ -60,7 +60,7 @@ def test_offset_column_equals_predict_bit_for_bit_and_fast_within_bound(spark):
         source = m.to_dict() if name == "beta" else m
         exact = name != "linear-sigmoid-input"
         fast = name in ("linear-sigmoid-input", "sigmoid-extreme")
-        cols = ([calibrated_column(source, "s").alias("p")] if exact else []) + \
+        cols = ([calibrated_column(source, "s", exact=True).alias("p")] if exact else []) + \
             ([calibrated_column(m, "s", exact=False).alias("fast")] if fast else [])
         out = df.select("s", *cols).toPandas()
         assert np.array_equal(_bits(out["s"]), _bits(s))

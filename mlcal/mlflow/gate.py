@@ -693,12 +693,18 @@ def _log_gate_report(client, decision: GateDecision, judge: "_Judge",
     if not mv.run_id:
         decision.notes.append("no gate report: the candidate version has no run")
         return None
+    from mlflow.models import get_model_info
+
+    uri = f"models:/{decision.model_name}/{decision.version}"
     try:
+        if "mlcal" not in get_model_info(uri).flavors:
+            decision.notes.append("no gate report: the candidate is not an mlcal-flavour model "
+                                  "(the report needs its base model and calibrator)")
+            return None
         from mlcal.mlflow import load_model
         from mlcal.mlflow.integrity import check_registered_version
         from mlcal.report import render_html, report_for_model
 
-        uri = f"models:/{decision.model_name}/{decision.version}"
         check_registered_version(uri)
         model = load_model(uri, allow_pickle=allow_pickle)
         html = render_html(report_for_model(

@@ -128,3 +128,23 @@ def test_gate_reports_corp_terms_and_logs_its_report(sqlite_tracking, models, tm
     # without data the mcb criterion cannot be read from logged metrics: refused by name
     with pytest.raises(McbNeedsDataError, match="log_calibration logs no"):
         promote(NAME, v2, max_ece=0.1, max_mcb=0.01, allow_in_sample=True)
+
+
+def test_multiclass_mcb_is_the_top_label_corp_mcb():
+    from scipy.special import softmax
+
+    from mlcal.metrics import top_label_corp_decomposition
+    from mlcal.mlflow.gate_policy import corp_terms
+
+    rng = np.random.default_rng(3)
+    p = softmax(2 * rng.normal(size=(3000, 4)), axis=1)
+    y = np.array([rng.choice(4, p=row) for row in p])
+    over = softmax(3 * np.log(p), axis=1)            # over-confident: the top label's MCB grows
+    policy = GatePolicy(max_ece=0.5, max_mcb=0.01)
+    for forecast, ok in ((p, True), (over, False)):
+        crit = {c.name: c for c in decide(policy, y, forecast)[1]}
+        ref = top_label_corp_decomposition(y, forecast)
+        assert crit["mcb"].value == ref.mcb and crit["mcb"].passed is ok
+        assert "top-label" in crit["mcb"].note
+        assert corp_terms(y, forecast)["log_loss"]["mcb"] == \
+            top_label_corp_decomposition(y, forecast, score="log_loss").mcb

@@ -107,7 +107,8 @@ def test_gate_reports_corp_terms_and_logs_its_report(sqlite_tracking, models, tm
     assert {c.name for c in d.criteria} >= {"ece", "mcb", "log_loss_vs_constant"}
     for c in d.criteria:
         assert c.name in html
-    assert "PROMOTED" in html
+    assert "PROMOTED" in html and "<th>on the gate's rows</th>" in html
+    assert f"{dec['decomposition']['candidate']['brier']['mcb']:.5f}" in html
 
     # with a holder: both decompositions; max_mcb = 0 refuses on mcb alone, alias unmoved
     v2, run2 = _register(other, holdout)

@@ -81,7 +81,11 @@ def _reports(client, run_id):
     return [f.path for f in client.list_artifacts(run_id, "gate")]
 
 
-def test_gate_reports_corp_terms_and_logs_its_report(sqlite_tracking, models, tmp_path):
+def test_gate_reports_corp_terms_and_logs_its_report(sqlite_tracking, models, tmp_path,
+                                                     capsys):
+    import json
+
+    from mlcal.cli import main
     from mlcal.mlflow.gate import McbNeedsDataError, promote
 
     good, other, holdout = models
@@ -130,6 +134,21 @@ def test_gate_reports_corp_terms_and_logs_its_report(sqlite_tracking, models, tm
     with pytest.raises(McbNeedsDataError, match="log_calibration logs no"):
         promote(NAME, v2, max_ece=0.1, max_mcb=0.01, allow_in_sample=True)
 
+    # the CLI: --max-mcb refuses (exit 1) and --no-report writes no report; no data: exit 2
+    csv = tmp_path / "holdout.csv"
+    holdout.to_csv(csv, index=False)
+    base = ["promote", "--model-name", NAME, "--version", v2, "--max-ece", "0.1"]
+    loose = ["--max-log-loss-increase", "10", "--max-brier-increase", "1",
+             "--max-auc-decrease", "1"]
+    assert main(base + loose + ["--data", str(csv), "--max-mcb", "0", "--no-report",
+                                "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert [c["name"] for c in out["criteria"] if c["passed"] is False] == ["mcb"]
+    assert out["decomposition"]["candidate"]["brier"]["mcb"] > 0
+    assert len(_reports(client, run2)) == 1
+    assert main(base + ["--max-mcb", "0.01", "--allow-in-sample"]) == 2
+    assert "max_mcb needs the evaluation rows" in capsys.readouterr().err
+
 
 def test_multiclass_mcb_is_the_top_label_corp_mcb():
     from scipy.special import softmax
@@ -149,3 +168,4 @@ def test_multiclass_mcb_is_the_top_label_corp_mcb():
         assert "top-label" in crit["mcb"].note
         assert corp_terms(y, forecast)["log_loss"]["mcb"] == \
             top_label_corp_decomposition(y, forecast, score="log_loss").mcb
+

@@ -588,7 +588,8 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
                             max_auc_decrease=max_auc_decrease, max_ece_increase=margin,
                             confidence=confidence, seed=seed, n_bins=n_bins, strategy=strategy,
                             skill_confidence=skill_confidence, min_skill=min_skill,
-                            max_mcb=max_mcb, **({} if n_resamples is None else {"n_resamples": n_resamples}))
+                            max_mcb=max_mcb,
+                            **({} if n_resamples is None else {"n_resamples": n_resamples}))
     if policy.confidence is not None and data is None:
         raise ValueError("confidence needs the evaluation rows: pass data")
     if policy.max_mcb is not None and data is None:

@@ -44,7 +44,8 @@ def run(args) -> int:
                            strategy=args.strategy, min_rows=args.min_rows,
                            skill_confidence=args.skill_confidence,
                            allow_in_sample=args.allow_in_sample,
-                           allow_pickle=args.allow_pickle)
+                           allow_pickle=args.allow_pickle, max_mcb=args.max_mcb,
+                           report=not args.no_report)
     except MlflowException as exc:
         print(f"mlcal promote: error: {exc.message}", file=sys.stderr)
         return 2
@@ -92,6 +93,12 @@ def register(sub) -> None:
                    help="with --data, also load versions that are not mlcal-flavour models "
                         "(MLflow's sklearn/pyfunc loaders unpickle them: trusted registries "
                         "only; refused by default, exit 2)")
+    p.add_argument("--max-mcb", type=float, default=None,
+                   help="also require the candidate's CORP Brier miscalibration (top-label for "
+                        "multiclass) on --data to be <= MAX_MCB (off by default; needs --data)")
+    p.add_argument("--no-report", action="store_true",
+                   help="with --data, do not log the HTML gate report to the candidate "
+                        "version's run (gate/gate_report_<alias>_<time>.html)")
     p.add_argument("--confidence", type=float, default=None,
                    help="decide on paired bootstrap intervals at this confidence, e.g. 0.95 "
                         "(needs --data)")

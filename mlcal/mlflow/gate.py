@@ -72,8 +72,8 @@ from mlcal.mlflow.gate_journal import HISTORY_TAG_PREFIX, history_key
 from mlcal.mlflow.gate_journal import utc_now as _now
 from mlcal.mlflow.integrity import UnsafeModelFormatError
 from mlcal.mlflow.gate_policy import (LOGGED_KEYS, LOGGED_KEYS_MULTICLASS, Criterion,
-                                      GatePolicy, default_min_rows, evaluate_logged,
-                                      evaluate_on_data, passed)
+                                      GatePolicy, corp_terms, default_min_rows,
+                                      evaluate_logged, evaluate_on_data, passed)
 
 GATE_TAG_PREFIX = "mlcal.gate."
 DEFAULT_METRIC_KEY = LOGGED_KEYS["ece"]
@@ -90,6 +90,11 @@ class InSampleMetricsError(ValueError):
 class UsefulnessNeedsDataError(ValueError):
     """No alias holder and no evaluation data: usefulness (against the constant predictor and
     the base model) can only be judged on rows."""
+
+
+class McbNeedsDataError(ValueError):
+    """``max_mcb`` was set without evaluation rows: no run logs the CORP MCB, so the ``mcb``
+    criterion can only be computed on data."""
 
 
 class TooFewRowsError(ValueError):
@@ -113,6 +118,9 @@ class GateDecision:
     rounds: int = 1
     notes: list[str] = field(default_factory=list)
     decided_at: str = field(default_factory=_now)
+    #: with data: ``{"candidate": corp_terms, "holder": corp_terms or None}``
+    #: (:func:`~mlcal.mlflow.gate_policy.corp_terms`); None on logged metrics
+    decomposition: dict | None = None
 
     def _criterion(self, name: str) -> Criterion | None:
         return next((c for c in self.criteria if c.name == name), None)
@@ -137,6 +145,10 @@ class GateDecision:
                  + ("no current holder" if self.compared_to is None
                     else f"version {self.compared_to} (current '{self.alias}')")]
         lines += [c.line() for c in self.criteria]
+        if self.decomposition:
+            lines.append("  CORP (MCB/DSC/UNC)  : " + "; ".join(
+                f"{who} Brier {_terms(d['brier'])}, log loss {_terms(d['log_loss'])}"
+                for who, d in self.decomposition.items() if d))
         lines += [f"  note: {n}" for n in self.notes]
         if self.promoted:
             lines.append(f"  alias '{self.alias}' now points to version {self.version}")
@@ -153,6 +165,7 @@ class GateDecision:
                 "holder_version": self.holder_version, "compared_to": self.compared_to,
                 "rounds": self.rounds, "notes": list(self.notes),
                 "criteria": [c.as_dict() for c in self.criteria],
+                "decomposition": self.decomposition,
                 "policy": self.policy.as_dict()}
 
     def tags(self) -> dict[str, str]:
@@ -335,6 +348,10 @@ def _check_comparable(version: str, classes: list | None, other: str,
                          "compares models with the same classes only")
 
 
+def _terms(d: dict) -> str:
+    return f"{d['mcb']:.4f}/{d['dsc']:.4f}/{d['unc']:.4f}"
+
+
 class _Judge:
     """Scores versions once (cached) and applies the policy between two of them."""
 
@@ -417,6 +434,13 @@ class _Judge:
         return evaluate_on_data(self.policy, self.y, cand, other, base.get("p"),
                                 base_note=base.get("note", ""))
 
+    def decomposition(self, candidate: str, rival: str | None) -> dict | None:
+        """CORP terms of the candidate and the rival on the rows (None on logged metrics)."""
+        if self.X is None:
+            return None
+        return {"candidate": corp_terms(self.y, self.scores(candidate)),
+                "holder": None if rival is None else corp_terms(self.y, self.scores(rival))}
+
     def log_loss(self, version: str) -> float:
         from mlcal.metrics import log_loss
         from mlcal.multiclass_metrics import multiclass_log_loss
@@ -464,6 +488,7 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
             strategy: str = "uniform", min_rows: int | None = None,
             skill_confidence: float = 0.95, min_skill: float = 1e-6,
             allow_in_sample: bool = False, allow_pickle: bool = False,
+            max_mcb: float | None = None, report: bool = True,
             policy: GatePolicy | None = None, settle_seconds: float = 0.5, max_rounds: int = 5,
             client=None) -> GateDecision:
     """Promote a model version to ``alias`` if it passes the gate (see
@@ -518,6 +543,16 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
         sklearn/pyfunc loaders, which unpickle), and an mlcal model with a pickled base model.
         Only for a registry you trust; by default such a version is refused
         (:class:`~mlcal.mlflow.integrity.UnsafeModelFormatError`).
+    max_mcb : float, optional
+        Also require the candidate's CORP Brier miscalibration (top-label for multiclass) on
+        ``data`` to be <= this (criterion ``mcb``; off by default; without ``data``
+        :class:`McbNeedsDataError`).
+    report : bool, default=True
+        With ``data`` and an mlcal-flavour candidate, log the HTML calibration report with
+        the gate section (:func:`mlcal.report.report_for_model`) to the candidate version's
+        run as ``gate/gate_report_<alias>_<time>.html``, after the decision is recorded; a
+        failure to write it is a warning (and a note on the returned decision), never a
+        change of the decision.
     policy : GatePolicy, optional
         A complete policy; replaces the threshold arguments above.
     settle_seconds : float, default=0.5
@@ -553,9 +588,14 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
                             max_auc_decrease=max_auc_decrease, max_ece_increase=margin,
                             confidence=confidence, seed=seed, n_bins=n_bins, strategy=strategy,
                             skill_confidence=skill_confidence, min_skill=min_skill,
+                            max_mcb=max_mcb,
                             **({} if n_resamples is None else {"n_resamples": n_resamples}))
     if policy.confidence is not None and data is None:
         raise ValueError("confidence needs the evaluation rows: pass data")
+    if policy.max_mcb is not None and data is None:
+        raise McbNeedsDataError("max_mcb needs the evaluation rows: log_calibration logs no "
+                                "CORP MCB, so the mcb criterion cannot be read from a run; "
+                                "pass held-out data (--data)")
     if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
         raise ValueError(f"max_rounds must be a positive integer, got {max_rounds!r}")
     client = client or MlflowClient()
@@ -636,9 +676,53 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
     final_holder = _holder_version(client, model_name, alias)
     decision = GateDecision(model_name, cand, alias, promoted, criteria, policy, judge.source,
                             holder_version=final_holder, compared_to=rival, rounds=rounds,
-                            notes=notes)
+                            notes=notes, decomposition=judge.decomposition(cand, rival))
     _record(client, decision, key)
+    if report and data is not None:
+        # after the decision and the alias move: the report can never change either
+        _log_gate_report(client, decision, judge, allow_pickle)
     return decision
+
+
+def _log_gate_report(client, decision: GateDecision, judge: "_Judge",
+                     allow_pickle: bool) -> str | None:
+    """Log the candidate's HTML report with the gate section to its version's run; returns the
+    artifact path, or None (with a note on ``decision`` and a warning) when it cannot."""
+    import warnings
+
+    mv = client.get_model_version(decision.model_name, decision.version)
+    if not mv.run_id:
+        decision.notes.append("no gate report: the candidate version has no run")
+        return None
+    from mlflow.models import get_model_info
+
+    uri = f"models:/{decision.model_name}/{decision.version}"
+    try:
+        if "mlcal" not in get_model_info(uri).flavors:
+            decision.notes.append("no gate report: the candidate is not an mlcal-flavour model "
+                                  "(the report needs its base model and calibrator)")
+            return None
+        from mlcal.mlflow import load_model
+        from mlcal.mlflow.integrity import check_registered_version
+        from mlcal.report import render_html, report_for_model
+
+        check_registered_version(uri)
+        model = load_model(uri, allow_pickle=allow_pickle)
+        html = render_html(report_for_model(
+            model, judge.X, judge.raw_y, gate=decision.as_dict(),
+            title=f"Gate report: {decision.model_name} version {decision.version}",
+            source={"registered model": decision.model_name, "version": decision.version,
+                    "MLflow run": mv.run_id}))
+        stamp = decision.decided_at.replace("+00:00", "Z").replace(":", "").replace("-", "")
+        path = f"gate/gate_report_{decision.alias}_{stamp}.html"
+        _retry_write(client.log_text, mv.run_id, html, path)
+    except Exception as exc:   # the decision stands whatever happens to its report
+        msg = f"no gate report: {type(exc).__name__}: {exc}"
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+        decision.notes.append(msg)
+        return None
+    decision.notes.append(f"gate report logged to run {mv.run_id} as {path}")
+    return path
 
 
 def _write_entry(client, model_name: str, key: str, entry: dict) -> None:
@@ -664,7 +748,8 @@ def _decision_from_entry(entry: dict) -> GateDecision:
                         entry["result"] == "promoted", criteria, GatePolicy(**entry["policy"]),
                         entry["source"], holder_version=entry["holder_version"],
                         compared_to=entry["compared_to"], rounds=entry["rounds"],
-                        notes=entry["notes"], decided_at=entry["decided_at"])
+                        notes=entry["notes"], decided_at=entry["decided_at"],
+                        decomposition=entry.get("decomposition"))
 
 
 def _reconcile(client, model_name: str) -> list[dict]:

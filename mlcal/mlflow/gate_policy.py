@@ -33,6 +33,13 @@ promotes a constant predictor at the base rate, so on the evaluation rows the ca
     too by default refused a calibrated model better than its base on every point estimate on
     the quickstart's 114 gate rows (Brier -0.011, upper bound +0.004).
 
+Optionally (``max_mcb``, off by default) the candidate's CORP miscalibration on the evaluation
+rows must be <= ``max_mcb``: the Brier score's MCB term of :func:`mlcal.metrics.corp_decomposition`
+(score minus the score of the isotonic recalibration; a coarse map with a small binned ECE can
+still have a large MCB); for a multiclass model the MCB of the top-label forecast
+(:func:`mlcal.metrics.top_label_corp_decomposition`, like the top-label ECE). It needs the rows:
+``log_calibration`` logs no MCB, so a policy with ``max_mcb`` refuses to decide on logged metrics.
+
 With no holder the evaluation rows must number at least :func:`default_min_rows` (unless
 ``min_rows`` is given): the size at which the worst-case (p = 1/2) two-sided
 ``skill_confidence`` interval of one observed frequency is no wider than +- ``max_ece``;
@@ -103,6 +110,9 @@ class GatePolicy:
         The candidate must beat the constant predictor by more than this (log loss in nats,
         Brier in its units) at the upper bound; also keeps the verdict off the last bit of a
         float when the candidate *is* the constant (difference exactly 0).
+    max_mcb : float, optional
+        When set, the candidate's CORP Brier miscalibration (top-label for multiclass) on the
+        evaluation rows must be <= this (criterion ``mcb``; needs data).
     """
 
     max_ece: float
@@ -117,12 +127,13 @@ class GatePolicy:
     strategy: str = "uniform"
     skill_confidence: float = 0.95
     min_skill: float = 1e-6
+    max_mcb: float | None = None
 
     def __post_init__(self):
         for name in ("max_ece", "max_log_loss_increase", "max_brier_increase",
-                     "max_auc_decrease", "max_ece_increase", "min_skill"):
+                     "max_auc_decrease", "max_ece_increase", "min_skill", "max_mcb"):
             value = getattr(self, name)
-            if value is None and name == "max_ece_increase":
+            if value is None and name in ("max_ece_increase", "max_mcb"):
                 continue
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
@@ -167,7 +178,7 @@ class Criterion:
         """One line of :meth:`GateDecision.explain`."""
         verdict = {True: "pass", False: "FAIL", None: "n/a"}[self.passed]
         value = "n/a" if self.value is None else f"{self.value:+.5f}" \
-            if self.name != "ece" else f"{self.value:.5f}"
+            if self.name not in ("ece", "mcb") else f"{self.value:.5f}"
         interval = ("" if self.upper is None else f" (upper bound {self.upper:+.5f})"
                     if self.lower is None else f" [{self.lower:+.5f}, {self.upper:+.5f}]")
         op = ">=" if self.name == "auc_vs_holder" else "<="
@@ -304,6 +315,31 @@ def usefulness_criteria(policy: GatePolicy, y: np.ndarray, p_candidate: np.ndarr
     return out
 
 
+def corp_terms(y: np.ndarray, p: np.ndarray) -> dict[str, dict[str, float]]:
+    """CORP decompositions of Brier score and log loss of one forecast on the evaluation rows:
+    ``{"brier": {...}, "log_loss": {...}}`` each with ``score``, ``mcb``, ``dsc``, ``unc``
+    (:func:`mlcal.metrics.corp_decomposition`; for an (n, K) multiclass matrix the top-label
+    forecast, :func:`mlcal.metrics.top_label_corp_decomposition`)."""
+    decompose = M.top_label_corp_decomposition if np.ndim(p) == 2 else M.corp_decomposition
+    out = {}
+    for score in ("brier", "log_loss"):
+        d = decompose(y, p, score=score)
+        out[score] = {"score": d.score, "mcb": d.mcb, "dsc": d.dsc, "unc": d.unc}
+    return out
+
+
+def mcb_criterion(policy: GatePolicy, y: np.ndarray, p_candidate: np.ndarray) -> Criterion:
+    """The optional ``mcb`` criterion: the candidate's CORP Brier MCB (top-label for an (n, K)
+    matrix) must be <= ``policy.max_mcb``; the note carries MCB, DSC and UNC."""
+    multiclass = np.ndim(p_candidate) == 2
+    d = (M.top_label_corp_decomposition if multiclass else M.corp_decomposition)(
+        y, p_candidate, score="brier")
+    what = "top-label CORP Brier" if multiclass else "CORP Brier"
+    return Criterion("mcb", d.mcb, policy.max_mcb, bool(d.mcb <= policy.max_mcb),
+                     note=f"{what}: MCB {d.mcb:.5f}, DSC {d.dsc:.5f}, UNC {d.unc:.5f}, "
+                          f"score {d.score:.5f}")
+
+
 def _verdict(value: float, lower, upper, limit: float, higher_is_better: bool) -> bool:
     if higher_is_better:
         return bool((value if lower is None else lower) >= limit)
@@ -348,6 +384,8 @@ def evaluate_on_data(policy: GatePolicy, y: np.ndarray, p_candidate: np.ndarray,
     out = [Criterion("ece", value, policy.max_ece,
                      _verdict(value, lower, upper, policy.max_ece, False), lower, upper,
                      note="top-label ECE" if multiclass else "")]
+    if policy.max_mcb is not None:
+        out.append(mcb_criterion(policy, y, p_candidate))
     for name, fn, limit, higher in _comparisons(policy, multiclass):
         if p_holder is None:
             out.append(Criterion(name, None, limit, None, note="no current holder"))
@@ -382,6 +420,9 @@ def evaluate_logged(policy: GatePolicy, candidate: dict[str, float],
     have been evaluated on different data."""
     if policy.confidence is not None:
         raise ValueError("confidence intervals need the evaluation rows: pass data")
+    if policy.max_mcb is not None:
+        raise ValueError("the mcb criterion (max_mcb) needs the evaluation rows: "
+                         "log_calibration logs no MCB; pass data")
     out = [Criterion("ece", candidate["ece"], policy.max_ece,
                      candidate["ece"] <= policy.max_ece,
                      note="logged top-label ECE" if multiclass else "logged")]

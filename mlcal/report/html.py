@@ -230,7 +230,22 @@ def _method_section(s: dict) -> str:
             "<th>SE of difference to best</th><th>map size</th></tr>" + "".join(rows)
             + "</table><p class='note'>auto cross-validates every candidate and takes the "
             "simplest (smallest mean map size) whose CV log loss is within se_rule standard "
-            "errors of the lowest.</p>")
+            "errors of the lowest (log loss is a proper score: it rewards calibration and "
+            "sharpness together).</p>")
+
+
+def _gate_corp_table(decomposition: dict | None) -> str:
+    """The CORP terms of the candidate (and holder) on the gate's rows, when it had data."""
+    if not decomposition:
+        return ""
+    rows = [f"<tr><td>{_e(who)}</td><td class='text'>{name}</td>"
+            + "".join(f"<td>{_num(terms.get(k), 5)}</td>" for k in ("score", "mcb", "dsc", "unc"))
+            + "</tr>"
+            for who, d in decomposition.items() if d
+            for key, name in (("brier", "Brier score"), ("log_loss", "log loss"))
+            for terms in [d.get(key, {})]]
+    return ("<table><tr><th>on the gate's rows</th><th>score</th><th>value</th><th>MCB</th>"
+            "<th>DSC</th><th>UNC</th></tr>" + "".join(rows) + "</table>")
 
 
 def _gate_section(s: dict) -> str:
@@ -260,6 +275,7 @@ def _gate_section(s: dict) -> str:
     return ("<h2 id='gate-section'>Gate decision " + badge + "</h2>" + _kv(pairs) +
             "<table><tr><th>criterion</th><th>value</th><th>interval</th><th>limit</th>"
             "<th>verdict</th><th>note</th></tr>" + "".join(rows) + "</table>"
+            + _gate_corp_table(gate.get("decomposition"))
             + (f"<ul class='note'>{notes}</ul>" if notes else "")
             + "<details><summary>policy</summary><pre>" + _e(policy) + "</pre></details>")
 

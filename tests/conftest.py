@@ -32,3 +32,17 @@ def sqlite_tracking(tmp_path, monkeypatch):
     mlflow.set_experiment("tests")
     yield uri
     mlflow.set_tracking_uri(None)
+
+
+@pytest.fixture(autouse=True)
+def _no_mlflow_environment_leaks():
+    """MLflow writes some settings into os.environ (set_experiment sets MLFLOW_EXPERIMENT_ID);
+    restore every MLFLOW_* variable after each test so none leaks into later tests' stores or
+    subprocesses."""
+    import os
+
+    before = {k: v for k, v in os.environ.items() if k.startswith("MLFLOW_")}
+    yield
+    for key in [k for k in os.environ if k.startswith("MLFLOW_") and k not in before]:
+        del os.environ[key]
+    os.environ.update(before)

@@ -52,7 +52,10 @@ def run_script(script: str, cwd: Path, timeout: float = 300) -> subprocess.Compl
     path.write_text(script, encoding="utf-8")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT),
                                                        os.environ.get("PYTHONPATH", "")]))
-    env.pop("MLFLOW_TRACKING_URI", None)
+    # a page's script sets up its own store: nothing MLflow-related leaks in from earlier tests
+    # (an MLFLOW_EXPERIMENT_ID left by another test names an experiment this store lacks)
+    for key in [k for k in env if k.startswith("MLFLOW_")]:
+        del env[key]
     return subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
                           timeout=timeout, cwd=cwd, env=env)
 
@@ -93,6 +96,11 @@ def test_readme_examples_run_and_its_curl_line_gets_calibrated_probabilities(tmp
     uri = shlex.split(serve_line)[3]
     env = {"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlruns.db'}"}
     os.environ.update(env)
+    import mlflow
+
+    # an earlier test's explicit set_tracking_uri/set_registry_uri would win over the variable
+    mlflow.set_tracking_uri(env["MLFLOW_TRACKING_URI"])
+    mlflow.set_registry_uri(env["MLFLOW_TRACKING_URI"])
     try:
         from mlcal.mlflow.serving import curl_command, serving_request
 
@@ -110,6 +118,8 @@ def test_readme_examples_run_and_its_curl_line_gets_calibrated_probabilities(tmp
             pd.DataFrame(rows["data"], columns=rows["columns"]))
     finally:
         os.environ.pop("MLFLOW_TRACKING_URI", None)
+        mlflow.set_tracking_uri(None)
+        mlflow.set_registry_uri(None)
     served = json.loads(reply.stdout)["predictions"]
     assert len(served) == 2
     assert set(served[0]) == set(local.columns) == {"p_calibrated", "label"}   # as README says

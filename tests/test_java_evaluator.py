@@ -332,7 +332,8 @@ def test_multiclass_maps_are_bit_identical(jar, tmp_path):
 #: multiclass auto fits whose choices cover every kind: the softmax-affine methods (each weight
 #: shape) and one-vs-rest with a plain, an auto (class_extras with fit_info) and a Venn-Abers
 #: (class_extras with interval) inner method
-MULTICLASS_AUTO_CANDIDATES = (None, ["vector"], ["matrix"], ["one-vs-rest:isotonic"],
+MULTICLASS_AUTO_CANDIDATES = (None, ["temperature"], ["ts-mix"], ["svs"], ["sms"], ["vector"],
+                              ["matrix"], ["one-vs-rest:isotonic"],
                               ["one-vs-rest:platt", "one-vs-rest:beta"], ["one-vs-rest:auto"],
                               ["one-vs-rest:venn-abers"])
 
@@ -357,7 +358,7 @@ def test_multiclass_auto_documents_are_bit_identical(jar, tmp_path):
                 cases.append((cal.to_json(), x))
                 expected.append(cal.predict_proba(x))
                 chosen.append(cal.chosen_)
-    assert {"temperature", "vector", "matrix"} <= set(chosen)
+    assert {"temperature", "ts-mix", "svs", "sms", "vector", "matrix"} <= set(chosen)
     assert {c for c in chosen if c.startswith("one-vs-rest:")} >= {
         "one-vs-rest:isotonic", "one-vs-rest:auto", "one-vs-rest:venn-abers"}
     docs = [json.loads(doc) for doc, _ in cases]

@@ -10,6 +10,7 @@ import sys
 
 from mlcal._safe_json import dumps_safe
 from mlcal.bootstrap import DEFAULT_RESAMPLES
+from mlcal.cli._io import parse_columns
 from mlcal.metrics import BIN_STRATEGIES
 
 
@@ -19,16 +20,6 @@ def _history(args) -> int:
     entries = gate_history(args.history, alias=args.alias_filter)
     print(dumps_safe(entries, indent=1) if args.json else format_history(entries))
     return 0
-
-
-def _columns(text: str | None) -> list[str] | None:
-    """``a,b`` -> ``["a", "b"]`` (None when not given)."""
-    if text is None:
-        return None
-    cols = [c.strip() for c in text.split(",")]
-    if not all(cols):
-        raise ValueError(f"--segment-columns must be comma-separated column names, got {text!r}")
-    return cols
 
 
 def run(args) -> int:
@@ -56,7 +47,7 @@ def run(args) -> int:
                            allow_in_sample=args.allow_in_sample,
                            allow_pickle=args.allow_pickle, max_mcb=args.max_mcb,
                            max_segment_citl=args.max_segment_citl,
-                           segment_columns=_columns(args.segment_columns),
+                           segment_columns=parse_columns(args.segment_columns),
                            min_segment_rows=args.min_segment_rows,
                            segment_confidence=args.segment_confidence,
                            report=not args.no_report)

@@ -12,6 +12,15 @@ mlflow = pytest.importorskip("mlflow")
 
 from mlcal.metrics import segment_report  # noqa: E402
 from mlcal.segment_metrics import worst_segment_metrics  # noqa: E402
+from support.mlflow_store import sqlite_store  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    # one real sqlite store for the module (creating one takes seconds on a busy machine)
+    root = tmp_path_factory.mktemp("segment_store")
+    with sqlite_store(root, "segments"):
+        yield root
 
 
 def _download(run_id, path, tmp_path):
@@ -28,7 +37,7 @@ def _frame(n=1600, seed=0):
     return X, region, y
 
 
-def test_log_calibration_logs_the_segment_table_and_worst_metrics(sqlite_tracking, tmp_path):
+def test_log_calibration_logs_the_segment_table_and_worst_metrics(store, tmp_path):
     from mlcal.mlflow import log_calibration
 
     X, region, y = _frame()
@@ -55,7 +64,7 @@ def test_log_calibration_logs_the_segment_table_and_worst_metrics(sqlite_trackin
     assert list(table["eligible"]) == [True, True, False]
 
 
-def test_calibrate_and_log_reports_the_held_out_rows_segments(sqlite_tracking):
+def test_calibrate_and_log_reports_the_held_out_rows_segments(store):
     from sklearn.linear_model import LogisticRegression
 
     from mlcal.holdout import holdout_split
@@ -84,7 +93,7 @@ def test_calibrate_and_log_reports_the_held_out_rows_segments(sqlite_tracking):
     assert len(mlflow.search_runs()) == runs
 
 
-def test_evaluator_plugin_adds_segment_metrics_and_artifacts(sqlite_tracking, tmp_path):
+def test_evaluator_plugin_adds_segment_metrics_and_artifacts(store, tmp_path):
     from sklearn.naive_bayes import GaussianNB
 
     X, region, y = _frame(2000, seed=2)

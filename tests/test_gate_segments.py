@@ -55,18 +55,21 @@ def test_segment_criterion_refuses_what_the_global_criteria_pass():
 
 def test_a_calibrated_model_is_rarely_refused_however_many_segments():
     # 12 segments of 80..200 rows, labels drawn from the forecast itself; limit 0: refused
-    # whenever any interval excludes 0. Bonferroni keeps that below 1 - confidence = 5 %.
+    # whenever any interval excludes 0. Bonferroni keeps that near 1 - confidence = 5 %
+    # (bound 10 %: 2.3 standard errors of 120 draws above it); plain 95 % intervals do not.
     rng = np.random.default_rng(11)
-    refused = 0
-    reps = 150
+    refused = {True: 0, False: 0}
+    reps = 120
     for _ in range(reps):
         sizes = rng.integers(80, 200, 12)
         seg = np.repeat(np.arange(12), sizes)
         p = rng.beta(2, 3, seg.size)
         y = (rng.random(seg.size) < p).astype(float)
-        rep = segment_report(y, p, seg, min_segment_rows=50, simultaneous=True)
-        refused += rep.worst["citl_excess"] > 0
-    assert refused / reps <= 0.07, refused
+        for simultaneous in (True, False):
+            rep = segment_report(y, p, seg, min_segment_rows=50, simultaneous=simultaneous)
+            refused[simultaneous] += rep.worst["citl_excess"] > 0
+    assert refused[True] / reps <= 0.10, refused
+    assert refused[False] / reps >= 0.30, refused
 
 
 def _population(n, seed):

@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 from typing import Sequence
 
@@ -44,9 +43,9 @@ def log_segment_report(y, p, segments, *, prefix: str = "", artifact_dir: str = 
 
 
 def resolve_segments(segments, segment_columns: Sequence[str] | None, X):
-    """The segment keys of the rows of ``X``: ``segments`` as given, or the ``segment_columns`` of the
-    DataFrame ``X``; None when neither is given. Checked early (named errors of
-    :mod:`mlcal.segment_metrics`: a missing column or key, a length mismatch)."""
+    """The segment keys of the rows of ``X``: ``segments`` as given, or the
+    ``segment_columns`` of the DataFrame ``X`` (a missing column is a
+    :class:`~mlcal.segment_metrics.SegmentReportError`); None when neither is given."""
     if segments is not None and segment_columns is not None:
         raise ValueError("give segments or segment_columns, not both")
     if segment_columns is not None:

@@ -115,12 +115,14 @@ class SegmentReport:
                        "overall": self.overall, "worst": self.worst, "segments": self.table})
 
     def to_frame(self):
-        """The table as a pandas DataFrame: one column per segment column, then the
-        statistics."""
+        """The table as a pandas DataFrame: one column per segment column (``segment.<name>``
+        when the name is one of :data:`SEGMENT_FIELDS`), then the statistics."""
         import pandas as pd
 
-        rows = [{**{c: s["key"][c] for c in self.columns},
-                 **{k: v for k, v in s.items() if k not in ("key",)}} for s in self.table]
+        # a key column named like a statistic (e.g. "rows") is prefixed, never overwritten
+        names = {c: f"segment.{c}" if c in SEGMENT_FIELDS else c for c in self.columns}
+        rows = [{**{names[c]: s["key"][c] for c in self.columns},
+                 **{k: v for k, v in s.items() if k != "key"}} for s in self.table]
         return pd.DataFrame(rows)
 
     def format(self) -> str:

@@ -53,6 +53,24 @@ def test_segment_criterion_refuses_what_the_global_criteria_pass():
         GatePolicy(max_ece=0.05, min_segment_rows=0)
 
 
+def test_multiclass_segments_are_top_label():
+    from scipy.special import softmax
+
+    rng = np.random.default_rng(4)
+    n = 4000
+    seg = rng.choice(["a", "b"], n)
+    p = softmax(2 * rng.normal(size=(n, 3)), axis=1)
+    y = np.array([rng.choice(3, p=row) for row in p])
+    # over-confident in segment a only: its top-label accuracy falls below its confidence
+    sharp = np.where((seg == "a")[:, None], softmax(3 * np.log(p), axis=1), p)
+    policy = GatePolicy(max_ece=0.2, max_segment_citl=0.02, segment_columns=["seg"])
+    keys = pd.DataFrame({"seg": seg})
+    crit = {c.name: c for c in decide(policy, y, sharp, segments=keys)[1]}
+    assert crit["segment_citl"].passed is False and "top-label accuracy - confidence" in \
+        crit["segment_citl"].note and ": a (" in crit["segment_citl"].note
+    assert {c.name: c for c in decide(policy, y, p, segments=keys)[1]}["segment_citl"].passed
+
+
 def test_a_calibrated_model_is_rarely_refused_however_many_segments():
     # 12 segments of 80..200 rows, labels drawn from the forecast itself; limit 0: refused
     # whenever any interval excludes 0. Bonferroni keeps that near 1 - confidence = 5 %

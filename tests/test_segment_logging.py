@@ -123,3 +123,26 @@ def test_evaluator_plugin_adds_segment_metrics_and_artifacts(store, tmp_path):
     # the plain metrics are those of the whole data, as without segments
     from mlcal.metrics import ece
     assert got["calibration_ece"] == pytest.approx(ece(y[1000:], p), abs=1e-12)
+
+
+def test_evaluator_plugin_segments_of_a_multiclass_model_are_top_label(store):
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(3)
+    n = 1500
+    X = pd.DataFrame(rng.normal(size=(n, 2)), columns=["x1", "x2"])
+    y = np.digitize(X["x1"].to_numpy() + rng.normal(size=n), [-0.5, 0.5])   # classes 0, 1, 2
+    region = rng.choice(["north", "south"], n)
+    model = LogisticRegression().fit(X.iloc[:700], y[:700])
+    test = X.iloc[700:].reset_index(drop=True).assign(region=region[700:], y=y[700:])
+    with mlflow.start_run() as run:
+        info = mlflow.sklearn.log_model(model, name="lr", pip_requirements=["scikit-learn"],
+                                        input_example=X.iloc[:2])
+        mlflow.models.evaluate(info.model_uri, test, targets="y", model_type="classifier",
+                               evaluators=["calibration"],
+                               evaluator_config={"calibration": {"segment_columns": "region"}})
+    ref = segment_report(y[700:], model.predict_proba(X.iloc[700:]), region[700:])
+    assert ref.settings["multiclass"]
+    got = mlflow.MlflowClient().get_run(run.info.run_id).data.metrics
+    for name, value in worst_segment_metrics(ref, "calibration_").items():
+        assert got[name] == pytest.approx(value, rel=1e-12), name

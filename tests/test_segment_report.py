@@ -207,3 +207,10 @@ def test_report_object_forms():
     assert "citl_lower" in frame.columns and len(frame) == len(rep.table)
     assert "worst" in repr(rep) and rep.worst["label"] in repr(rep)
     assert rep.format().count("\n") == len(rep.table) + 1
+
+
+def test_a_key_column_named_like_a_statistic_is_kept():
+    y, p, region, _ = _data(600)
+    frame = segment_report(y, p, pd.DataFrame({"rows": region}), min_segment_rows=10).to_frame()
+    assert list(frame["segment.rows"]) == sorted(set(region))
+    assert frame["rows"].sum() == 600

@@ -463,3 +463,5 @@ from mlcal.metrics_decomposition import (  # noqa: E402
     corp_mcb, isotonic_recalibration, top_label_corp_decomposition)
 from mlcal.metrics_sweep import (  # noqa: E402
     classwise_ece_sweep, ece_sweep, sweep_n_bins, top_label_ece_sweep)
+from mlcal.segment_metrics import (  # noqa: E402
+    SegmentReport, segment_report)

@@ -74,3 +74,13 @@ def add_data_arguments(parser, *, score: bool = True) -> None:
     parser.add_argument("--pos-label", default=None, metavar="LABEL",
                         help="binary labels: the positive class (e.g. yes); needed unless "
                              "the labels are 0/1 or booleans")
+
+
+def parse_columns(text: str | None, option: str = "--segment-columns") -> list[str] | None:
+    """``"a,b"`` -> ``["a", "b"]`` (None when not given); empty names are an error."""
+    if text is None:
+        return None
+    cols = [c.strip() for c in text.split(",")]
+    if not all(cols):
+        raise ValueError(f"{option} must be comma-separated column names, got {text!r}")
+    return cols

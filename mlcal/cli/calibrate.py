@@ -7,23 +7,23 @@ import numpy as np
 from mlcal.base_scores import SCORE_SOURCES
 from mlcal.calibrators.catalog import available_calibrators, get_calibrator
 from mlcal.base_scores import classes_of
-from mlcal.cli._io import parse_pos_label, read_frame
+from mlcal.cli._io import parse_columns, parse_pos_label, read_frame
 from mlcal.holdout import DEFAULT_HOLDOUT
 from mlcal.labels import describe_labels, same_label
 from mlcal.cli.fit import _parse_params
 from mlcal.mlflow.base_models import BASE_FORMATS
 
 
-def _feature_columns(frame, label: str, info, base) -> list[str]:
+def _feature_columns(frame, label: str, info, base, exclude=()) -> list[str]:
     """The base model's input columns: its signature, else ``feature_names_in_``, else all
-    columns but the label."""
+    columns but the label and ``exclude`` (the segment columns)."""
     names = None
     if info.signature is not None and info.signature.inputs.has_input_names():
         names = info.signature.inputs.input_names()
     elif hasattr(base, "feature_names_in_"):
         names = [str(c) for c in base.feature_names_in_]
     if names is None:
-        return [c for c in frame.columns if c != label]
+        return [c for c in frame.columns if c != label and c not in exclude]
     missing = [c for c in names if c not in frame.columns]
     if missing:
         raise ValueError(f"the data has no column(s) {missing} that the base model needs")
@@ -81,7 +81,8 @@ def run(args) -> int:
                                  f"class is {model_classes[1]!r} (its classes "
                                  f"{model_classes}); mlcal calibrates the probability of the "
                                  "model's second class")
-        cols = _feature_columns(frame, args.label_column, info, base)
+        seg_cols = parse_columns(args.segment_columns)
+        cols = _feature_columns(frame, args.label_column, info, base, exclude=seg_cols or ())
         evaluation = {}
         if args.eval_data:
             ev = read_frame(args.eval_data)
@@ -89,6 +90,12 @@ def run(args) -> int:
             if missing:
                 raise ValueError(f"{args.eval_data} has no column(s) {missing}")
             evaluation = {"X_eval": ev[cols], "y_eval": ev[args.label_column].to_numpy()}
+        if seg_cols:
+            from mlcal.segment_metrics import segment_keys
+
+            source, name = (ev, args.eval_data) if args.eval_data else (frame, args.data)
+            evaluation["segments"] = segment_keys(source, seg_cols, what=name)
+            evaluation["min_segment_rows"] = args.min_segment_rows
         cal = get_calibrator(args.method, **_parse_params(args.param))
         holdout = 0.0 if args.eval_data else args.holdout
         result = calibrate_and_log(base, frame[cols], y, calibrator=cal, score=args.score,
@@ -114,6 +121,14 @@ def run(args) -> int:
               "the run is tagged mlcal.metrics_source=in-sample, which the promotion gate refuses by "
               "default)")
     print(format_report(result.report))
+    seg = result.report.get("segments")
+    if seg:
+        w = seg["worst"]
+        print(f"segments by {', '.join(seg['columns'])}: {seg['settings']['n_segments']} "
+              f"({seg['settings']['n_eligible']} with >= {args.min_segment_rows} rows); worst "
+              f"{w['label']}: observed - predicted {w['citl']:+.4f} [{w['citl_lower']:+.4f}, "
+              f"{w['citl_upper']:+.4f}], ECE {w['ece']:.4f} (table: calibration/"
+              "segment_report.csv)")
     print(f"run id: {result.run_id}")
     print(f"model URI: {result.model_uri}")
     version = getattr(result.model_info, "registered_model_version", None)
@@ -146,6 +161,14 @@ def register(sub) -> None:
                         "by label, seeded) for the logged metrics; the model is fitted on the "
                         "rest (default 0.25). 0 logs metrics on the calibration rows, tagged "
                         "in-sample, which the promotion gate refuses")
+    p.add_argument("--segment-columns", default=None, metavar="A,B",
+                   help="also log per-segment calibration metrics of the evaluation rows, "
+                        "segments keyed by these columns of the evaluation data (they need not "
+                        "be model features): calibration/segment_report.json and .csv and the "
+                        "segment_worst_* run metrics")
+    p.add_argument("--min-segment-rows", type=int, default=100,
+                   help="with --segment-columns: smaller segments are reported but never the "
+                        "worst (default 100)")
     p.add_argument("--holdout-seed", type=int, default=0, help="seed of the hold-out draw")
     p.add_argument("--pos-label", default=None, metavar="LABEL",
                    help="the positive class (default: the base model's second class, or for "

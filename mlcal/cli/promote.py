@@ -10,6 +10,7 @@ import sys
 
 from mlcal._safe_json import dumps_safe
 from mlcal.bootstrap import DEFAULT_RESAMPLES
+from mlcal.cli._io import parse_columns
 from mlcal.metrics import BIN_STRATEGIES
 
 
@@ -45,6 +46,10 @@ def run(args) -> int:
                            skill_confidence=args.skill_confidence,
                            allow_in_sample=args.allow_in_sample,
                            allow_pickle=args.allow_pickle, max_mcb=args.max_mcb,
+                           max_segment_citl=args.max_segment_citl,
+                           segment_columns=parse_columns(args.segment_columns),
+                           min_segment_rows=args.min_segment_rows,
+                           segment_confidence=args.segment_confidence,
                            report=not args.no_report)
     except MlflowException as exc:
         print(f"mlcal promote: error: {exc.message}", file=sys.stderr)
@@ -96,6 +101,17 @@ def register(sub) -> None:
     p.add_argument("--max-mcb", type=float, default=None,
                    help="also require the candidate's CORP Brier miscalibration (top-label for "
                         "multiclass) on --data to be <= MAX_MCB (off by default; needs --data)")
+    p.add_argument("--segment-columns", default=None, metavar="A,B",
+                   help="columns of --data that define segments (a composite key when "
+                        "several), for --max-segment-citl")
+    p.add_argument("--max-segment-citl", type=float, default=None,
+                   help="also refuse when some segment's |observed - predicted| exceeds this "
+                        "with confidence: the worst segment's lower bound, simultaneous over "
+                        "the segments (off by default; needs --data and --segment-columns)")
+    p.add_argument("--min-segment-rows", type=int, default=100,
+                   help="segments with fewer rows are reported but not used (default 100)")
+    p.add_argument("--segment-confidence", type=float, default=0.95,
+                   help="simultaneous level of the segment intervals (default 0.95)")
     p.add_argument("--no-report", action="store_true",
                    help="with --data, do not log the HTML gate report to the candidate "
                         "version's run (gate/gate_report_<alias>_<time>.html)")

@@ -73,7 +73,9 @@ from mlcal.mlflow.gate_journal import utc_now as _now
 from mlcal.mlflow.integrity import UnsafeModelFormatError
 from mlcal.mlflow.gate_policy import (LOGGED_KEYS, LOGGED_KEYS_MULTICLASS, Criterion,
                                       GatePolicy, corp_terms, default_min_rows,
-                                      evaluate_logged, evaluate_on_data, passed)
+                                      evaluate_logged, evaluate_on_data, passed,
+                                      segment_criterion)
+from mlcal.segment_metrics import DEFAULT_MIN_SEGMENT_ROWS
 
 GATE_TAG_PREFIX = "mlcal.gate."
 DEFAULT_METRIC_KEY = LOGGED_KEYS["ece"]
@@ -95,6 +97,16 @@ class UsefulnessNeedsDataError(ValueError):
 class McbNeedsDataError(ValueError):
     """``max_mcb`` was set without evaluation rows: no run logs the CORP MCB, so the ``mcb``
     criterion can only be computed on data."""
+
+
+class SegmentsNeedDataError(ValueError):
+    """``max_segment_citl`` was set without evaluation rows: segments are read from the
+    rows' segment columns."""
+
+
+#: most segments kept in a decision's ``segments["table"]`` (worst first); the HTML report and
+#: the history entry stay small whatever the number of segments
+MAX_RECORDED_SEGMENTS = 50
 
 
 class TooFewRowsError(ValueError):
@@ -121,6 +133,9 @@ class GateDecision:
     #: with data: ``{"candidate": corp_terms, "holder": corp_terms or None}``
     #: (:func:`~mlcal.mlflow.gate_policy.corp_terms`); None on logged metrics
     decomposition: dict | None = None
+    #: with ``max_segment_citl``: the segment report the criterion was decided on
+    #: (:func:`segment_summary`); None otherwise
+    segments: dict | None = None
 
     def _criterion(self, name: str) -> Criterion | None:
         return next((c for c in self.criteria if c.name == name), None)
@@ -149,6 +164,13 @@ class GateDecision:
             lines.append("  CORP (MCB/DSC/UNC)  : " + "; ".join(
                 f"{who} Brier {_terms(d['brier'])}, log loss {_terms(d['log_loss'])}"
                 for who, d in self.decomposition.items() if d))
+        if self.segments:
+            w, st = self.segments["worst"], self.segments
+            lines.append(f"  worst segment       : {w['label']} ({w['rows']} rows): O - E "
+                         f"{w['citl']:+.4f} [{w['citl_lower']:+.4f}, {w['citl_upper']:+.4f}], "
+                         f"ECE {_fmt(w['ece'])}; {st['n_eligible']} of {st['n_segments']} "
+                         f"segments by {', '.join(st['columns'])} have >= "
+                         f"{st['min_segment_rows']} rows")
         lines += [f"  note: {n}" for n in self.notes]
         if self.promoted:
             lines.append(f"  alias '{self.alias}' now points to version {self.version}")
@@ -166,6 +188,7 @@ class GateDecision:
                 "rounds": self.rounds, "notes": list(self.notes),
                 "criteria": [c.as_dict() for c in self.criteria],
                 "decomposition": self.decomposition,
+                **({"segments": self.segments} if self.segments is not None else {}),
                 "policy": self.policy.as_dict()}
 
     def tags(self) -> dict[str, str]:
@@ -183,6 +206,8 @@ class GateDecision:
             elif c.upper is not None:
                 t[f"{c.name}.upper_bound"] = repr(c.upper)
         t["ece"] = t["ece.value"]
+        if self.segments:
+            t["segment_worst"] = self.segments["worst"]["label"]
         return {GATE_TAG_PREFIX + k: v for k, v in t.items()}
 
 
@@ -348,6 +373,24 @@ def _check_comparable(version: str, classes: list | None, other: str,
                          "compares models with the same classes only")
 
 
+def _fmt(v) -> str:
+    return "n/a" if v is None or not math.isfinite(v) else f"{v:.4f}"
+
+
+def segment_summary(report) -> dict:
+    """The JSON form of a gate's :class:`~mlcal.segment_metrics.SegmentReport` kept in a
+    decision: columns, sizes, the worst segment and at most :data:`MAX_RECORDED_SEGMENTS`
+    segments (the worst first by the bound of ``|O - E|``)."""
+    d = report.to_dict()
+    ranked = sorted(d["segments"], key=lambda s: (not s["eligible"], -(s["citl_excess"] or 0)))
+    st = d["settings"]
+    return {"columns": d["columns"], "min_segment_rows": st["min_segment_rows"],
+            "n_segments": st["n_segments"], "n_eligible": st["n_eligible"],
+            "interval_confidence": st["interval_confidence"], "worst": d["worst"],
+            "table": ranked[:MAX_RECORDED_SEGMENTS],
+            "truncated": max(0, len(ranked) - MAX_RECORDED_SEGMENTS)}
+
+
 def _terms(d: dict) -> str:
     return f"{d['mcb']:.4f}/{d['dsc']:.4f}/{d['unc']:.4f}"
 
@@ -366,9 +409,12 @@ class _Judge:
         self._classes: tuple[str, list | None] | None = None   # (version, classes) seen first
         self._cache: dict[str, Any] = {}
         self._base: dict[str, dict] = {}
+        self.segment_keys = None
         if data is not None:
             self.X, self.raw_y = _load_data(data, label_column)
             self.min_rows = _check_size(len(self.raw_y), policy, min_rows)
+            if policy.segment_columns:
+                self.segment_keys = _check_segments(self.X, policy)
             self.y = None
             self.source = f"recomputed on {len(self.raw_y)} rows of the given data"
         else:
@@ -408,7 +454,7 @@ class _Judge:
                         if self.allow_in_sample else "")
             else:
                 base: dict = {}
-                p, classes = _read_model(uri, self.X, base_out=base,
+                p, classes = _read_model(uri, self.input_for(uri), base_out=base,
                                          allow_pickle=self.allow_pickle)
                 self._base[version] = base
                 self._same_kind(version, classes)
@@ -432,7 +478,29 @@ class _Judge:
             return evaluate_logged(self.policy, cand, other, multiclass=self.multiclass)
         base = self._base.get(candidate, {})
         return evaluate_on_data(self.policy, self.y, cand, other, base.get("p"),
-                                base_note=base.get("note", ""))
+                                base_note=base.get("note", ""), segments=self.segment_keys)
+
+    def input_for(self, uri: str):
+        """The model input of a version: the data without the label, and without the segment
+        columns that the version's input signature does not name (all of them when it names
+        no inputs), so that segment-only columns never reach a model."""
+        if not self.policy.segment_columns:
+            return self.X
+        from mlflow.models import get_model_info
+
+        sig = get_model_info(uri).signature
+        names = (set(sig.inputs.input_names())
+                 if sig is not None and sig.inputs.has_input_names() else set())
+        drop = [c for c in self.policy.segment_columns if c in self.X.columns and c not in names]
+        return self.X.drop(columns=drop)
+
+    def segments(self, candidate: str) -> dict | None:
+        """The candidate's segment report as kept in the decision (None without
+        ``max_segment_citl`` or data)."""
+        if self.X is None or self.policy.max_segment_citl is None:
+            return None
+        return segment_summary(segment_criterion(self.policy, self.y, self.scores(candidate),
+                                                 self.segment_keys)[1])
 
     def decomposition(self, candidate: str, rival: str | None) -> dict | None:
         """CORP terms of the candidate and the rival on the rows (None on logged metrics)."""
@@ -459,6 +527,19 @@ class _Judge:
             return True, crit
         a, b = self.log_loss(candidate), self.log_loss(rival)
         return (a < b or (a == b and int(candidate) > int(rival))), crit
+
+
+def _check_segments(X, policy: GatePolicy):
+    """The segment keys of the data, validated before anything is written: the columns exist,
+    no key is missing and at least one segment has ``min_segment_rows`` rows
+    (:class:`~mlcal.segment_metrics.NoEligibleSegmentError` otherwise)."""
+    from mlcal.segment_metrics import segment_keys, segment_report
+
+    keys = segment_keys(X, policy.segment_columns, what="the evaluation data")
+    n = len(keys)
+    # the sizes and keys do not depend on the model: check them on a placeholder forecast
+    segment_report(np.zeros(n), np.full(n, 0.5), keys, min_segment_rows=policy.min_segment_rows)
+    return keys
 
 
 def _check_size(n: int, policy: GatePolicy, min_rows: int | None) -> int:
@@ -488,7 +569,9 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
             strategy: str = "uniform", min_rows: int | None = None,
             skill_confidence: float = 0.95, min_skill: float = 1e-6,
             allow_in_sample: bool = False, allow_pickle: bool = False,
-            max_mcb: float | None = None, report: bool = True,
+            max_mcb: float | None = None, max_segment_citl: float | None = None,
+            segment_columns=None, min_segment_rows: int = DEFAULT_MIN_SEGMENT_ROWS,
+            segment_confidence: float = 0.95, report: bool = True,
             policy: GatePolicy | None = None, settle_seconds: float = 0.5, max_rounds: int = 5,
             client=None) -> GateDecision:
     """Promote a model version to ``alias`` if it passes the gate (see
@@ -547,6 +630,19 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
         Also require the candidate's CORP Brier miscalibration (top-label for multiclass) on
         ``data`` to be <= this (criterion ``mcb``; off by default; without ``data``
         :class:`McbNeedsDataError`).
+    max_segment_citl : float, optional
+        Also require that no segment of ``data`` by ``segment_columns`` is miscalibrated in the
+        large beyond this with confidence (criterion ``segment_citl``: the worst segment's
+        lower bound of ``|observed - predicted|``, simultaneous over the segments with at
+        least ``min_segment_rows`` rows; see :mod:`mlcal.mlflow.gate_policy`). Off by
+        default; without ``data`` :class:`SegmentsNeedDataError`. Segment columns that a
+        version's input signature does not name are not passed to it.
+    segment_columns : list of str, optional
+        Columns of ``data`` that define the segments (with ``max_segment_citl``).
+    min_segment_rows : int, default=100
+        Smaller segments are reported but not used.
+    segment_confidence : float, default=0.95
+        Simultaneous level of the segments' intervals.
     report : bool, default=True
         With ``data`` and an mlcal-flavour candidate, log the HTML calibration report with
         the gate section (:func:`mlcal.report.report_for_model`) to the candidate version's
@@ -576,7 +672,9 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
         changed and nothing is recorded. Named subclasses: :class:`TooFewRowsError`,
         :class:`InSampleMetricsError`, :class:`UsefulnessNeedsDataError`,
         :class:`~mlcal.mlflow.integrity.UnsafeModelFormatError` (a model that only loads by
-        unpickling, without ``allow_pickle``).
+        unpickling, without ``allow_pickle``), :class:`SegmentsNeedDataError` and, for the
+        segment columns of ``data``, the :class:`~mlcal.segment_metrics.SegmentReportError`
+        subclasses (a missing column or key, no segment of ``min_segment_rows`` rows).
     """
     from mlflow import MlflowClient
 
@@ -588,7 +686,9 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
                             max_auc_decrease=max_auc_decrease, max_ece_increase=margin,
                             confidence=confidence, seed=seed, n_bins=n_bins, strategy=strategy,
                             skill_confidence=skill_confidence, min_skill=min_skill,
-                            max_mcb=max_mcb,
+                            max_mcb=max_mcb, max_segment_citl=max_segment_citl,
+                            segment_columns=segment_columns, min_segment_rows=min_segment_rows,
+                            segment_confidence=segment_confidence,
                             **({} if n_resamples is None else {"n_resamples": n_resamples}))
     if policy.confidence is not None and data is None:
         raise ValueError("confidence needs the evaluation rows: pass data")
@@ -596,6 +696,10 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
         raise McbNeedsDataError("max_mcb needs the evaluation rows: log_calibration logs no "
                                 "CORP MCB, so the mcb criterion cannot be read from a run; "
                                 "pass held-out data (--data)")
+    if policy.max_segment_citl is not None and data is None:
+        raise SegmentsNeedDataError("max_segment_citl needs the evaluation rows with their "
+                                    "segment columns; no run logs per-segment rows: pass "
+                                    "held-out data (--data)")
     if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
         raise ValueError(f"max_rounds must be a positive integer, got {max_rounds!r}")
     client = client or MlflowClient()
@@ -676,7 +780,8 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
     final_holder = _holder_version(client, model_name, alias)
     decision = GateDecision(model_name, cand, alias, promoted, criteria, policy, judge.source,
                             holder_version=final_holder, compared_to=rival, rounds=rounds,
-                            notes=notes, decomposition=judge.decomposition(cand, rival))
+                            notes=notes, decomposition=judge.decomposition(cand, rival),
+                            segments=judge.segments(cand))
     _record(client, decision, key)
     if report and data is not None:
         # after the decision and the alias move: the report can never change either
@@ -709,7 +814,7 @@ def _log_gate_report(client, decision: GateDecision, judge: "_Judge",
         check_registered_version(uri)
         model = load_model(uri, allow_pickle=allow_pickle)
         html = render_html(report_for_model(
-            model, judge.X, judge.raw_y, gate=decision.as_dict(),
+            model, judge.input_for(uri), judge.raw_y, gate=decision.as_dict(),
             title=f"Gate report: {decision.model_name} version {decision.version}",
             source={"registered model": decision.model_name, "version": decision.version,
                     "MLflow run": mv.run_id}))
@@ -749,7 +854,8 @@ def _decision_from_entry(entry: dict) -> GateDecision:
                         entry["source"], holder_version=entry["holder_version"],
                         compared_to=entry["compared_to"], rounds=entry["rounds"],
                         notes=entry["notes"], decided_at=entry["decided_at"],
-                        decomposition=entry.get("decomposition"))
+                        decomposition=entry.get("decomposition"),
+                        segments=entry.get("segments"))
 
 
 def _reconcile(client, model_name: str) -> list[dict]:

@@ -40,6 +40,22 @@ still have a large MCB); for a multiclass model the MCB of the top-label forecas
 (:func:`mlcal.metrics.top_label_corp_decomposition`, like the top-label ECE). It needs the rows:
 ``log_calibration`` logs no MCB, so a policy with ``max_mcb`` refuses to decide on logged metrics.
 
+Optionally (``max_segment_citl``, off by default; needs ``segment_columns`` and the rows) no
+segment of the evaluation rows may be miscalibrated in the large beyond ``max_segment_citl``
+*with confidence*: :func:`mlcal.metrics.segment_report` splits the rows by ``segment_columns``,
+segments with fewer than ``min_segment_rows`` rows are not used, and each remaining segment
+gets the score interval of its gap ``O - E`` (observed rate minus mean prediction; top-label
+accuracy minus confidence for a multiclass model), Bonferroni-adjusted over the K segments so
+that all K hold together at ``segment_confidence``. The criterion ``segment_citl`` fails when
+the worst segment's lower confidence bound of ``|O - E|`` exceeds ``max_segment_citl``. Why a
+bound and why this measure: a segment's binned ECE and its point gap are biased upwards on few
+rows (a calibrated model's gap has standard deviation ``sqrt(E(1 - E) / n)``, 0.05 at 100 rows,
+and the worst of K such segments is larger still), so a limit on either refuses calibrated
+models with small segments; requiring the *upper* bound below the limit would refuse every
+segment of fewer than about ``(1.96 * 0.5 / limit)^2`` rows. The lower bound refuses only on
+evidence (a calibrated model is refused with probability <= 1 - ``segment_confidence``,
+whatever K), and the gap has a score interval of tested coverage where the ECE has none.
+
 With no holder the evaluation rows must number at least :func:`default_min_rows` (unless
 ``min_rows`` is given): the size at which the worst-case (p = 1/2) two-sided
 ``skill_confidence`` interval of one observed frequency is no wider than +- ``max_ece``;
@@ -74,6 +90,7 @@ import numpy as np
 from mlcal import metrics as M
 from mlcal import multiclass_metrics as MM
 from mlcal.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_ci, paired_bootstrap_diff
+from mlcal.segment_metrics import DEFAULT_MIN_SEGMENT_ROWS, SegmentReport, segment_report
 
 #: The run metrics read when the gate has no data (what ``log_calibration`` logs).
 LOGGED_KEYS = {"ece": "ece_after", "log_loss": "log_loss_after", "brier": "brier_after",
@@ -113,6 +130,16 @@ class GatePolicy:
     max_mcb : float, optional
         When set, the candidate's CORP Brier miscalibration (top-label for multiclass) on the
         evaluation rows must be <= this (criterion ``mcb``; needs data).
+    max_segment_citl : float, optional
+        When set, the worst segment's lower confidence bound of ``|O - E|`` must be <= this
+        (criterion ``segment_citl``; needs data and ``segment_columns``; module docstring).
+    segment_columns : sequence of str, optional
+        Columns of the evaluation data that define the segments (a composite key when
+        several).
+    min_segment_rows : int, default=100
+        Segments with fewer rows are not used by ``segment_citl``.
+    segment_confidence : float, default=0.95
+        Simultaneous level of the segments' intervals (Bonferroni over the used segments).
     """
 
     max_ece: float
@@ -128,12 +155,17 @@ class GatePolicy:
     skill_confidence: float = 0.95
     min_skill: float = 1e-6
     max_mcb: float | None = None
+    max_segment_citl: float | None = None
+    segment_columns: tuple[str, ...] | None = None
+    min_segment_rows: int = DEFAULT_MIN_SEGMENT_ROWS
+    segment_confidence: float = 0.95
 
     def __post_init__(self):
         for name in ("max_ece", "max_log_loss_increase", "max_brier_increase",
-                     "max_auc_decrease", "max_ece_increase", "min_skill", "max_mcb"):
+                     "max_auc_decrease", "max_ece_increase", "min_skill", "max_mcb",
+                     "max_segment_citl"):
             value = getattr(self, name)
-            if value is None and name in ("max_ece_increase", "max_mcb"):
+            if value is None and name in ("max_ece_increase", "max_mcb", "max_segment_citl"):
                 continue
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
@@ -146,6 +178,27 @@ class GatePolicy:
         if self.strategy not in M.BIN_STRATEGIES:
             raise ValueError(f"strategy must be one of {M.BIN_STRATEGIES}, "
                              f"got {self.strategy!r}")
+        self._check_segments()
+
+    def _check_segments(self) -> None:
+        cols = self.segment_columns
+        if isinstance(cols, str):
+            cols = (cols,)
+        if cols is not None:
+            cols = tuple(cols)   # a JSON list (history) back to a hashable tuple
+            if not cols or not all(isinstance(c, str) and c for c in cols):
+                raise ValueError(f"segment_columns must be non-empty column names, got "
+                                 f"{self.segment_columns!r}")
+            object.__setattr__(self, "segment_columns", cols)
+        if self.max_segment_citl is not None and not cols:
+            raise ValueError("max_segment_citl needs segment_columns (the columns of the "
+                             "evaluation data that define the segments)")
+        rows = self.min_segment_rows
+        if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 1:
+            raise ValueError(f"min_segment_rows must be a positive integer, got {rows!r}")
+        conf = self.segment_confidence
+        if isinstance(conf, bool) or not (isinstance(conf, (int, float)) and 0.0 < conf < 1.0):
+            raise ValueError(f"segment_confidence must lie in (0, 1), got {conf!r}")
 
     def as_dict(self) -> dict:
         """Plain-JSON form."""
@@ -178,7 +231,7 @@ class Criterion:
         """One line of :meth:`GateDecision.explain`."""
         verdict = {True: "pass", False: "FAIL", None: "n/a"}[self.passed]
         value = "n/a" if self.value is None else f"{self.value:+.5f}" \
-            if self.name not in ("ece", "mcb") else f"{self.value:.5f}"
+            if self.name not in ("ece", "mcb", "segment_citl") else f"{self.value:.5f}"
         interval = ("" if self.upper is None else f" (upper bound {self.upper:+.5f})"
                     if self.lower is None else f" [{self.lower:+.5f}, {self.upper:+.5f}]")
         op = ">=" if self.name == "auc_vs_holder" else "<="
@@ -340,6 +393,32 @@ def mcb_criterion(policy: GatePolicy, y: np.ndarray, p_candidate: np.ndarray) ->
                           f"score {d.score:.5f}")
 
 
+def segment_criterion(policy: GatePolicy, y: np.ndarray, p_candidate: np.ndarray,
+                      segments) -> tuple[Criterion, SegmentReport]:
+    """The optional ``segment_citl`` criterion (module docstring) and the segment report it
+    was decided on. ``value`` is the worst segment's ``|O - E|``, ``lower``/``upper`` the
+    bounds of ``|O - E|`` from its simultaneous interval; it passes when ``lower`` <=
+    ``policy.max_segment_citl``. Raises :class:`mlcal.segment_metrics.NoEligibleSegmentError`
+    when no segment has ``min_segment_rows`` rows."""
+    rep = segment_report(y, p_candidate, segments, min_segment_rows=policy.min_segment_rows,
+                         n_bins=policy.n_bins, strategy=policy.strategy,
+                         confidence=policy.segment_confidence, simultaneous=True)
+    w, st = rep.worst, rep.settings
+    small = st["n_segments"] - st["n_eligible"]
+    what = "top-label accuracy - confidence" if st["multiclass"] else "observed - predicted"
+    note = (f"worst of {st['n_eligible']} segment(s) by {', '.join(rep.columns)} with >= "
+            f"{policy.min_segment_rows} rows" + (f" ({small} smaller not used)" if small else "")
+            + f": {w['label']} ({w['rows']} rows): {what} {w['observed_rate']:.4f} - "
+            f"{w['mean_prediction']:.4f} = {w['citl']:+.4f} [{w['citl_lower']:+.4f}, "
+            f"{w['citl_upper']:+.4f}], {st['interval_confidence']:.4g} each (Bonferroni: "
+            f"{policy.segment_confidence:.0%} together); decided on the lower bound of |O - E|")
+    upper = max(abs(w["citl_lower"]), abs(w["citl_upper"]))
+    crit = Criterion("segment_citl", abs(w["citl"]), policy.max_segment_citl,
+                     bool(w["citl_excess"] <= policy.max_segment_citl),
+                     lower=w["citl_excess"], upper=upper, note=note)
+    return crit, rep
+
+
 def _verdict(value: float, lower, upper, limit: float, higher_is_better: bool) -> bool:
     if higher_is_better:
         return bool((value if lower is None else lower) >= limit)
@@ -348,7 +427,7 @@ def _verdict(value: float, lower, upper, limit: float, higher_is_better: bool) -
 
 def evaluate_on_data(policy: GatePolicy, y: np.ndarray, p_candidate: np.ndarray,
                      p_holder: np.ndarray | None = None, p_base: np.ndarray | None = None,
-                     *, base_note: str = "") -> list[Criterion]:
+                     *, base_note: str = "", segments=None) -> list[Criterion]:
     """The gate's criteria for a candidate (and the holder) scored on the same rows.
 
     Parameters
@@ -362,6 +441,9 @@ def evaluate_on_data(policy: GatePolicy, y: np.ndarray, p_candidate: np.ndarray,
     p_base : ndarray, optional
         The candidate's uncalibrated base model's probabilities, compared with no holder only
         (``base_note``: why there are none).
+    segments : array-like or DataFrame, optional
+        The segment keys of the rows (``policy.segment_columns`` of the data); needed when
+        ``policy.max_segment_citl`` is set.
 
     Returns
     -------
@@ -386,6 +468,11 @@ def evaluate_on_data(policy: GatePolicy, y: np.ndarray, p_candidate: np.ndarray,
                      note="top-label ECE" if multiclass else "")]
     if policy.max_mcb is not None:
         out.append(mcb_criterion(policy, y, p_candidate))
+    if policy.max_segment_citl is not None:
+        if segments is None:
+            raise ValueError("max_segment_citl needs the segment keys of the rows: pass "
+                             "segments")
+        out.append(segment_criterion(policy, y, p_candidate, segments)[0])
     for name, fn, limit, higher in _comparisons(policy, multiclass):
         if p_holder is None:
             out.append(Criterion(name, None, limit, None, note="no current holder"))
@@ -403,11 +490,13 @@ def evaluate_on_data(policy: GatePolicy, y: np.ndarray, p_candidate: np.ndarray,
 
 def decide(policy: GatePolicy, y: np.ndarray, p_candidate: np.ndarray,
            p_holder: np.ndarray | None = None,
-           p_base: np.ndarray | None = None) -> tuple[bool, list[Criterion]]:
+           p_base: np.ndarray | None = None, *,
+           segments=None) -> tuple[bool, list[Criterion]]:
     """The gate's verdict on arrays alone (no MLflow): ``(passed, criteria)`` of
-    :func:`evaluate_on_data`. The evaluation-size check (:func:`default_min_rows`) is the
+    :func:`evaluate_on_data` (``segments``: the rows' segment keys, for
+    ``max_segment_citl``). The evaluation-size check (:func:`default_min_rows`) is the
     caller's (the registry gate refuses too few rows before deciding)."""
-    crit = evaluate_on_data(policy, y, p_candidate, p_holder, p_base)
+    crit = evaluate_on_data(policy, y, p_candidate, p_holder, p_base, segments=segments)
     return passed(crit), crit
 
 
@@ -423,6 +512,9 @@ def evaluate_logged(policy: GatePolicy, candidate: dict[str, float],
     if policy.max_mcb is not None:
         raise ValueError("the mcb criterion (max_mcb) needs the evaluation rows: "
                          "log_calibration logs no MCB; pass data")
+    if policy.max_segment_citl is not None:
+        raise ValueError("the segment_citl criterion (max_segment_citl) needs the evaluation "
+                         "rows and their segment columns; pass data")
     out = [Criterion("ece", candidate["ece"], policy.max_ece,
                      candidate["ece"] <= policy.max_ece,
                      note="logged top-label ECE" if multiclass else "logged")]

@@ -16,6 +16,9 @@ from mlcal.holdout import DEFAULT_HOLDOUT, holdout_split
 from mlcal.labels import multiclass_labels, positive_indicator
 from mlcal.metrics import METRIC_NAMES, calibration_diagnostics, calibration_report
 from mlcal.model import CalibratedModel
+from mlcal.mlflow.tracking_segments import (check_segments, log_segment_report,
+                                            resolve_segments)
+from mlcal.segment_metrics import DEFAULT_MIN_SEGMENT_ROWS
 
 ARTIFACT_DIR = "calibration"
 #: values of the run tag ``mlcal.metrics_source``: ``held-out`` metrics were computed on rows
@@ -54,7 +57,8 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
                     n_bins: int = 10, strategy: str = "uniform",
                     artifact_dir: str = ARTIFACT_DIR, classes=None,
                     metrics_source: str = "held-out",
-                    html_report: bool = True) -> dict[str, Any]:
+                    html_report: bool = True, segments=None,
+                    min_segment_rows: float = DEFAULT_MIN_SEGMENT_ROWS) -> dict[str, Any]:
     """Log the effect of a calibration to the active MLflow run.
 
     Logs, for each metric m of ECE, MCE, Brier, RMSE, log loss, AUC and accuracy, the metrics
@@ -106,6 +110,13 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
         latter: the promotion gate refuses in-sample metrics unless told otherwise.
     html_report : bool, default=True
         Log the CORP diagram and the HTML calibration report (a few seconds).
+    segments : array-like or DataFrame, optional
+        The segment key of each row (one or more columns): also log the per-segment metrics
+        of ``p_after`` (:func:`mlcal.mlflow.tracking_segments.log_segment_report`: the
+        artifacts ``{prefix}segment_report.json``/``.csv`` and the ``{prefix}segment_worst_*``
+        metrics), under ``"segments"`` in the returned report.
+    min_segment_rows : float, default=100
+        Smaller segments are reported but not chosen as the worst.
 
     Returns
     -------
@@ -118,6 +129,8 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
 
     _active_run()
     check_metrics_source(metrics_source)
+    if segments is not None:   # named errors before anything is logged
+        check_segments(segments, np.shape(p_after)[0], min_segment_rows)
     if np.ndim(p_after) == 2 and np.shape(p_after)[1] >= 3:
         from mlcal.mlflow.tracking_multiclass import log_multiclass_calibration
 
@@ -129,6 +142,8 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
                                             artifact_dir=artifact_dir, html_report=html_report)
         tag_metrics_source(metrics_source, len(y), prefix)
         report["metrics_source"] = metrics_source
+        _log_segments(report, y, p_after, segments, prefix, artifact_dir, min_segment_rows,
+                      n_bins, strategy)
         return report
     report = calibration_report(y, p_before, p_after, n_bins=n_bins, strategy=strategy)
     metrics = {}
@@ -180,7 +195,17 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
         mlflow.set_tags(tags)
     tag_metrics_source(metrics_source, np.shape(y)[0], prefix)
     report["metrics_source"] = metrics_source
+    _log_segments(report, y, p_after, segments, prefix, artifact_dir, min_segment_rows, n_bins,
+                  strategy)
     return report
+
+
+def _log_segments(report, y, p, segments, prefix, artifact_dir, min_segment_rows, n_bins,
+                  strategy) -> None:
+    if segments is not None:
+        report["segments"] = log_segment_report(
+            y, p, segments, prefix=prefix, artifact_dir=artifact_dir,
+            min_segment_rows=min_segment_rows, n_bins=n_bins, strategy=strategy).to_dict()
 
 
 @dataclass
@@ -220,6 +245,8 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="auto", X_eval
                       registered_model_name: str | None = None, signature=None,
                       input_example=None, prefix: str = "", n_bins: int = 10,
                       strategy: str = "uniform", run_name: str | None = None,
+                      segments=None, segment_columns=None,
+                      min_segment_rows: float = DEFAULT_MIN_SEGMENT_ROWS,
                       **log_model_kwargs) -> CalibrationRun:
     """Fit a :class:`CalibratedModel`, evaluate it, and log metrics, plots and the model.
 
@@ -265,6 +292,15 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="auto", X_eval
         rows of ``X_cal`` (an array becomes columns ``f0, f1, ...``).
     prefix, n_bins, strategy
         Passed to :func:`log_calibration`.
+    segments : array-like or DataFrame, optional
+        Segment keys of the rows of ``X_eval`` (or, without ``X_eval``, of ``X_cal``: the
+        held-out rows' keys are taken): the per-segment metrics of the evaluation rows are
+        logged as well (:func:`log_calibration`'s ``segments``).
+    segment_columns : list of str, optional
+        Instead of ``segments``: columns of the DataFrame ``X_eval`` (or ``X_cal``) holding
+        the keys (they stay model inputs; keys that are not features go in ``segments``).
+    min_segment_rows : float, default=100
+        Smaller segments are reported but not chosen as the worst.
     """
     import mlflow
 
@@ -275,8 +311,15 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="auto", X_eval
     if not 0.0 <= holdout < 1.0:
         raise ValueError(f"holdout must lie in [0, 1), got {holdout!r}")
     n_rows = int(np.asarray(y_cal).shape[0])
+    keyed = X_cal if X_eval is None else X_eval
+    segments = resolve_segments(segments, segment_columns, keyed)
+    if segments is not None:   # lengths and missing keys before the split and the fit
+        check_segments(segments, int(np.shape(np.asarray(y_cal if X_eval is None else y_eval,
+                                                          dtype=object))[0]), 1)
     if X_eval is None and holdout > 0:
         fit_rows, held = holdout_split(y_cal, holdout, holdout_seed)
+        if segments is not None:
+            segments = _take(segments, held)
         X_eval, y_eval = _take(X_cal, held), _take(y_cal, held)
         X_cal, y_cal = _take(X_cal, fit_rows), _take(y_cal, fit_rows)
         if sample_weight is not None:
@@ -287,6 +330,8 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="auto", X_eval
         evaluated_on, source = "calibration set", "in-sample"
     else:
         evaluated_on, source = "evaluation set", "held-out"
+    if segments is not None:   # a segment of min_segment_rows among the evaluation rows
+        check_segments(segments, len(segments), min_segment_rows)
     model = CalibratedModel(base_estimator, calibrator, score=score, threshold=threshold)
     model.fit(X_cal, y_cal, sample_weight=sample_weight)
     X_e, y_e = (X_cal, y_cal) if X_eval is None else (X_eval, y_eval)
@@ -324,10 +369,13 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="auto", X_eval
                                                 n_bins=n_bins, strategy=strategy)
             tag_metrics_source(source, y01.size, prefix)
             report["metrics_source"] = source
+            _log_segments(report, y01, p_after, segments, prefix, ARTIFACT_DIR,
+                          min_segment_rows, n_bins, strategy)
         else:
             report = log_calibration(y01, p_before, p_after, prefix=prefix, calibrator=cal,
                                      map_data=map_data, n_bins=n_bins, strategy=strategy,
-                                     metrics_source=source)
+                                     metrics_source=source, segments=segments,
+                                     min_segment_rows=min_segment_rows)
         report["evaluated_on"] = evaluated_on
         report["n_rows"] = {"given": n_rows, "fit": int(np.asarray(y_cal).shape[0]),
                             "metrics": int(y01.size)}

@@ -248,6 +248,36 @@ def _gate_corp_table(decomposition: dict | None) -> str:
             "<th>DSC</th><th>UNC</th></tr>" + "".join(rows) + "</table>")
 
 
+def _gate_segment_table(segments: dict | None) -> str:
+    """The gate's per-segment table (``max_segment_citl``): the worst segments first."""
+    if not segments:
+        return ""
+    worst = segments.get("worst", {}).get("label")
+    rows = []
+    for seg in segments.get("table", []):
+        flag = ("worst" if seg.get("label") == worst else
+                "used" if seg.get("eligible") else "too small, not used")
+        rows.append(f"<tr><td class='text'>{_e(seg.get('label'))}</td>"
+                    f"<td>{_num(seg.get('rows'), 0)}</td>"
+                    f"<td>{_num(seg.get('mean_prediction'), 4)}</td>"
+                    f"<td>{_num(seg.get('observed_rate'), 4)}</td>"
+                    f"<td>{_num(seg.get('citl'), 4)}</td>"
+                    f"<td class='ci'>[{_num(seg.get('citl_lower'), 4)}, "
+                    f"{_num(seg.get('citl_upper'), 4)}]</td>"
+                    f"<td>{_num(seg.get('ece'), 4)}</td><td>{_num(seg.get('log_loss'), 4)}</td>"
+                    f"<td>{_num(seg.get('brier'), 4)}</td><td class='text'>{flag}</td></tr>")
+    more = segments.get("truncated") or 0
+    return ("<h3 id='gate-segments'>Segments by " + _e(", ".join(segments.get("columns", [])))
+            + "</h3><table><tr><th>segment</th><th>rows</th><th>mean prediction</th>"
+            "<th>observed</th><th>O - E</th><th>interval</th><th>ECE</th><th>log loss</th>"
+            "<th>Brier</th><th></th></tr>" + "".join(rows) + "</table>"
+            f"<p class='note'>Intervals: logit-offset score intervals at "
+            f"{_num(segments.get('interval_confidence'), 4)} each (Bonferroni over the "
+            f"{_e(segments.get('n_eligible'))} segments with at least "
+            f"{_e(segments.get('min_segment_rows'))} rows); the criterion uses the lower bound "
+            "of |O - E|." + (f" {more} more segments not shown." if more else "") + "</p>")
+
+
 def _gate_section(s: dict) -> str:
     gate = s.get("gate")
     if gate is None:
@@ -276,6 +306,7 @@ def _gate_section(s: dict) -> str:
             "<table><tr><th>criterion</th><th>value</th><th>interval</th><th>limit</th>"
             "<th>verdict</th><th>note</th></tr>" + "".join(rows) + "</table>"
             + _gate_corp_table(gate.get("decomposition"))
+            + _gate_segment_table(gate.get("segments"))
             + (f"<ul class='note'>{notes}</ul>" if notes else "")
             + "<details><summary>policy</summary><pre>" + _e(policy) + "</pre></details>")
 

@@ -8,6 +8,16 @@ multiclass_brier, log_loss, accuracy}`` and one reliability diagram per class pl
 top-label diagram (``<prefix>reliability_class<k>_<label>.png``,
 ``<prefix>reliability_top_label.png``).
 
+With ``evaluator_config={"segment_columns": [...]}`` (columns of the evaluation data; a
+composite key when several) both also log the per-segment metrics of
+:func:`mlcal.metrics.segment_report`: the run metrics of
+:func:`mlcal.segment_metrics.worst_segment_metrics` (``<prefix>segment_worst_citl``,
+``_citl_lower``, ``_citl_upper``, ``_citl_excess``, ``_ece``, ``_log_loss``, ``_brier``,
+``_rows``, ``<prefix>segment_max_ece``, ``<prefix>segment_count``,
+``<prefix>segment_eligible_count``) and the artifacts ``<prefix>segment_report.json`` and
+``.csv``; ``min_segment_rows`` (default 100) sets the smallest segment that may be the worst.
+Segment columns that the model's input signature does not name are not passed to the model.
+
 Both also log ``<prefix>reliability_corp.png``: the CORP reliability diagram (isotonic curve)
 with its consistency band (:mod:`mlcal.plotting_corp`; multiclass: top label and every class). Their labels must hold every class; with the pyfunc
 output the labels are matched to the column names as strings.
@@ -22,7 +32,8 @@ import numpy as np
 from mlflow import MlflowClient
 from mlflow.entities import Metric
 from mlflow.models.evaluation import EvaluationResult, ModelEvaluator
-from mlflow.models.evaluation.artifacts import ImageEvaluationArtifact
+from mlflow.models.evaluation.artifacts import (CsvEvaluationArtifact, ImageEvaluationArtifact,
+                                                JsonEvaluationArtifact)
 from mlflow.utils.time import get_current_time_millis
 
 from mlcal.base_scores import check_not_labels, read_scores
@@ -32,12 +43,15 @@ from mlcal.multiclass_metrics import multiclass_metrics
 from mlcal.plotting import plot_multiclass_reliability
 from mlcal.plotting import reliability_diagram
 from mlcal.plotting_corp import corp_reliability_diagram, plot_multiclass_corp_reliability
+from mlcal.segment_metrics import (DEFAULT_MIN_SEGMENT_ROWS, segment_keys, segment_report,
+                                   worst_segment_metrics, write_segment_artifacts)
 
 PROBA_PREFIX = "proba_"   # the mlcal flavour's multiclass columns (mlcal.mlflow.flavor)
 
 DEFAULT_CONFIG = {"n_bins": 10, "strategy": "uniform", "metric_prefix": "calibration_",
                   "pos_label": None, "probability_column": "p_calibrated",
-                  "min_rows": DEFAULT_MIN_ROWS}
+                  "min_rows": DEFAULT_MIN_ROWS, "segment_columns": None,
+                  "min_segment_rows": DEFAULT_MIN_SEGMENT_ROWS}
 
 
 def _positive_probability(model, features, predictions, column: str):
@@ -94,13 +108,16 @@ class CalibrationEvaluator(ModelEvaluator):
         static = dataset.predictions_data if dataset.predictions_data is not None else None
         if model is None and static is None:
             raise ValueError("the calibration evaluator needs a model or static predictions")
-        p, classes = _positive_probability(model, dataset.features_data, static,
+        features, segments = _split_segments(model, dataset.features_data,
+                                             config["segment_columns"])
+        p, classes = _positive_probability(model, features, static,
                                            config["probability_column"])
         check_not_labels(p, "the evaluated model", hint=(
             "the calibration evaluator needs probabilities: set evaluator_config "
             "probability_column to the model's probability output"))
         if p.ndim == 2:
-            return _evaluate_multiclass(dataset.labels_data, p, classes, config, run_id)
+            return _evaluate_multiclass(dataset.labels_data, p, classes, config, run_id,
+                                        segments)
         y = _labels01(dataset.labels_data, classes, config["pos_label"], config["min_rows"])
         values = compute_all(y, p, int(config["n_bins"]), config["strategy"])
         values.update(calibration_diagnostics(y, p))
@@ -115,7 +132,48 @@ class CalibrationEvaluator(ModelEvaluator):
                                      strategy=config["strategy"], labels=("model",),
                                      path=os.path.join(tmp, f"{corp}.png"))
             artifacts = _log_images(run_id, tmp, [name, corp])
+        if segments is not None:
+            seg_metrics, seg_artifacts = _log_segments(run_id, y, p, segments, config)
+            metrics.update(seg_metrics)
+            artifacts.update(seg_artifacts)
         return EvaluationResult(metrics=metrics, artifacts=artifacts, run_id=run_id)
+
+
+def _split_segments(model, features, columns):
+    """(model input, segment keys or None): the keys are the ``segment_columns`` of the
+    evaluation features; those the model's input signature does not name are dropped from the
+    model input (a segment-only column must not reach the model)."""
+    if not columns:
+        return features, None
+    if isinstance(columns, str):
+        columns = [columns]
+    if not hasattr(features, "columns"):
+        raise ValueError("evaluator_config segment_columns needs the evaluation data as a "
+                         "pandas DataFrame with those columns")
+    keys = segment_keys(features, list(columns), what="the evaluation data")
+    names = set()
+    sig = getattr(getattr(model, "metadata", None), "signature", None)
+    if sig is not None and sig.inputs is not None and sig.inputs.has_input_names():
+        names = set(sig.inputs.input_names())
+    return features.drop(columns=[c for c in keys.columns if c not in names]), keys
+
+
+def _log_segments(run_id: str, y, p, segments, config) -> tuple[dict, dict]:
+    """Per-segment metrics of ``p`` (top-label for a matrix): the worst segment's run metrics
+    and the JSON/CSV table artifacts."""
+    prefix = config["metric_prefix"]
+    rep = segment_report(y, p, segments, min_segment_rows=config["min_segment_rows"],
+                         n_bins=int(config["n_bins"]), strategy=config["strategy"])
+    values = worst_segment_metrics(rep)
+    metrics = _log_metrics(run_id, prefix, values)
+    client = MlflowClient()
+    base = client.get_run(run_id).info.artifact_uri.rstrip("/")
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in write_segment_artifacts(rep, tmp, f"{prefix}segment_report"):
+            client.log_artifact(run_id, path)
+    name = f"{prefix}segment_report"
+    return metrics, {f"{name}_json": JsonEvaluationArtifact(uri=f"{base}/{name}.json"),
+                     f"{name}_csv": CsvEvaluationArtifact(uri=f"{base}/{name}.csv")}
 
 
 def _log_metrics(run_id: str, prefix: str, values: dict) -> dict[str, float]:
@@ -134,7 +192,8 @@ def _log_images(run_id: str, folder: str, names: list[str]) -> dict:
     return {name: ImageEvaluationArtifact(uri=f"{base}/{name}.png") for name in names}
 
 
-def _evaluate_multiclass(labels, p, classes, config, run_id) -> EvaluationResult:
+def _evaluate_multiclass(labels, p, classes, config, run_id,
+                         segments=None) -> EvaluationResult:
     """K >= 3 classes: multiclass metrics and per-class plus top-label diagrams."""
     if classes is None or len(classes) != p.shape[1]:
         raise ValueError(f"the model gives {p.shape[1]} probability columns but its classes "
@@ -159,4 +218,8 @@ def _evaluate_multiclass(labels, p, classes, config, run_id) -> EvaluationResult
                                          n_bins=n_bins, strategy=strategy, labels=("model",),
                                          path=os.path.join(tmp, f"{corp}.png"))
         artifacts = _log_images(run_id, tmp, [name, corp])
+    if segments is not None:   # top-label per segment
+        seg_metrics, seg_artifacts = _log_segments(run_id, y, p, segments, config)
+        metrics.update(seg_metrics)
+        artifacts.update(seg_artifacts)
     return EvaluationResult(metrics=metrics, artifacts=artifacts, run_id=run_id)

@@ -1,0 +1,50 @@
+"""Issue #30 item 4: ``mlcal calibrate --segment-columns`` logs the per-segment table of the
+held-out rows (a real CLI run on a sqlite store; the segment column is not a model feature)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+mlflow = pytest.importorskip("mlflow")
+
+
+def test_cli_calibrate_logs_segments_of_the_held_out_rows(sqlite_tracking, tmp_path, capsys):
+    from sklearn.linear_model import LogisticRegression
+
+    from mlcal.cli import main
+    from mlcal.holdout import holdout_split
+    from mlcal.metrics import segment_report
+
+    rng = np.random.default_rng(0)
+    n = 1400
+    X = pd.DataFrame(rng.normal(size=(n, 2)), columns=["a", "b"])
+    region = rng.choice(["north", "south"], n)
+    shift = np.where(region == "north", 0.7, -0.7)
+    y = (rng.random(n) < 1 / (1 + np.exp(-(X["a"].to_numpy() + shift)))).astype(int)
+    base = LogisticRegression().fit(X[:600], y[:600])
+    model_dir = tmp_path / "base"
+    mlflow.sklearn.save_model(base, str(model_dir), pip_requirements=["scikit-learn"])
+    csv = tmp_path / "cal.csv"
+    X[600:].assign(region=region[600:], y=y[600:]).to_csv(csv, index=False)
+    args = ["calibrate", "--model-uri", str(model_dir), "--data", str(csv), "--method", "platt"]
+
+    runs = len(mlflow.search_runs())
+    assert main(args + ["--segment-columns", "region,country"]) == 2
+    assert "no segment column(s) ['country']" in capsys.readouterr().err
+    assert len(mlflow.search_runs()) == runs            # refused before any run
+
+    assert main(args + ["--segment-columns", "region", "--min-segment-rows", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "segments by region: 2 (2 with >= 50 rows); worst" in out
+    run_id = out.split("run id: ")[1].split()[0]
+    table = pd.read_csv(mlflow.MlflowClient().download_artifacts(
+        run_id, "calibration/segment_report.csv", str(tmp_path / "dl")))
+    # the held-out rows of the CLI's default split, scored by the logged calibrated model
+    _, held = holdout_split(y[600:], 0.25, 0)
+    model = mlflow.pyfunc.load_model(f"runs:/{run_id}/model")
+    p = model.predict(X[600:].iloc[held])["p_calibrated"].to_numpy()
+    ref = segment_report(y[600:][held], p, region[600:][held], min_segment_rows=50)
+    assert table["rows"].sum() == held.size
+    assert np.allclose(table["citl"], [s["citl"] for s in ref.table], rtol=0, atol=1e-9)
+    metrics = mlflow.MlflowClient().get_run(run_id).data.metrics
+    assert metrics["segment_worst_citl"] == pytest.approx(ref.worst["citl"], abs=1e-9)

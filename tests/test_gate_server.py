@@ -191,6 +191,47 @@ def test_claimed_oversized_body_is_refused_unread(receiver):
     assert _lines(log_path, "request")[-1]["reason"] == "too-large"
 
 
+def test_requests_http_server_refuses_itself_are_logged_too(receiver):
+    server, log_path = receiver
+    host = server.url.removeprefix("http://").split("/")[0]
+    conn = http.client.HTTPConnection(host, timeout=30)
+    conn.request("PUT", server.path, body=b"{}")
+    assert conn.getresponse().status == 501
+    conn.close()
+    body = _payload(version="\u0663")            # an Arabic-Indic digit is not a version
+    status, answer, _ = _send(server.url, body, _signed(body))
+    assert status == 400 and answer["error"] == "bad-payload"
+    with urllib.request.urlopen(server.url.rsplit("/", 1)[0] + "/health") as resp:
+        assert resp.status == 200
+    logged = _lines(log_path, "request")
+    assert [(e["status"], e["outcome"], e.get("reason")) for e in logged] == \
+        [(501, "refused", "bad-request"), (400, "refused", "bad-payload"),
+         (200, "health", None)]
+    assert logged[0]["method"] == "PUT"
+
+
+def test_connections_beyond_the_bound_are_closed_and_logged(tmp_path):
+    import socket
+
+    log_path = tmp_path / "log"
+    with GateServer(SECRET, [MODEL], lambda m, v: None, max_connections=2,
+                    log=EventLog(path=str(log_path))) as server:
+        host, port = server.httpd.server_address[:2]
+        # two connections that send nothing hold both slots (each handler waits for its
+        # request line); connections are accepted in order, so the third finds none free
+        idle = [socket.create_connection((host, port)) for _ in range(2)]
+        try:
+            extra = socket.create_connection((host, port))
+            extra.settimeout(10)
+            assert extra.recv(100) == b""          # closed at once, not after the 10 s
+            extra.close()
+        finally:
+            for s in idle:
+                s.close()
+    refused = [e for e in _lines(log_path, "request") if e["reason"] == "too-many-connections"]
+    assert len(refused) == 1 and refused[0]["peer"] == "127.0.0.1"
+
+
 def test_other_events_and_models_are_acknowledged_and_ignored(receiver):
     server, log_path = receiver
     for body in (_payload(entity="model_version", action="tag_set"),

@@ -53,6 +53,8 @@ DEFAULT_QUEUE_SIZE = 16
 REQUEST_TIMEOUT = 10.0
 #: At most this much of a refused, unread body is discarded before the connection closes.
 LINGER_BYTES = 1024 * 1024
+#: Connections served at once (one thread each); more are closed at once and logged.
+MAX_CONNECTIONS = 64
 
 
 class EventLog:
@@ -77,13 +79,17 @@ class EventLog:
         entry = {"time": utc_now(), "kind": kind, **fields}
         line = dumps_safe(entry)
         with self._lock:
-            self._stream.write(line + "\n")
-            self._stream.flush()
+            if not self._stream.closed:   # a gate still finishing after stop() is not lost
+                self._stream.write(line + "\n")
+                self._stream.flush()
+            else:
+                sys.stderr.write(line + "\n")
         return entry
 
     def close(self) -> None:
         if self._own:
-            self._stream.close()
+            with self._lock:
+                self._stream.close()
 
 
 @dataclass
@@ -190,13 +196,55 @@ class GateWorkers:
             t.join(timeout)
 
 
+class _BoundedHTTPServer(ThreadingHTTPServer):
+    """A thread per connection, at most ``max_connections`` at once."""
+
+    daemon_threads = True
+
+    def __init__(self, address, handler, app: "GateServer", max_connections: int):
+        super().__init__(address, handler)
+        self.app = app
+        self._slots = threading.BoundedSemaphore(max_connections)
+
+    def process_request(self, request, client_address):
+        if not self._slots.acquire(blocking=False):
+            self.app.log.write("request", peer=client_address[0], status=None,
+                               outcome="refused", reason="too-many-connections",
+                               detail="connection closed unread: all connection slots busy")
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
 class _Handler(BaseHTTPRequestHandler):
     server_version = "mlcal-gate-server"
     sys_version = ""
     timeout = REQUEST_TIMEOUT
 
+    def log_request(self, code="-", size="-"):
+        pass   # the handlers below log each request as a structured line
+
     def log_message(self, format, *args):   # noqa: A002 (http.server's name)
-        pass   # every request is logged as a structured line instead
+        pass
+
+    def log_error(self, format, *args):     # noqa: A002
+        # http.server's own refusals (bad request line, unsupported method, timeout);
+        # send_error reports its status as the first argument of "code %d, message %s"
+        status = args[0] if format.startswith("code %d") and args else None
+        self.server.app.log.write(
+            "request", method=getattr(self, "command", None), peer=self.client_address[0],
+            path=(getattr(self, "path", None) or "")[:200] or None, status=status,
+            outcome="refused", reason="bad-request", detail=(format % args)[:500])
 
     def _answer(self, status: int, body: dict, headers: dict | None = None) -> None:
         data = (json.dumps(body) + "\n").encode("utf-8")
@@ -210,10 +258,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):   # noqa: N802
         app: GateServer = self.server.app
-        if self.path == "/health":
+        ok = self.path == "/health"
+        app.log.write("request", method="GET", path=self.path[:200],
+                      peer=self.client_address[0], status=200 if ok else 404,
+                      outcome="health" if ok else "refused",
+                      **({} if ok else {"reason": "unknown-path"}))
+        if ok:
             self._answer(200, {"status": "ok", "pending_gates": app.workers.depth()})
         else:
-            self._answer(404, {"error": "not found"})
+            self._answer(404, {"error": "unknown-path"})
 
     def do_POST(self):  # noqa: N802
         app: GateServer = self.server.app
@@ -265,6 +318,8 @@ class GateServer:
         Largest accepted body in bytes (refused with 413 before it is read).
     queue_size : int, default=16
         Versions that may wait per model.
+    max_connections : int, default=64
+        Connections served at once; more are closed unread (and logged).
     log : EventLog, optional
         Default: JSON lines on stderr.
     """
@@ -273,7 +328,7 @@ class GateServer:
                  run_gate: Callable[[str, str], Any], *, host: str = "127.0.0.1",
                  port: int = 0, path: str = DEFAULT_PATH, max_age: float = DEFAULT_MAX_AGE,
                  max_body: int = DEFAULT_MAX_BODY, queue_size: int = DEFAULT_QUEUE_SIZE,
-                 log: EventLog | None = None):
+                 max_connections: int = MAX_CONNECTIONS, log: EventLog | None = None):
         self.models = frozenset(models)
         if not self.models:
             raise ValueError("no model names given: the server would gate nothing")
@@ -285,9 +340,7 @@ class GateServer:
         self.path, self.max_body = path, max_body
         self.log = log or EventLog()
         self.workers = GateWorkers(run_gate, self.models, self.log, queue_size)
-        self.httpd = ThreadingHTTPServer((host, port), _Handler)
-        self.httpd.daemon_threads = True
-        self.httpd.app = self
+        self.httpd = _BoundedHTTPServer((host, port), _Handler, self, max_connections)
         self._thread: threading.Thread | None = None
 
     @property
@@ -353,7 +406,8 @@ class GateServer:
         if name not in self.models:
             fields.update(outcome="ignored", reason="other-model")
             return 200, {"result": "ignored", "reason": "model is not gated here"}, {}, fields
-        if not isinstance(version, str) or not version.isdigit() or len(version) > 18:
+        if not isinstance(version, str) or not (version.isascii() and version.isdigit()) \
+                or len(version) > 18:
             return refuse(400, "bad-payload", f"version is not a version number: "
                                               f"{str(version)[:40]!r}")
         fields["version"] = version

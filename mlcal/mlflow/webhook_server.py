@@ -87,6 +87,7 @@ class EventLog:
         return entry
 
     def close(self) -> None:
+        """Close the log file (a stream given by the caller is left open)."""
         if self._own:
             with self._lock:
                 self._stream.close()

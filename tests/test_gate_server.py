@@ -371,6 +371,8 @@ def live(tmp_path_factory):
         "MLFLOW_WEBHOOK_ALLOW_PRIVATE_IPS": "true",
         # webhook secrets are stored encrypted; one key for the server's lifetime
         "MLFLOW_WEBHOOK_SECRET_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+        # no background job runner (GenAI scorers, trace archival): not needed, costs CPU
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
     }).launch()
     X, y = make_circular(2400, seed=5)
     order = np.random.default_rng(1).permutation(len(y))

@@ -49,10 +49,12 @@ DEFAULT_PATH = "/mlflow-webhook"
 #: tags, description); the limit bounds what an unauthenticated client can make us read.
 DEFAULT_MAX_BODY = 256 * 1024
 DEFAULT_QUEUE_SIZE = 16
-#: Seconds a connection may take to send its request (slow clients are cut off).
+#: Seconds each read from a connection may wait (a silent client is cut off).
 REQUEST_TIMEOUT = 10.0
-#: At most this much of a refused, unread body is discarded before the connection closes.
+#: At most this much of a refused, unread body (and for at most this long) is discarded before
+#: the connection closes.
 LINGER_BYTES = 1024 * 1024
+LINGER_SECONDS = 3.0
 #: Connections served at once (one thread each); more are closed at once and logged.
 MAX_CONNECTIONS = 64
 
@@ -284,11 +286,12 @@ class _Handler(BaseHTTPRequestHandler):
         still sends, so that closing with unread data does not reset the connection before
         the client has read the refusal."""
         self.close_connection = True
+        deadline = time.monotonic() + LINGER_SECONDS
         try:
             self.connection.shutdown(socket.SHUT_WR)
-            self.connection.settimeout(2.0)
             budget = LINGER_BYTES
-            while budget > 0:
+            while budget > 0 and time.monotonic() < deadline:
+                self.connection.settimeout(max(0.01, deadline - time.monotonic()))
                 chunk = self.connection.recv(min(65536, budget))
                 if not chunk:
                     break

@@ -11,7 +11,7 @@ from mlcal._optional import MissingExtraError
 
 # sub-command modules, in the order `mlcal --help` lists them
 COMMAND_MODULES = ("quickstart", "fit", "evaluate", "demo", "calibrate", "export_onnx",
-                   "promote", "monitor", "report", "serve", "verify", "warmup")
+                   "promote", "gate_server", "monitor", "report", "serve", "verify", "warmup")
 
 
 def build_parser() -> argparse.ArgumentParser:

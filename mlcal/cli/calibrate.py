@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlcal.base_scores import SCORE_SOURCES
+from mlcal.base_models.scores import SCORE_SOURCES
 from mlcal.calibrators.catalog import available_calibrators, get_calibrator
-from mlcal.base_scores import classes_of
+from mlcal.base_models.scores import classes_of
 from mlcal.cli._io import parse_pos_label, read_frame
 from mlcal.holdout import DEFAULT_HOLDOUT
 from mlcal.labels import describe_labels, same_label

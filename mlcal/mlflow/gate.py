@@ -64,8 +64,8 @@ from typing import Any
 import numpy as np
 
 from mlcal._safe_json import dumps_safe
-from mlcal.base_scores import classes_of, read_scores
-from mlcal.base_scores import RAW_SOURCES, naive_probability, naive_probability_matrix
+from mlcal.base_models.scores import classes_of, read_scores
+from mlcal.base_models.scores import RAW_SOURCES, naive_probability, naive_probability_matrix
 from mlcal.labels import binary_labels, multiclass_labels
 from mlcal.mlflow import gate_journal
 from mlcal.mlflow.gate_journal import HISTORY_TAG_PREFIX, history_key
@@ -443,7 +443,7 @@ class _Judge:
 
     def log_loss(self, version: str) -> float:
         from mlcal.metrics import log_loss
-        from mlcal.multiclass_metrics import multiclass_log_loss
+        from mlcal.metrics.multiclass import multiclass_log_loss
 
         s = self.scores(version)
         if self.X is None:
@@ -522,7 +522,7 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
     confidence : float, optional
         Decide on paired bootstrap intervals at this confidence (needs ``data``).
     n_resamples : int, optional
-        Bootstrap resamples (default :data:`mlcal.bootstrap.DEFAULT_RESAMPLES`).
+        Bootstrap resamples (default :data:`mlcal.metrics.bootstrap.DEFAULT_RESAMPLES`).
     seed : int, default=0
         Bootstrap seed.
     metric_key : str, default="ece_after"

@@ -58,7 +58,7 @@ Comparisons with the holder are paired on the same rows when predictions are giv
 the point value: the whole two-sided interval must lie on the passing side (for ECE its upper
 end must be <= ``max_ece``), i.e. a one-sided test at level (1 + confidence) / 2. The bootstrap
 is seeded (``seed``) and uses ``n_resamples`` resamples (default
-:data:`mlcal.bootstrap.DEFAULT_RESAMPLES` = 1000).
+:data:`mlcal.metrics.bootstrap.DEFAULT_RESAMPLES` = 1000).
 
 This module is pure computation; :mod:`mlcal.mlflow.gate` applies it to an MLflow registry.
 """
@@ -72,8 +72,8 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from mlcal import metrics as M
-from mlcal import multiclass_metrics as MM
-from mlcal.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_ci, paired_bootstrap_diff
+from mlcal.metrics import multiclass as MM
+from mlcal.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_ci, paired_bootstrap_diff
 
 #: The run metrics read when the gate has no data (what ``log_calibration`` logs).
 LOGGED_KEYS = {"ece": "ece_after", "log_loss": "log_loss_after", "brier": "brier_after",

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from mlcal._atomic import write_json
-from mlcal.base_scores import naive_probability, naive_probability_matrix
+from mlcal.base_models.scores import naive_probability, naive_probability_matrix
 from mlcal.holdout import DEFAULT_HOLDOUT, holdout_split
 from mlcal.labels import multiclass_labels, positive_indicator
 from mlcal.metrics import METRIC_NAMES, calibration_diagnostics, calibration_report

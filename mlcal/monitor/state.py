@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from mlcal.monitor import CalibrationMonitor
+from mlcal.monitor.sequential import CalibrationMonitor
 
 STATE_FORMAT = "mlcal.monitor_loop"
 STATE_VERSION = 1

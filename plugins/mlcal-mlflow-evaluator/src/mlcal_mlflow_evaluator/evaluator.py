@@ -9,7 +9,7 @@ top-label diagram (``<prefix>reliability_class<k>_<label>.png``,
 ``<prefix>reliability_top_label.png``).
 
 Both also log ``<prefix>reliability_corp.png``: the CORP reliability diagram (isotonic curve)
-with its consistency band (:mod:`mlcal.plotting_corp`; multiclass: top label and every class). Their labels must hold every class; with the pyfunc
+with its consistency band (:mod:`mlcal.plotting.corp`; multiclass: top label and every class). Their labels must hold every class; with the pyfunc
 output the labels are matched to the column names as strings.
 """
 
@@ -25,13 +25,13 @@ from mlflow.models.evaluation import EvaluationResult, ModelEvaluator
 from mlflow.models.evaluation.artifacts import ImageEvaluationArtifact
 from mlflow.utils.time import get_current_time_millis
 
-from mlcal.base_scores import check_not_labels, read_scores
+from mlcal.base_models.scores import check_not_labels, read_scores
 from mlcal.labels import DEFAULT_MIN_ROWS, binary_labels, multiclass_labels
 from mlcal.metrics import calibration_diagnostics, compute_all
-from mlcal.multiclass_metrics import multiclass_metrics
+from mlcal.metrics.multiclass import multiclass_metrics
 from mlcal.plotting import plot_multiclass_reliability
 from mlcal.plotting import reliability_diagram
-from mlcal.plotting_corp import corp_reliability_diagram, plot_multiclass_corp_reliability
+from mlcal.plotting.corp import corp_reliability_diagram, plot_multiclass_corp_reliability
 
 PROBA_PREFIX = "proba_"   # the mlcal flavour's multiclass columns (mlcal.mlflow.flavor)
 

@@ -4,7 +4,8 @@ type derives from, and :func:`map_from_dict`.
 
 Kept apart so the binary maps (:mod:`mlcal.maps.binary`), the multiclass maps
 (:mod:`mlcal.maps.multiclass`) and the offset stage (:mod:`mlcal.maps.offset`) all build on it
-without importing each other (issue 27: no import cycles). The public names are re-exported from :mod:`mlcal.maps`, their public home.
+without importing each other (issue 27: no import cycles). The public names are re-exported from
+:mod:`mlcal.maps`, their public home.
 """
 
 from __future__ import annotations

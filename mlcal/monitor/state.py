@@ -29,7 +29,8 @@ import numpy as np
 
 from mlcal.monitor.sequential import CalibrationMonitor
 
-STATE_FORMAT = "mlcal.monitor_loop"   # written in every STATE.json: a format name, kept when the module moved
+# written in every STATE.json: a format name, so it stays as it was when the loop module moved
+STATE_FORMAT = "mlcal.monitor_loop"
 STATE_VERSION = 1
 WINDOW_ARRAYS = ("X", "columns", "p", "s", "y", "w", "batch")
 _FIELDS = {"format", "version", "model_name", "model_version", "run_id", "step",

@@ -27,7 +27,7 @@ import numpy as np
 from mlcal._solvers.detmath import det_log, det_log1p
 from mlcal._solvers.offset_newton import solve_offset
 from mlcal._validation import as_labels, as_weights, check_probabilities
-from mlcal.maps.binary import _BaseMap
+from mlcal.maps._core import _BaseMap
 from mlcal.maps.offset import OFFSET_INNER_KINDS, OffsetMap
 
 

@@ -33,7 +33,7 @@ from scipy.optimize import brentq
 from scipy.special import expit
 
 from mlcal.metrics import proportion_interval
-from mlcal.metrics_curves import _fit_joint
+from mlcal.metrics.curves import _fit_joint
 from mlcal.monitor import CalibrationMonitor
 
 N_BATCHES, BATCH, CHANGE = 60, 200, 20
@@ -109,7 +109,7 @@ def reoffset_quality(runs: list[dict]) -> tuple[list[float], list[float]]:
     """Relative log-loss excess over the in-sample oracle refit ``(a, b)`` on the batches after
     the alarm, per stream: of the offset fitted at the alarm (out of sample), and of the
     offset-only refit on those same batches (in sample, like the oracle)."""
-    from mlcal.metrics_curves import _fit_offset_intercept
+    from mlcal.metrics.curves import _fit_offset_intercept
 
     at_alarm, same_window = [], []
     for r in runs:

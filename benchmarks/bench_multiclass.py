@@ -22,7 +22,7 @@ seeds): digits (K = 10) and wine (K = 3) from scikit-learn with a logistic regre
 and simulated data with known class probabilities, where the mean |p - p_true| over all rows
 and classes is printed too; digits also with naive-Bayes and random-forest bases (exact and
 underflowed zeros). Columns: log loss (true-class probability clipped at 1e-15), Brier,
-top-label ECE and classwise ECE (15 equal-width bins, ``mlcal.multiclass_metrics``), and the
+top-label ECE and classwise ECE (15 equal-width bins, ``mlcal.metrics.multiclass``), and the
 number of test rows (over all splits) whose true class gets a probability below 1e-15.
 """
 
@@ -48,7 +48,7 @@ from mlcal.calibrators.multiclass import (MatrixScaling, OneVsRest, TemperatureS
                                           VectorScaling)
 from mlcal.calibrators.structured_scaling import (StructuredMatrixScaling,
                                                   StructuredVectorScaling, TemperatureMixScaling)
-from mlcal.multiclass_metrics import (classwise_ece, multiclass_brier, multiclass_log_loss,
+from mlcal.metrics.multiclass import (classwise_ece, multiclass_brier, multiclass_log_loss,
                                       top_label_ece)
 
 MLCAL_METHODS = {

@@ -53,7 +53,7 @@ from sklearn.preprocessing import StandardScaler
 
 from bench_multiclass import StoredScores
 from mlcal.calibrators.multiclass import MULTICLASS_METHODS, OneVsRest
-from mlcal.multiclass_metrics import multiclass_brier, multiclass_log_loss
+from mlcal.metrics.multiclass import multiclass_brier, multiclass_log_loss
 
 MLCAL = {"auto": lambda: MULTICLASS_METHODS["auto"](input_kind="probabilities"),
          **{name: (lambda name=name: MULTICLASS_METHODS[name](input_kind="probabilities"))

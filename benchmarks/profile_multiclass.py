@@ -20,7 +20,7 @@ from bench_multiclass import simulate
 from mlcal._solvers.detmath import det_exp_array
 from mlcal._solvers.softmax_affine import canonical_order
 from mlcal.calibrators.multiclass import MULTICLASS_METHODS
-from mlcal.multiclass_maps import SoftmaxAffineMap
+from mlcal.maps.multiclass import SoftmaxAffineMap
 
 
 def timed_fit(name: str, s: np.ndarray, y: np.ndarray):

@@ -30,7 +30,7 @@ from sklearn.preprocessing import StandardScaler
 
 from mlcal.calibrators.structured_scaling import (StructuredMatrixScaling,
                                                   StructuredVectorScaling, TemperatureMixScaling)
-from mlcal.multiclass_metrics import multiclass_log_loss
+from mlcal.metrics.multiclass import multiclass_log_loss
 
 
 def _draw_labels(p: np.ndarray, rng) -> np.ndarray:

@@ -20,8 +20,8 @@ from mlcal.maps import BetaMap  # noqa: E402
 from mlcal.maps import (LinearMap, MapFormatError, MulticlassMap, SigmoidMap,  # noqa: E402
                         SoftmaxAffineMap, StepMap, map_from_dict)
 from mlcal.model import CalibratedModel  # noqa: E402
-from mlcal.offset_map import OffsetMap  # noqa: E402
-from mlcal.reoffset import fit_delta, prior_shift_delta, reoffset  # noqa: E402
+from mlcal.maps.offset import OffsetMap  # noqa: E402
+from mlcal.maps.reoffset import fit_delta, prior_shift_delta, reoffset  # noqa: E402
 
 __all__ = [*_calibrator_names, "BetaMap", "CalibratedModel", "LinearMap", "MapFormatError", "MulticlassMap",
            "OffsetMap", "SigmoidMap", "SoftmaxAffineMap", "StepMap", "fit_delta", "map_from_dict",

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from mlcal.base_scores import classes_of, naive_probability, read_scores
+from mlcal.base_models.scores import classes_of, naive_probability, read_scores
 from mlcal.calibrators.catalog import available_calibrators
 from mlcal.labels import positive_indicator
 from mlcal.metrics import METRIC_NAMES, compute_all

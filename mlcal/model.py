@@ -8,7 +8,7 @@ from sklearn.exceptions import NotFittedError
 
 from mlcal._validation import as_weights
 # SCORE_SOURCES and read_scores are re-exported: callers import them from here
-from mlcal.base_scores import (RAW_SOURCES, SCORE_SOURCES, check_not_labels,  # noqa: F401
+from mlcal.base_models.scores import (RAW_SOURCES, SCORE_SOURCES, check_not_labels,  # noqa: F401
                                classes_of, is_fitted, model_classes, read_score_matrix,
                                read_scores, resolve_source)
 from mlcal.calibrators.base import BaseCalibrator
@@ -52,7 +52,7 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
         positive-class probability) when the model has it, else ``decision_function``.
         ``"margin"`` takes the raw log-odds: ``output_margin=True`` (XGBoost),
         ``raw_score=True`` (LightGBM), ``RawFormulaVal`` (CatBoost) or ``decision_function``
-        (scikit-learn, e.g. HistGradientBoosting); see :mod:`mlcal.base_scores`. Methods that
+        (scikit-learn, e.g. HistGradientBoosting); see :mod:`mlcal.base_models.scores`. Methods that
         need scores in [0, 1] squash a decision function or margin with the logistic sigmoid,
         as the papers do; the squashing is recorded on the map (``map_.input_transform == "sigmoid"``).
     threshold : float, default=0.5

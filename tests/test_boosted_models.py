@@ -26,9 +26,9 @@ lightgbm = pytest.importorskip("lightgbm")
 
 import mlcal  # noqa: E402
 import mlcal.mlflow  # noqa: E402
-from mlcal.base_scores import HardLabelError, NotBinaryError  # noqa: E402
+from mlcal.base_models.scores import HardLabelError, NotBinaryError  # noqa: E402
 from mlcal.calibrators.multiclass import MissingClassError  # noqa: E402
-from mlcal.boosters import BoosterClassifier  # noqa: E402
+from mlcal.base_models.boosters import BoosterClassifier  # noqa: E402
 from mlcal.cli import main as cli_main  # noqa: E402
 from mlcal.model import CalibratedModel  # noqa: E402
 

@@ -12,7 +12,7 @@ import pytest
 from mlcal import load_calibrator
 from mlcal.calibrators.multiclass import MatrixScaling, OneVsRest, TemperatureScaling
 from mlcal.cli import main
-from mlcal.multiclass_metrics import classwise_ece, multiclass_brier, top_label_ece
+from mlcal.metrics.multiclass import classwise_ece, multiclass_brier, top_label_ece
 from mlcal.onnx import error_bound
 from support.synthetic import multiclass_set
 

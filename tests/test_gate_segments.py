@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from mlcal.mlflow.gate_policy import GatePolicy, decide
-from mlcal.segment_metrics import NoEligibleSegmentError, segment_report
+from mlcal.metrics.segments import NoEligibleSegmentError, segment_report
 
 NAME = "seggate"
 FAST = dict(pip_requirements=["scikit-learn"], bundle_mlcal=False)

@@ -174,7 +174,7 @@ def test_kind_table_rejects_a_missing_or_taken_kind():
     try:
         with pytest.raises(TypeError, match="must define its own non-empty 'kind'"):
             type("NoKind", (StepMap,), {})       # would write documents that load as StepMap
-        with pytest.raises(TypeError, match="'step' .* already taken by mlcal.maps.StepMap"):
+        with pytest.raises(TypeError, match="'step' .* already taken by mlcal.maps.binary.StepMap"):
             type("OtherStep", (StepMap,), {"kind": "step"})
         assert MAP_TYPES == before
     finally:

@@ -4,9 +4,9 @@ rows, and their behaviour on simulated models whose population calibration error
 import numpy as np
 import pytest
 
-from mlcal.bootstrap import bootstrap_ci, paired_bootstrap_diff
+from mlcal.metrics.bootstrap import bootstrap_ci, paired_bootstrap_diff
 from mlcal.metrics import brier, ece
-from mlcal.multiclass_metrics import top_label_ece
+from mlcal.metrics.multiclass import top_label_ece
 
 
 def _population_ece(f, n_bins=10):

@@ -8,10 +8,10 @@ import pytest
 from sklearn.isotonic import IsotonicRegression
 
 from mlcal import metrics
-from mlcal.bootstrap import bootstrap_ci
+from mlcal.metrics.bootstrap import bootstrap_ci
 from mlcal.metrics import (classwise_corp_decomposition, corp_decomposition, corp_mcb,
                            isotonic_recalibration, top_label_corp_decomposition)
-from mlcal.multiclass_metrics import multiclass_brier
+from mlcal.metrics.multiclass import multiclass_brier
 
 
 def _data(seed, n=400, decimals=2, weighted=False):

@@ -9,7 +9,7 @@ from scipy import integrate
 from scipy.stats import norm
 
 from mlcal import metrics
-from mlcal.bootstrap import bootstrap_ci, paired_bootstrap_diff
+from mlcal.metrics.bootstrap import bootstrap_ci, paired_bootstrap_diff
 
 calibration = pytest.importorskip("calibration")  # uncertainty-calibration (dev extra)
 relplot = pytest.importorskip("relplot")

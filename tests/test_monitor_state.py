@@ -1,4 +1,4 @@
-"""The monitoring loop's state files (mlcal.monitor_state), without MLflow: a bounded window,
+"""The monitoring loop's state files (mlcal.monitor.state), without MLflow: a bounded window,
 crash-consistent saves, and loading that runs no code and refuses edited files by name."""
 
 import io
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mlcal.monitor import CalibrationMonitor
-from mlcal.monitor_state import LoopState, StateError, Window
+from mlcal.monitor.state import LoopState, StateError, Window
 
 
 def state_with(batches, keep=3, seed=0):

@@ -12,7 +12,7 @@ from sklearn.naive_bayes import GaussianNB  # noqa: E402
 
 from mlcal.calibrators.multiclass import MissingClassError  # noqa: E402
 from mlcal.labels import MissingLabelError, UnknownLabelError  # noqa: E402
-from mlcal.multiclass_metrics import classwise_ece, top_label_ece  # noqa: E402
+from mlcal.metrics.multiclass import classwise_ece, top_label_ece  # noqa: E402
 from support.evaluation import evaluate_calibrated  # noqa: E402
 
 NAMES = np.array(["barolo", "grignolino", "barbera"])

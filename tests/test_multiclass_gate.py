@@ -18,7 +18,7 @@ import mlcal.mlflow as mlcal_mlflow  # noqa: E402
 from mlcal import CalibratedModel, HistogramBinning  # noqa: E402
 from mlcal.cli import main  # noqa: E402
 from mlcal.mlflow.gate import gate_history, promote  # noqa: E402
-from mlcal.multiclass_metrics import multiclass_brier, top_label_ece  # noqa: E402
+from mlcal.metrics.multiclass import multiclass_brier, top_label_ece  # noqa: E402
 
 NAME = "mc-clf"
 CLASSES = np.array(["a", "b", "c"])

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.special import softmax
 
-from mlcal.multiclass_metrics import (classwise_ece, multiclass_brier, multiclass_log_loss,
+from mlcal.metrics.multiclass import (classwise_ece, multiclass_brier, multiclass_log_loss,
                                       top_label_ece)
 
 

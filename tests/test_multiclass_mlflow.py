@@ -24,7 +24,7 @@ from mlcal.mlflow.integrity import ModelIntegrityError
 from mlcal.model import CalibratedModel
 from support.mlflow_store import sqlite_store
 from support.tamper import reseal
-from mlcal.multiclass_metrics import (classwise_ece, multiclass_brier, multiclass_log_loss,
+from mlcal.metrics.multiclass import (classwise_ece, multiclass_brier, multiclass_log_loss,
                                       top_label_ece)
 
 FAST_REQS = ["scikit-learn", "numpy", "pandas"]  # explicit: skips slow requirement inference

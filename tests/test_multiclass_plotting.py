@@ -5,7 +5,7 @@ import pytest
 
 from mlcal.calibrators.multiclass import TemperatureScaling
 from mlcal.metrics import ece
-from mlcal.multiclass_metrics import top_label_ece
+from mlcal.metrics.multiclass import top_label_ece
 from mlcal.plotting import plot_multiclass_reliability
 from support.synthetic import multiclass_set
 

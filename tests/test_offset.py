@@ -17,8 +17,8 @@ from scipy.special import expit, logit
 import mlcal
 from mlcal.calibrators.base import CalibratorFormatError
 from mlcal.maps import BetaMap, LinearMap, MapFormatError, SigmoidMap, StepMap, map_from_dict
-from mlcal.offset_map import OffsetMap, offset_probabilities
-from mlcal.reoffset import fit_delta, prior_shift_delta, reoffset
+from mlcal.maps.offset import OffsetMap, offset_probabilities
+from mlcal.maps.reoffset import fit_delta, prior_shift_delta, reoffset
 from tests.support.synthetic import calibration_set
 
 

@@ -10,8 +10,8 @@ import pytest
 
 import mlcal
 from mlcal.maps import BetaMap, LinearMap, SigmoidMap, StepMap
-from mlcal.offset_map import OffsetMap
-from mlcal.reoffset import reoffset
+from mlcal.maps.offset import OffsetMap
+from mlcal.maps.reoffset import reoffset
 from tests.support.synthetic import calibration_set
 from tests.test_java_evaluator import (_python_rejects, assert_bits_equal, jar,  # noqa: F401
                                        probe_scores, run_batch)

@@ -11,7 +11,7 @@ from support.spark import local_spark
 
 from mlcal._solvers.detmath import det_log1p_array, det_log_array
 from mlcal.maps import BetaMap, LinearMap, SigmoidMap, StepMap
-from mlcal.offset_map import OffsetMap
+from mlcal.maps.offset import OffsetMap
 
 pytest.importorskip("pyspark")
 

@@ -19,7 +19,7 @@ from mlcal.calibrators.structured_scaling import (StructuredMatrixScaling,
                                                   StructuredVectorScaling, TemperatureMixScaling)
 from mlcal.maps import LinearMap, SigmoidMap, StepMap
 from mlcal.model import CalibratedModel
-from mlcal.multiclass_maps import MulticlassMap, SoftmaxAffineMap
+from mlcal.maps.multiclass import MulticlassMap, SoftmaxAffineMap
 from mlcal.onnx import DEFAULT_OPSET, error_bound, to_onnx
 from support.synthetic import multiclass_set
 from test_onnx import run_all, run_node_batch, run_ort

@@ -193,7 +193,7 @@ def test_positive_indicator_matches_a_brute_force_mapping():
 
 
 def test_naive_probability_is_the_maps_own_sigmoid():
-    from mlcal.base_scores import naive_probability
+    from mlcal.base_models.scores import naive_probability
     from mlcal.maps import apply_input_transform
 
     s = np.linspace(-30, 30, 101)

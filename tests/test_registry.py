@@ -16,7 +16,7 @@ from mlcal import CalibratedModel, HistogramBinning, Platt  # noqa: E402
 from mlcal.cli import main  # noqa: E402
 from mlcal.datasets import make_circular  # noqa: E402
 from mlcal.metrics import auc, brier, ece, log_loss  # noqa: E402
-from mlcal.bootstrap import paired_bootstrap_diff  # noqa: E402
+from mlcal.metrics.bootstrap import paired_bootstrap_diff  # noqa: E402
 from mlcal.mlflow.gate import (InSampleMetricsError, TooFewRowsError,  # noqa: E402
                                UsefulnessNeedsDataError, gate_history, promote)
 

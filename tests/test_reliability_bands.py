@@ -7,9 +7,9 @@ import pytest
 from sklearn.isotonic import IsotonicRegression
 
 from mlcal.metrics import reliability_curve
-from mlcal.metrics_decomposition import isotonic_recalibration
+from mlcal.metrics.decomposition import isotonic_recalibration
 from mlcal.plotting import corp_reliability_diagram, plot_multiclass_corp_reliability
-from mlcal.reliability_bands import consistency_band, corp_curve
+from mlcal.metrics.reliability_bands import consistency_band, corp_curve
 
 
 def test_band_is_the_quantile_of_isotonic_refits_on_labels_drawn_from_the_forecasts():

@@ -8,9 +8,9 @@ import re
 import numpy as np
 import pytest
 
-from mlcal.bootstrap import bootstrap_ci
+from mlcal.metrics.bootstrap import bootstrap_ci
 from mlcal.metrics import ece
-from mlcal.metrics_decomposition import corp_decomposition
+from mlcal.metrics.decomposition import corp_decomposition
 from mlcal.report import assemble_report, build_report, render_html
 
 EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//|@import|url\(\s*["']?"""

@@ -11,7 +11,7 @@ import pytest
 mlflow = pytest.importorskip("mlflow")
 
 from mlcal.metrics import segment_report  # noqa: E402
-from mlcal.segment_metrics import worst_segment_metrics  # noqa: E402
+from mlcal.metrics.segments import worst_segment_metrics  # noqa: E402
 from support.mlflow_store import sqlite_store  # noqa: E402
 
 
@@ -69,7 +69,7 @@ def test_calibrate_and_log_reports_the_held_out_rows_segments(store):
 
     from mlcal.holdout import holdout_split
     from mlcal.mlflow import calibrate_and_log
-    from mlcal.segment_metrics import NoEligibleSegmentError
+    from mlcal.metrics.segments import NoEligibleSegmentError
 
     X, region, y = _frame(2400, seed=1)
     base = LogisticRegression().fit(X.iloc[:800], y[:800])

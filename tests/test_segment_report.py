@@ -14,8 +14,8 @@ import pytest
 
 from mlcal import metrics as M
 from mlcal.metrics import SegmentReport, segment_report
-from mlcal.multiclass_metrics import multiclass_brier, multiclass_log_loss, top_label_ece
-from mlcal.segment_metrics import (MissingSegmentKeyError, NaNProbabilityError,
+from mlcal.metrics.multiclass import multiclass_brier, multiclass_log_loss, top_label_ece
+from mlcal.metrics.segments import (MissingSegmentKeyError, NaNProbabilityError,
                                    NoEligibleSegmentError, SegmentLengthError,
                                    offset_score_interval)
 

@@ -27,8 +27,8 @@ from mlcal.calibrators.multiclass import (MULTICLASS_METHODS, MatrixScaling,
 from mlcal.calibrators.structured_scaling import (StructuredMatrixScaling,
                                                   StructuredVectorScaling, TemperatureMixScaling)
 from mlcal.maps import MapFormatError, map_from_dict
-from mlcal.multiclass_maps import PROBABILITY_FLOOR, SoftmaxAffineMap
-from mlcal.multiclass_metrics import top_label_ece
+from mlcal.maps.multiclass import PROBABILITY_FLOOR, SoftmaxAffineMap
+from mlcal.metrics.multiclass import top_label_ece
 
 STRUCTURED = [TemperatureMixScaling, StructuredVectorScaling, StructuredMatrixScaling]
 

@@ -1,4 +1,4 @@
-"""Maximum-likelihood logit offset: the 1-D convex problem behind :func:`mlcal.reoffset.fit_delta`.
+"""Maximum-likelihood logit offset: the 1-D convex problem behind :func:`mlcal.maps.reoffset.fit_delta`.
 
 Maximise ``L(d) = sum w [y log expit(l + d) + (1 - y) log(1 - expit(l + d))]`` over ``d``, for
 fixed log-odds ``l``. The score ``g(d) = sum w (y - expit(l + d))`` is strictly decreasing, so the

@@ -18,7 +18,7 @@ means), ``spline`` (cumulative sums of non-negative increments), ``beta`` (``a, 
 merge may dip by an ulp, so it is not checked).
 
 Re-offset stage: the map of any binary method's document may be an ``"offset"`` map
-(:class:`mlcal.offset_map.OffsetMap`, written by :func:`mlcal.reoffset.reoffset`) wrapping one
+(:class:`mlcal.maps.offset.OffsetMap`, written by :func:`mlcal.maps.reoffset.reoffset`) wrapping one
 map the method fits; every rule above applies to that inner map (the offset is strictly
 increasing, so monotonicity carries over). The table lists the method's own kinds; the offset
 is not a kind of any method but a stage any binary method's map may carry (``"offset_stage":
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from mlcal.maps import BetaMap, CalibrationMap, LinearMap, SigmoidMap, StepMap
-from mlcal.offset_map import OffsetMap
+from mlcal.maps.offset import OffsetMap
 
 #: the fields every calibrator document has (``mlcal_version`` is informational)
 ENVELOPE_FIELDS = ("format", "format_version", "mlcal_version", "method", "params", "map")

@@ -35,7 +35,7 @@ from mlcal.calibrators.base import (BaseCalibrator, CalibratorFormatError, build
                                     calibrator_document, parse_document, read_document_header,
                                     read_document_map)
 from mlcal.calibrators.catalog import calibrator_class, get_calibrator
-from mlcal.multiclass_maps import MulticlassMap, SoftmaxAffineMap, as_score_matrix
+from mlcal.maps.multiclass import MulticlassMap, SoftmaxAffineMap, as_score_matrix
 
 INPUT_KINDS = ("auto", "probabilities", "logits")
 #: largest |row sum - 1| accepted for probability rows

@@ -44,7 +44,7 @@ from mlcal.calibrators.base import CalibratorFormatError
 from mlcal.calibrators.catalog import available_calibrators
 from mlcal.calibrators.multiclass import MulticlassCalibrator, OneVsRest
 from mlcal.calibrators.multiclass_catalog import MULTICLASS_METHODS, register_multiclass_method
-from mlcal.multiclass_maps import MulticlassMap, SoftmaxAffineMap
+from mlcal.maps.multiclass import MulticlassMap, SoftmaxAffineMap
 
 #: The default candidates, in preference order (ties in complexity go to the earlier one, so
 #: temperature, the first, is also the fallback when no cross-validation is possible; ts-mix has

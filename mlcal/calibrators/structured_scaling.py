@@ -21,7 +21,7 @@ convex: one finite optimum, found by damped Newton with the exact Hessian (L-BFG
 :data:`MAX_NEWTON_CLASSES_SVS` classes and for SMS above
 :data:`~mlcal.calibrators.multiclass.MAX_NEWTON_PARAMETERS` parameters).
 
-Every fitted map is a :class:`~mlcal.multiclass_maps.SoftmaxAffineMap` with ``W = I + diag(v) +
+Every fitted map is a :class:`~mlcal.maps.multiclass.SoftmaxAffineMap` with ``W = I + diag(v) +
 M``, ``temperature = T``, ``bias = b`` and ``uniform_weight = 1 / (n + 1)``: exactly what was
 fitted, exported as is to ONNX and the JVM. The default penalties were chosen by measurement
 (docs/multiclass-scaling.md, "Structured scaling").
@@ -38,7 +38,7 @@ from mlcal._solvers.softmax_derivatives import matrix_objective_derivatives, vec
 from mlcal.calibrators._params import Real
 from mlcal.calibrators.multiclass import (MAX_NEWTON_PARAMETERS, TemperatureScaling,
                                           _SoftmaxScaling, _lbfgs, _newton)
-from mlcal.multiclass_maps import SoftmaxAffineMap
+from mlcal.maps.multiclass import SoftmaxAffineMap
 
 
 #: structured vector scaling uses Newton's method up to this many classes, L-BFGS above

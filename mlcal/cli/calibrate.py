@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlcal.base_scores import SCORE_SOURCES
+from mlcal.base_models.scores import SCORE_SOURCES
 from mlcal.calibrators.catalog import available_calibrators, get_calibrator
-from mlcal.base_scores import classes_of
+from mlcal.base_models.scores import classes_of
 from mlcal.cli._io import parse_columns, parse_pos_label, read_frame
 from mlcal.holdout import DEFAULT_HOLDOUT
 from mlcal.labels import describe_labels, same_label
@@ -91,7 +91,7 @@ def run(args) -> int:
                 raise ValueError(f"{args.eval_data} has no column(s) {missing}")
             evaluation = {"X_eval": ev[cols], "y_eval": ev[args.label_column].to_numpy()}
         if seg_cols:
-            from mlcal.segment_metrics import segment_keys
+            from mlcal.metrics.segments import segment_keys
 
             source, name = (ev, args.eval_data) if args.eval_data else (frame, args.data)
             evaluation["segments"] = segment_keys(source, seg_cols, what=name)

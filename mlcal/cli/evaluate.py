@@ -14,7 +14,7 @@ from mlcal.calibrators.multiclass import (MulticlassCalibrator, NotProbabilities
 from mlcal.cli._io import add_data_arguments, binary_label_column, read_columns
 from mlcal.cli._multiclass import add_multiclass_arguments, read_multiclass, reject_pos_label
 from mlcal.metrics import BIN_STRATEGIES, calibration_report, format_report
-from mlcal.multiclass_metrics import multiclass_report
+from mlcal.metrics.multiclass import multiclass_report
 
 
 def uncalibrated_probabilities(scores: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""``mlcal monitor``: one step of the monitoring loop (see :mod:`mlcal.monitor_loop`)."""
+"""``mlcal monitor``: one step of the monitoring loop (see :mod:`mlcal.monitor.loop`)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def run(args) -> int:
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    from mlcal.monitor_loop import run_batch
+    from mlcal.monitor.loop import run_batch
 
     if args.tracking_uri:
         mlflow.set_tracking_uri(args.tracking_uri)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from mlcal._safe_json import dumps_safe
-from mlcal.bootstrap import DEFAULT_RESAMPLES
+from mlcal.metrics.bootstrap import DEFAULT_RESAMPLES
 from mlcal.cli._io import parse_columns
 from mlcal.metrics import BIN_STRATEGIES
 

@@ -179,7 +179,7 @@ def load_base_safely(base_dir: str, conf: dict[str, Any], *, allow_pickle: bool 
     else:
         model = loaders[flavor](base_dir, nested)
     if conf.get("base_booster"):
-        from mlcal.boosters import BoosterClassifier
+        from mlcal.base_models.boosters import BoosterClassifier
 
         return BoosterClassifier(model)
     return model

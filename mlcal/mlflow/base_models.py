@@ -99,7 +99,7 @@ class PyfuncScorer(BaseEstimator):
         a model in a flavour mlcal reads natively (and no ``output_column``), its
         positive-class probability (``kind="probability"``) or raw margin (``kind="score"``)."""
         if self.native_ is not None:
-            from mlcal.base_scores import has_margin, read_scores
+            from mlcal.base_models.scores import has_margin, read_scores
 
             if self.kind == "probability":
                 if not hasattr(self.native_, "predict_proba"):
@@ -154,7 +154,7 @@ def extract_scores(output: Any, column: str | int | None) -> np.ndarray:
         output = output[column]
     raw = np.asarray(output)
     if raw.dtype.kind in "iubOUS":
-        from mlcal.base_scores import HardLabelError
+        from mlcal.base_models.scores import HardLabelError
 
         raise HardLabelError(
             f"the base model's output{'' if column is None else f' {column!r}'} holds class "
@@ -186,7 +186,7 @@ def _load_native(path: str, flavors: dict):
     """The native classifier of a model logged in a flavour from NATIVE_READ_FLAVORS, else None."""
     import importlib
 
-    from mlcal.boosters import BoosterClassifier, is_booster
+    from mlcal.base_models.boosters import BoosterClassifier, is_booster
 
     for flavor in NATIVE_READ_FLAVORS:
         if flavor in flavors:
@@ -207,10 +207,10 @@ def load_base_estimator(model_uri: str, *, output_column: str | int | None = Non
 
     A model logged with ``mlflow.sklearn``, ``mlflow.xgboost``, ``mlflow.lightgbm`` or
     ``mlflow.catboost`` is loaded natively (a ``Booster`` is wrapped in
-    :class:`~mlcal.boosters.BoosterClassifier`), so its probabilities are read rather than the
+    :class:`~mlcal.base_models.boosters.BoosterClassifier`), so its probabilities are read rather than the
     hard labels its pyfunc ``predict`` returns. Any other model, or any model when
     ``output_column`` is given, is read through :class:`PyfuncScorer`, which refuses label
-    outputs (:class:`mlcal.base_scores.HardLabelError`).
+    outputs (:class:`mlcal.base_models.scores.HardLabelError`).
     """
     import mlflow.models
 
@@ -252,11 +252,11 @@ def trusted_types(estimator: Any) -> list[str]:
 def base_flavor_for(estimator: Any, base_format: str = "auto") -> str:
     """The MLflow flavour that nests ``estimator`` for ``base_format``
     (see :func:`save_base_model`)."""
-    from mlcal.base_scores import library_of
+    from mlcal.base_models.scores import library_of
 
     if base_format not in BASE_FORMATS:
         raise ValueError(f"base_format must be one of {BASE_FORMATS}, got {base_format!r}")
-    from mlcal.boosters import BoosterClassifier
+    from mlcal.base_models.boosters import BoosterClassifier
 
     if isinstance(estimator, PyfuncScorer):
         return "python_function"
@@ -318,7 +318,7 @@ def save_base_model(estimator: Any, path: str, *, base_format: str = "auto",
                 include_cloudpickle=fmt == "cloudpickle", include_skops=fmt == "skops")
         else:
             kwargs["pip_requirements"] = module.get_default_pip_requirements()
-    from mlcal.boosters import BoosterClassifier
+    from mlcal.base_models.boosters import BoosterClassifier
 
     if isinstance(estimator, BoosterClassifier):
         kwargs.pop("serialization_format", None)  # a Booster is always saved natively
@@ -352,7 +352,7 @@ def load_base_model(path: str, conf: dict[str, Any]):
     if flavor in _BASE_FLAVORS:
         model = importlib.import_module(f"mlflow.{flavor}").load_model(path)
         if conf.get("base_booster"):
-            from mlcal.boosters import BoosterClassifier
+            from mlcal.base_models.boosters import BoosterClassifier
 
             return BoosterClassifier(model)
         return model

@@ -50,7 +50,7 @@ from mlcal._atomic import checkpoint, recover_directory, replacing_directory, wr
 from mlcal._progress import slow_step
 from mlcal.calibrators._params import short_repr
 from mlcal.calibrators.base import CalibratorFormatError, load_calibrator
-from mlcal.base_scores import model_classes
+from mlcal.base_models.scores import model_classes
 from mlcal.mlflow.base_loading import load_base_safely
 from mlcal.mlflow.base_models import (BASE_MODEL_DIR, PyfuncScorer, base_requirements,
                                       save_base_model)
@@ -146,7 +146,7 @@ class CalibratedPyfuncModel:
         self.output = output
         base = model.base_estimator
         # a base fitted on a bare array warns on every DataFrame request; give it the array
-        from mlcal.boosters import BoosterClassifier
+        from mlcal.base_models.boosters import BoosterClassifier
 
         # (a native Booster checks column names itself, so it keeps the DataFrame)
         self._to_array = (not isinstance(base, (PyfuncScorer, BoosterClassifier))

@@ -64,8 +64,8 @@ from typing import Any
 import numpy as np
 
 from mlcal._safe_json import dumps_safe
-from mlcal.base_scores import classes_of, read_scores
-from mlcal.base_scores import RAW_SOURCES, naive_probability, naive_probability_matrix
+from mlcal.base_models.scores import classes_of, read_scores
+from mlcal.base_models.scores import RAW_SOURCES, naive_probability, naive_probability_matrix
 from mlcal.labels import binary_labels, multiclass_labels
 from mlcal.mlflow import gate_journal
 from mlcal.mlflow.gate_journal import HISTORY_TAG_PREFIX, history_key
@@ -75,7 +75,7 @@ from mlcal.mlflow.gate_policy import (LOGGED_KEYS, LOGGED_KEYS_MULTICLASS, Crite
                                       GatePolicy, corp_terms, default_min_rows,
                                       evaluate_logged, evaluate_on_data, passed,
                                       segment_criterion)
-from mlcal.segment_metrics import DEFAULT_MIN_SEGMENT_ROWS
+from mlcal.metrics.segments import DEFAULT_MIN_SEGMENT_ROWS
 
 GATE_TAG_PREFIX = "mlcal.gate."
 DEFAULT_METRIC_KEY = LOGGED_KEYS["ece"]
@@ -378,7 +378,7 @@ def _fmt(v) -> str:
 
 
 def segment_summary(report) -> dict:
-    """The JSON form of a gate's :class:`~mlcal.segment_metrics.SegmentReport` kept in a
+    """The JSON form of a gate's :class:`~mlcal.metrics.segments.SegmentReport` kept in a
     decision: columns, sizes, the worst segment and at most :data:`MAX_RECORDED_SEGMENTS`
     segments (the worst first by the bound of ``|O - E|``)."""
     d = report.to_dict()
@@ -511,7 +511,7 @@ class _Judge:
 
     def log_loss(self, version: str) -> float:
         from mlcal.metrics import log_loss
-        from mlcal.multiclass_metrics import multiclass_log_loss
+        from mlcal.metrics.multiclass import multiclass_log_loss
 
         s = self.scores(version)
         if self.X is None:
@@ -532,8 +532,8 @@ class _Judge:
 def _check_segments(X, policy: GatePolicy):
     """The segment keys of the data, validated before anything is written: the columns exist,
     no key is missing and at least one segment has ``min_segment_rows`` rows
-    (:class:`~mlcal.segment_metrics.NoEligibleSegmentError` otherwise)."""
-    from mlcal.segment_metrics import segment_keys, segment_report
+    (:class:`~mlcal.metrics.segments.NoEligibleSegmentError` otherwise)."""
+    from mlcal.metrics.segments import segment_keys, segment_report
 
     keys = segment_keys(X, policy.segment_columns, what="the evaluation data")
     n = len(keys)
@@ -605,7 +605,7 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
     confidence : float, optional
         Decide on paired bootstrap intervals at this confidence (needs ``data``).
     n_resamples : int, optional
-        Bootstrap resamples (default :data:`mlcal.bootstrap.DEFAULT_RESAMPLES`).
+        Bootstrap resamples (default :data:`mlcal.metrics.bootstrap.DEFAULT_RESAMPLES`).
     seed : int, default=0
         Bootstrap seed.
     metric_key : str, default="ece_after"
@@ -673,7 +673,7 @@ def promote(model_name: str, version: int | str | None = None, *, max_ece: float
         :class:`InSampleMetricsError`, :class:`UsefulnessNeedsDataError`,
         :class:`~mlcal.mlflow.integrity.UnsafeModelFormatError` (a model that only loads by
         unpickling, without ``allow_pickle``), :class:`SegmentsNeedDataError` and, for the
-        segment columns of ``data``, the :class:`~mlcal.segment_metrics.SegmentReportError`
+        segment columns of ``data``, the :class:`~mlcal.metrics.segments.SegmentReportError`
         subclasses (a missing column or key, no segment of ``min_segment_rows`` rows).
     """
     from mlflow import MlflowClient

@@ -74,7 +74,7 @@ Comparisons with the holder are paired on the same rows when predictions are giv
 the point value: the whole two-sided interval must lie on the passing side (for ECE its upper
 end must be <= ``max_ece``), i.e. a one-sided test at level (1 + confidence) / 2. The bootstrap
 is seeded (``seed``) and uses ``n_resamples`` resamples (default
-:data:`mlcal.bootstrap.DEFAULT_RESAMPLES` = 1000).
+:data:`mlcal.metrics.bootstrap.DEFAULT_RESAMPLES` = 1000).
 
 This module is pure computation; :mod:`mlcal.mlflow.gate` applies it to an MLflow registry.
 """
@@ -88,9 +88,9 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from mlcal import metrics as M
-from mlcal import multiclass_metrics as MM
-from mlcal.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_ci, paired_bootstrap_diff
-from mlcal.segment_metrics import DEFAULT_MIN_SEGMENT_ROWS, SegmentReport, segment_report
+from mlcal.metrics import multiclass as MM
+from mlcal.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_ci, paired_bootstrap_diff
+from mlcal.metrics.segments import DEFAULT_MIN_SEGMENT_ROWS, SegmentReport, segment_report
 
 #: The run metrics read when the gate has no data (what ``log_calibration`` logs).
 LOGGED_KEYS = {"ece": "ece_after", "log_loss": "log_loss_after", "brier": "brier_after",
@@ -398,7 +398,7 @@ def segment_criterion(policy: GatePolicy, y: np.ndarray, p_candidate: np.ndarray
     """The optional ``segment_citl`` criterion (module docstring) and the segment report it
     was decided on. ``value`` is the worst segment's ``|O - E|``, ``lower``/``upper`` the
     bounds of ``|O - E|`` from its simultaneous interval; it passes when ``lower`` <=
-    ``policy.max_segment_citl``. Raises :class:`mlcal.segment_metrics.NoEligibleSegmentError`
+    ``policy.max_segment_citl``. Raises :class:`mlcal.metrics.segments.NoEligibleSegmentError`
     when no segment has ``min_segment_rows`` rows."""
     rep = segment_report(y, p_candidate, segments, min_segment_rows=policy.min_segment_rows,
                          n_bins=policy.n_bins, strategy=policy.strategy,

@@ -11,14 +11,14 @@ from typing import Any
 import numpy as np
 
 from mlcal._atomic import write_json
-from mlcal.base_scores import naive_probability, naive_probability_matrix
+from mlcal.base_models.scores import naive_probability, naive_probability_matrix
 from mlcal.holdout import DEFAULT_HOLDOUT, holdout_split
 from mlcal.labels import multiclass_labels, positive_indicator
 from mlcal.metrics import METRIC_NAMES, calibration_diagnostics, calibration_report
 from mlcal.model import CalibratedModel
 from mlcal.mlflow.tracking_segments import (check_segments, log_segment_report,
                                             resolve_segments)
-from mlcal.segment_metrics import DEFAULT_MIN_SEGMENT_ROWS
+from mlcal.metrics.segments import DEFAULT_MIN_SEGMENT_ROWS
 
 ARTIFACT_DIR = "calibration"
 #: values of the run tag ``mlcal.metrics_source``: ``held-out`` metrics were computed on rows

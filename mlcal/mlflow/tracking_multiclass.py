@@ -1,7 +1,7 @@
 """Per-run calibration logging of a multiclass (K >= 3) model: the part of
 :func:`mlcal.mlflow.log_calibration` taken when the probabilities are an (n, K) matrix.
 
-Logged metrics, for m in :data:`mlcal.multiclass_metrics.MULTICLASS_METRIC_NAMES`
+Logged metrics, for m in :data:`mlcal.metrics.multiclass.MULTICLASS_METRIC_NAMES`
 (``top_label_ece``, ``classwise_ece``, ``multiclass_brier``, ``log_loss``, ``accuracy``):
 ``{prefix}{m}_before``, ``_after`` and ``_improvement`` (positive = better). ``log_loss`` and
 ``accuracy`` are the binary names because they mean the same thing; the binary ``ece`` and
@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 
 from mlcal._atomic import write_json
-from mlcal.multiclass_metrics import MULTICLASS_METRIC_NAMES, multiclass_report
+from mlcal.metrics.multiclass import MULTICLASS_METRIC_NAMES, multiclass_report
 
 
 def log_multiclass_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None,

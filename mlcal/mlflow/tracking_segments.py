@@ -3,8 +3,8 @@
 :func:`log_segment_report` logs, to the active run,
 
 * the artifacts ``{artifact_dir}/{prefix}segment_report.json`` (the whole report,
-  :meth:`~mlcal.segment_metrics.SegmentReport.to_dict`) and ``.csv`` (one row per segment);
-* the run metrics of :func:`mlcal.segment_metrics.worst_segment_metrics`:
+  :meth:`~mlcal.metrics.segments.SegmentReport.to_dict`) and ``.csv`` (one row per segment);
+* the run metrics of :func:`mlcal.metrics.segments.worst_segment_metrics`:
   ``{prefix}segment_worst_citl`` (observed - predicted of the worst segment),
   ``_citl_lower``, ``_citl_upper``, ``_citl_excess`` (its lower bound of ``|O - E|``, what the
   worst segment is chosen by), ``_ece``, ``_log_loss``, ``_brier``, ``_rows``,
@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from mlcal.segment_metrics import (DEFAULT_MIN_SEGMENT_ROWS, SegmentReport, segment_keys,
+from mlcal.metrics.segments import (DEFAULT_MIN_SEGMENT_ROWS, SegmentReport, segment_keys,
                                    segment_report, worst_segment_metrics,
                                    write_segment_artifacts)
 
@@ -28,7 +28,7 @@ from mlcal.segment_metrics import (DEFAULT_MIN_SEGMENT_ROWS, SegmentReport, segm
 def log_segment_report(y, p, segments, *, prefix: str = "", artifact_dir: str = "calibration",
                        min_segment_rows: float = DEFAULT_MIN_SEGMENT_ROWS, n_bins: int = 10,
                        strategy: str = "uniform") -> SegmentReport:
-    """Compute :func:`~mlcal.segment_metrics.segment_report` of the calibrated probabilities
+    """Compute :func:`~mlcal.metrics.segments.segment_report` of the calibrated probabilities
     ``p`` and log it to the active run (see the module docstring); returns the report."""
     import mlflow
 
@@ -45,7 +45,7 @@ def log_segment_report(y, p, segments, *, prefix: str = "", artifact_dir: str = 
 def resolve_segments(segments, segment_columns: Sequence[str] | None, X):
     """The segment keys of the rows of ``X``: ``segments`` as given, or the
     ``segment_columns`` of the DataFrame ``X`` (a missing column is a
-    :class:`~mlcal.segment_metrics.SegmentReportError`); None when neither is given."""
+    :class:`~mlcal.metrics.segments.SegmentReportError`); None when neither is given."""
     if segments is not None and segment_columns is not None:
         raise ValueError("give segments or segment_columns, not both")
     if segment_columns is not None:
@@ -60,6 +60,6 @@ def resolve_segments(segments, segment_columns: Sequence[str] | None, X):
 
 def check_segments(segments, n: int, min_segment_rows: float) -> None:
     """Validate segment keys before any fitting or logging: the same checks as
-    :func:`~mlcal.segment_metrics.segment_report` (lengths, missing keys, a segment of at least
+    :func:`~mlcal.metrics.segments.segment_report` (lengths, missing keys, a segment of at least
     ``min_segment_rows`` rows) on a placeholder forecast."""
     segment_report(np.zeros(n), np.full(n, 0.5), segments, min_segment_rows=min_segment_rows)

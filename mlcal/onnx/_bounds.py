@@ -51,7 +51,7 @@ import numpy as np
 
 from mlcal._dispatch import registered_types
 from mlcal.maps import BETA_EPS, BetaMap, LinearMap, SigmoidMap, StepMap
-from mlcal.offset_map import OffsetMap
+from mlcal.maps.offset import OffsetMap
 from mlcal.onnx._maps import linear_slopes, linear_tables
 from mlcal.onnx._search import round_up
 

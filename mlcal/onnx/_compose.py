@@ -141,7 +141,7 @@ def convert_base(estimator, score_source: str, dtype: np.dtype, opset: int, X=No
     from skl2onnx import to_onnx as skl_to_onnx
     from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType
 
-    from mlcal.base_scores import final_estimator, library_of
+    from mlcal.base_models.scores import final_estimator, library_of
 
     final = final_estimator(estimator)
     library = library_of(estimator)

@@ -45,7 +45,7 @@ from onnx import TensorProto
 
 from mlcal.maps import (BETA_EPS, BetaMap, LinearMap, SigmoidMap, StepMap,
                         apply_input_transform)
-from mlcal.offset_map import OffsetMap
+from mlcal.maps.offset import OffsetMap
 from mlcal.onnx._graph import GraphBuilder
 from mlcal.onnx._search import count_leq, gather, resolve_method, round_down, round_up
 

@@ -2,7 +2,7 @@
 
 * ``MulticlassMap`` (one-vs-rest): column ``k`` (``Gather`` on axis 1) goes through the binary
   builder of ``maps[k]``; the row sum is added column by column, left to right (the order of
-  :func:`mlcal.multiclass_maps.row_sum`); each column is divided by it, and a row whose sum is 0
+  :func:`mlcal.maps.multiclass.row_sum`); each column is divided by it, and a row whose sum is 0
   gets ``1/K`` (``Where``). Same operations in the same order as ``predict_proba``, so in
   float64 a row is bit-identical wherever its class maps are (step maps, identity-transform
   linear maps).
@@ -28,7 +28,7 @@ import numpy as np
 from onnx import helper
 
 from mlcal._solvers.detmath import det_log
-from mlcal.multiclass_maps import MulticlassMap, SoftmaxAffineMap
+from mlcal.maps.multiclass import MulticlassMap, SoftmaxAffineMap
 from mlcal.onnx._bounds import EXP_ULPS, U64, _unit_roundoff, map_error_bound
 from mlcal.onnx._graph import GraphBuilder
 from mlcal.onnx._maps import map_subgraph

@@ -5,7 +5,7 @@ evaluation set:
 
 * the metrics with bootstrap intervals (the same resampled rows for before, after and their
   paired change; calibration errors with the bias-corrected ``"basic"`` interval, the rest with
-  the percentile interval -- see :mod:`mlcal.bootstrap`);
+  the percentile interval -- see :mod:`mlcal.metrics.bootstrap`);
 * the CORP decomposition of the Brier score and the log loss (binary), or of the top-label
   forecast and the class-wise sum (multiclass);
 * binary: calibration slope / intercept and the ICI family;
@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from mlcal.bootstrap import bootstrap_ci
+from mlcal.metrics.bootstrap import bootstrap_ci
 
 #: bootstrap resamples of the report's intervals: a report computes three intervals for each
 #: of about five metrics, and this keeps it to seconds on 10^5 rows; the intervals' Monte
@@ -85,7 +85,7 @@ def _metric_table(y, p_before, p_after, metrics, *, n_resamples: int, seed: int,
 
 def _binary_metrics(n_bins: int, strategy: str) -> list[tuple]:
     from mlcal.metrics import auc, brier, ece, log_loss
-    from mlcal.metrics_decomposition import corp_mcb
+    from mlcal.metrics.decomposition import corp_mcb
 
     return [("ece", f"ECE ({n_bins} {strategy} bins)", partial(ece, n_bins=n_bins,
                                                                strategy=strategy),
@@ -97,7 +97,7 @@ def _binary_metrics(n_bins: int, strategy: str) -> list[tuple]:
 
 
 def _multiclass_metrics(n_bins: int, strategy: str) -> list[tuple]:
-    from mlcal.multiclass_metrics import (classwise_ece, multiclass_accuracy, multiclass_brier,
+    from mlcal.metrics.multiclass import (classwise_ece, multiclass_accuracy, multiclass_brier,
                                           multiclass_log_loss, top_label_ece)
 
     return [("top_label_ece", f"top-label ECE ({n_bins} {strategy} bins)",
@@ -121,8 +121,8 @@ def _safely(fn: Callable[[], Any]) -> Any:
 
 
 def _binary_extras(y, p_before, p_after) -> dict[str, Any]:
-    from mlcal.metrics_curves import calibration_slope_intercept, integrated_calibration_index
-    from mlcal.metrics_decomposition import corp_decomposition
+    from mlcal.metrics.curves import calibration_slope_intercept, integrated_calibration_index
+    from mlcal.metrics.decomposition import corp_decomposition
 
     out: dict[str, Any] = {"decomposition": {}}
     for score in ("brier", "log_loss"):
@@ -137,7 +137,7 @@ def _binary_extras(y, p_before, p_after) -> dict[str, Any]:
 
 
 def _multiclass_extras(y, p_before, p_after, class_names) -> dict[str, Any]:
-    from mlcal.metrics_decomposition import (classwise_corp_decomposition,
+    from mlcal.metrics.decomposition import (classwise_corp_decomposition,
                                              top_label_corp_decomposition)
 
     out: dict[str, Any] = {"decomposition": {"top_label": {}, "classwise": {}}}
@@ -172,7 +172,7 @@ def calibrator_summary(calibrator) -> dict[str, Any]:
 
 def _check_arrays(y, p_before, p_after, class_names):
     from mlcal._validation import check_binary_forecasts as check_binary
-    from mlcal.multiclass_metrics import _check as check_multiclass
+    from mlcal.metrics.multiclass import _check as check_multiclass
 
     if np.ndim(p_after) == 2:
         yi, pb = check_multiclass(y, p_before)

@@ -64,7 +64,7 @@ def report_figures(report: CalibrationReport) -> list[ReportFigure]:
     """The figures of ``report``: CORP reliability diagrams (log-odds axes too for rare
     events; per class and top label for multiclass) and the calibration map."""
     from mlcal.plotting import plot_map
-    from mlcal.plotting_corp import corp_reliability_diagram, plot_multiclass_corp_reliability
+    from mlcal.plotting.corp import corp_reliability_diagram, plot_multiclass_corp_reliability
 
     s = report.summary["settings"]
     bins = {"n_bins": s["n_bins"], "strategy": s["strategy"]}

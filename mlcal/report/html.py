@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from mlcal._safe_json import dumps_safe
-from mlcal.reliability_bands import DEFAULT_BAND_LEVEL, DEFAULT_BAND_RESAMPLES
+from mlcal.metrics.reliability_bands import DEFAULT_BAND_LEVEL, DEFAULT_BAND_RESAMPLES
 from mlcal.report.data import CalibrationReport, is_finite_number
 from mlcal.report.figures import ReportFigure, report_figures
 

@@ -21,7 +21,7 @@ def log_run_report(y, p_before, p_after, *, calibrator=None, map_data=None,
     indices); returns the report's artifact path."""
     import mlflow
 
-    from mlcal.plotting_corp import corp_reliability_diagram, plot_multiclass_corp_reliability
+    from mlcal.plotting.corp import corp_reliability_diagram, plot_multiclass_corp_reliability
 
     run = mlflow.active_run()
     source = {} if run is None else {"MLflow run": run.info.run_id}

@@ -24,7 +24,7 @@ def report_for_model(model, X, y, *, gate: dict | None = None, source: dict | No
     itself starts from it), "after" the calibrated probability. Other keyword arguments go to
     :func:`assemble_report`.
     """
-    from mlcal.base_scores import naive_probability, naive_probability_matrix
+    from mlcal.base_models.scores import naive_probability, naive_probability_matrix
     from mlcal.labels import multiclass_labels, positive_indicator
 
     scores = model.predict_uncalibrated(X)

@@ -40,7 +40,7 @@ from pyspark.sql import functions as F
 from mlcal._dispatch import registered_types
 from mlcal._solvers import detmath as dm
 from mlcal.maps import BETA_EPS, BetaMap, LinearMap, SigmoidMap, StepMap
-from mlcal.offset_map import OffsetMap
+from mlcal.maps.offset import OffsetMap
 
 
 def _let(body: Callable[..., Column], **values: Column) -> Column:

@@ -11,7 +11,7 @@ top-label diagram (``<prefix>reliability_class<k>_<label>.png``,
 With ``evaluator_config={"segment_columns": [...]}`` (columns of the evaluation data; a
 composite key when several) both also log the per-segment metrics of
 :func:`mlcal.metrics.segment_report`: the run metrics of
-:func:`mlcal.segment_metrics.worst_segment_metrics` (``<prefix>segment_worst_citl``,
+:func:`mlcal.metrics.segments.worst_segment_metrics` (``<prefix>segment_worst_citl``,
 ``_citl_lower``, ``_citl_upper``, ``_citl_excess``, ``_ece``, ``_log_loss``, ``_brier``,
 ``_rows``, ``<prefix>segment_max_ece``, ``<prefix>segment_count``,
 ``<prefix>segment_eligible_count``) and the artifacts ``<prefix>segment_report.json`` and
@@ -19,7 +19,7 @@ composite key when several) both also log the per-segment metrics of
 Segment columns that the model's input signature does not name are not passed to the model.
 
 Both also log ``<prefix>reliability_corp.png``: the CORP reliability diagram (isotonic curve)
-with its consistency band (:mod:`mlcal.plotting_corp`; multiclass: top label and every class). Their labels must hold every class; with the pyfunc
+with its consistency band (:mod:`mlcal.plotting.corp`; multiclass: top label and every class). Their labels must hold every class; with the pyfunc
 output the labels are matched to the column names as strings.
 """
 
@@ -36,14 +36,14 @@ from mlflow.models.evaluation.artifacts import (CsvEvaluationArtifact, ImageEval
                                                 JsonEvaluationArtifact)
 from mlflow.utils.time import get_current_time_millis
 
-from mlcal.base_scores import check_not_labels, read_scores
+from mlcal.base_models.scores import check_not_labels, read_scores
 from mlcal.labels import DEFAULT_MIN_ROWS, binary_labels, multiclass_labels
 from mlcal.metrics import calibration_diagnostics, compute_all
-from mlcal.multiclass_metrics import multiclass_metrics
+from mlcal.metrics.multiclass import multiclass_metrics
 from mlcal.plotting import plot_multiclass_reliability
 from mlcal.plotting import reliability_diagram
-from mlcal.plotting_corp import corp_reliability_diagram, plot_multiclass_corp_reliability
-from mlcal.segment_metrics import (DEFAULT_MIN_SEGMENT_ROWS, segment_keys, segment_report,
+from mlcal.plotting.corp import corp_reliability_diagram, plot_multiclass_corp_reliability
+from mlcal.metrics.segments import (DEFAULT_MIN_SEGMENT_ROWS, segment_keys, segment_report,
                                    worst_segment_metrics, write_segment_artifacts)
 
 PROBA_PREFIX = "proba_"   # the mlcal flavour's multiclass columns (mlcal.mlflow.flavor)

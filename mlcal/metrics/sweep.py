@@ -90,7 +90,7 @@ def ece_sweep(y, p, *, norm: int = 1, return_n_bins: bool = False):
 def top_label_ece_sweep(y, p, *, norm: int = 1) -> float:
     """:func:`ece_sweep` of the top-label confidence against correctness, for class indices
     ``y`` and an (n, K) probability matrix ``p``."""
-    from mlcal.metrics_decomposition import top_label_events
+    from mlcal.metrics.decomposition import top_label_events
 
     correct, conf = top_label_events(y, p)
     return ece_sweep(correct, conf, norm=norm)
@@ -99,7 +99,7 @@ def top_label_ece_sweep(y, p, *, norm: int = 1) -> float:
 def classwise_ece_sweep(y, p, *, norm: int = 1) -> float:
     """Mean over the K classes of the one-vs-rest :func:`ece_sweep` (each class sweeps its own
     number of bins)."""
-    from mlcal.metrics_decomposition import class_indices_and_matrix
+    from mlcal.metrics.decomposition import class_indices_and_matrix
 
     yi, prob = class_indices_and_matrix(y, p)
     per = [ece_sweep((yi == k).astype(np.float64), prob[:, k], norm=norm)

@@ -263,7 +263,7 @@ def _forecasts(y_true, y_prob):
         raise SegmentLengthError(f"length mismatch: {p.shape[0]} probabilities but "
                                  f"{n_labels} labels")
     if p.ndim == 2:
-        from mlcal.multiclass_metrics import _check
+        from mlcal.metrics.multiclass import _check
 
         yi, prob = _check(y_true, p)
         top = np.argmax(prob, axis=1)
@@ -350,7 +350,7 @@ def _ece_weighted(y, p, w, n_bins: int, strategy: str) -> float:
 def _scores(labels, probs, w, multiclass: bool) -> tuple[float, float]:
     """Weighted mean log loss and Brier score of one group (the existing per-row losses)."""
     if multiclass:
-        from mlcal.multiclass_metrics import (multiclass_brier_per_row,
+        from mlcal.metrics.multiclass import (multiclass_brier_per_row,
                                               multiclass_log_loss_per_row)
 
         ll, br = multiclass_log_loss_per_row(labels, probs), multiclass_brier_per_row(labels,

@@ -1,6 +1,6 @@
 """CORP reliability diagrams with consistency bands (matplotlib, imported only when called).
 
-Each panel draws the CORP curve (isotonic recalibration, :mod:`mlcal.reliability_bands`) as a
+Each panel draws the CORP curve (isotonic recalibration, :mod:`mlcal.metrics.reliability_bands`) as a
 solid line, its consistency band as a shaded area around the diagonal (where a calibrated
 forecaster's curve would fall), the binned fractions of positives as hollow markers with each
 bin's item count, and the forecasts' histogram underneath. ``scale="logit"`` and ``zoom=True``
@@ -18,10 +18,10 @@ from typing import Sequence
 import numpy as np
 
 from mlcal.metrics import reliability_curve
-from mlcal.metrics_decomposition import corp_decomposition
-from mlcal.plotting import (SCALES, _annotate_counts, _forecast_histogram, _limits,
+from mlcal.metrics.decomposition import corp_decomposition
+from mlcal.plotting.diagrams import (SCALES, _annotate_counts, _forecast_histogram, _limits,
                             _multiclass_inputs, _save, _set_axes_range)
-from mlcal.reliability_bands import (DEFAULT_BAND_LEVEL, DEFAULT_BAND_RESAMPLES, CorpCurve,
+from mlcal.metrics.reliability_bands import (DEFAULT_BAND_LEVEL, DEFAULT_BAND_RESAMPLES, CorpCurve,
                                      corp_curve)
 
 #: most points of a drawn band outline (its envelope over groups of cells beyond that), which
@@ -122,7 +122,7 @@ def corp_reliability_diagram(y, p_before, p_after=None, *,
     labels : two strings
         Names of the series.
     level, n_resamples, seed
-        The consistency band (:func:`mlcal.reliability_bands.consistency_band`).
+        The consistency band (:func:`mlcal.metrics.reliability_bands.consistency_band`).
     n_bins, strategy
         The binned points drawn with their counts (:func:`mlcal.metrics.reliability_curve`).
     scale : {"linear", "logit"}, default="linear"

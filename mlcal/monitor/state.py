@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from mlcal.monitor import CalibrationMonitor
+from mlcal.monitor.sequential import CalibrationMonitor
 
+# written in every STATE.json: a format name, so it stays as it was when the loop module moved
 STATE_FORMAT = "mlcal.monitor_loop"
 STATE_VERSION = 1
 WINDOW_ARRAYS = ("X", "columns", "p", "s", "y", "w", "batch")

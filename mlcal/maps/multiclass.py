@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mlcal._solvers.softmax_affine import floored_log, softmax_affine
-from mlcal._map_core import (_BaseMap, MapFormatError, _float_array, _float_scalar, _short,
+from mlcal.maps._core import (_BaseMap, MapFormatError, _float_array, _float_scalar, _short,
                         map_from_dict)
 
 NORMALISATIONS = ("sum",)

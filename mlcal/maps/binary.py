@@ -1,4 +1,4 @@
-"""The canonical calibration maps.
+"""The canonical binary calibration maps (step, linear, sigmoid, beta) and their size reduction.
 
 Every fitted calibrator reduces to exactly one of these, so prediction, JSON artifacts, ONNX
 graphs and plots are written once:
@@ -14,8 +14,8 @@ applied to raw scores such as SVM margins before the map) and the score *domain*
 on. Outputs always lie in [0, 1].
 
 Multiclass maps (:class:`MulticlassMap`, one-vs-rest binary maps plus a normalisation rule, and
-:class:`SoftmaxAffineMap`, temperature/vector/matrix scaling) live in :mod:`mlcal.multiclass_maps`
-and are re-exported here; they take an (n, K) score matrix.
+:class:`SoftmaxAffineMap`, temperature/vector/matrix scaling) live in :mod:`mlcal.maps.multiclass`
+and take an (n, K) score matrix; :mod:`mlcal.maps` is the public home of every map name.
 
 The dict form (``to_dict`` / :func:`map_from_dict`) is plain JSON data with a format version;
 loading validates every field and never executes code.
@@ -36,14 +36,11 @@ import numpy as np
 from mlcal._dispatch import registered_types
 from mlcal._solvers.detmath import det_expit_array, det_log1p_array, det_log_array
 from mlcal._solvers.map_reduction import reduce_linear, reduce_step
-from mlcal._map_core import (BETA_EPS, DEFAULT_MAX_MAP_SIZE, INPUT_TRANSFORMS,  # noqa: F401
+from mlcal.maps._core import (BETA_EPS, DEFAULT_MAX_MAP_SIZE, INPUT_TRANSFORMS,  # noqa: F401
                              MAP_FORMAT_VERSION, MAP_TYPES, CalibrationMap, MapFormatError,
                              _BaseMap, _check_increasing, _check_unit_values, _float_array,
                              _float_scalar, _short, apply_input_transform, map_from_dict)
-# the multiclass map types live in their own module; importing it enters them in MAP_TYPES
-from mlcal.multiclass_maps import MulticlassMap, SoftmaxAffineMap  # noqa: F401
-# the re-offset stage (a binary map composed with a logit offset); importing it enters it too
-from mlcal.offset_map import OffsetMap  # noqa: F401
+from mlcal.maps.offset import OffsetMap
 
 
 @dataclass(frozen=True, eq=False)

@@ -18,8 +18,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from mlcal.calibrators.multiclass import check_probability_rows
-from mlcal.metrics import ece
-from mlcal.multiclass_maps import as_score_matrix
+from mlcal.metrics.binary import ece
+from mlcal.maps.multiclass import as_score_matrix
 
 
 def _check(y, p) -> tuple[np.ndarray, np.ndarray]:

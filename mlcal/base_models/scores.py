@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from mlcal._validation import NotBinaryError  # noqa: F401  (public here; shared with boosters)
-from mlcal.boosters import BoosterClassifier
+from mlcal.base_models.boosters import BoosterClassifier
 
 SCORE_SOURCES = ("auto", "predict_proba", "decision_function", "margin")
 # sources whose values are real-valued scores (not probabilities)

@@ -250,7 +250,7 @@ class CalibrationMonitor:
     def _fit_window(self, start: int, with_slope: bool = True) -> tuple[float, float, float, bool]:
         """Offset MLE on batches ``start..t-1`` (binned), its standard error, the slope
         likelihood-ratio statistic, and whether the window holds a single class."""
-        from mlcal.metrics_curves import _fit_joint, _fit_offset_intercept, _loglik
+        from mlcal.metrics.curves import _fit_joint, _fit_offset_intercept, _loglik
 
         agg = np.sum(self._bins[start:], axis=0)
         # one class, decided exactly: the label sums are the weight sums computed in the same
@@ -408,7 +408,7 @@ class CalibrationMonitor:
     def _window_alternative(self, start: int) -> np.ndarray:
         """(a, b) of logit P(y=1) = a + b logit(p) on batches ``start..`` (binned); the
         offset-only fit (b = 1) when the slope is not identifiable."""
-        from mlcal.metrics_curves import _fit_joint
+        from mlcal.metrics.curves import _fit_joint
 
         z, r, w = self._window_bins(start)
         a, _, _, one_class = self._fit_window(start, with_slope=False)

@@ -399,7 +399,7 @@ def integrated_calibration_index(y, p, *, span: float = 0.75,
 def top_label_ici(y, p, *, span: float = 0.75, degree: int = 2) -> IntegratedCalibrationIndex:
     """:func:`integrated_calibration_index` of the top-label confidence against correctness
     for class indices ``y`` and an (n, K) probability matrix ``p``."""
-    from mlcal.metrics_decomposition import top_label_events
+    from mlcal.metrics.decomposition import top_label_events
 
     correct, conf = top_label_events(y, p)
     return integrated_calibration_index(correct, conf, span=span, degree=degree)
@@ -407,7 +407,7 @@ def top_label_ici(y, p, *, span: float = 0.75, degree: int = 2) -> IntegratedCal
 
 def classwise_ici(y, p, *, span: float = 0.75, degree: int = 2) -> list[IntegratedCalibrationIndex]:
     """One-vs-rest :func:`integrated_calibration_index` of every class (column) of ``p``."""
-    from mlcal.metrics_decomposition import class_indices_and_matrix
+    from mlcal.metrics.decomposition import class_indices_and_matrix
 
     yi, prob = class_indices_and_matrix(y, p)
     return [integrated_calibration_index((yi == k).astype(np.float64), prob[:, k], span=span,

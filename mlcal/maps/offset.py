@@ -4,7 +4,7 @@
 inner map's probability multiplied by ``exp(delta)``. It is the exact correction of a prevalence
 (prior) change (Saerens, Latinne & Decaestecker 2002; Elkan 2001): a model whose probabilities
 were right at a positive rate ``pi`` is right at rate ``pi'`` after an offset of
-``logit(pi') - logit(pi)`` (see :func:`mlcal.reoffset.prior_shift_delta`), and it is what a
+``logit(pi') - logit(pi)`` (see :func:`mlcal.maps.reoffset.prior_shift_delta`), and it is what a
 monitor recommends when a calibrator has drifted by a constant on the log-odds scale.
 
 Numerics (identical in Python, Spark SQL, the Java evaluator):
@@ -16,7 +16,7 @@ every CPU. Inner values of exactly 0 or 1 stay exactly 0 or 1 under any finite o
 ``u |logit p|`` (``u = 2**-53``), so the result is within about ``2 + 2 |logit p|`` ulps of ``p``.
 
 Only one level: the inner map is a binary map of any other kind (step, linear, sigmoid, beta);
-an offset of an offset is refused on load, and :func:`mlcal.reoffset.reoffset` collapses a
+an offset of an offset is refused on load, and :func:`mlcal.maps.reoffset.reoffset` collapses a
 second offset into the first (``delta1 + delta2``, exact in real arithmetic).
 """
 
@@ -29,7 +29,7 @@ import numpy as np
 from numba import njit
 
 from mlcal._solvers.detmath import det_expit, det_log, det_log1p
-from mlcal._map_core import _BaseMap, MapFormatError, _float_scalar, _short, map_from_dict
+from mlcal.maps._core import _BaseMap, MapFormatError, _float_scalar, _short, map_from_dict
 
 #: the map kinds an offset may wrap (binary maps; never another offset)
 OFFSET_INNER_KINDS = ("beta", "linear", "sigmoid", "step")

@@ -1,7 +1,7 @@
 """The CORP reliability curve with consistency bands.
 
 The CORP curve (Dimitriadis, Gneiting & Jordan 2021) is the isotonic (PAV) regression of the
-labels on the forecasts, :func:`mlcal.metrics_decomposition.isotonic_recalibration`: no bins to
+labels on the forecasts, :func:`mlcal.metrics.decomposition.isotonic_recalibration`: no bins to
 choose, and its miscalibration ``MCB`` is the area the decomposition reports.
 
 A consistency band (Broecker & Smith 2007) shows where the curve of a *calibrated* forecaster
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlcal._solvers.pava import pava
-from mlcal.metrics_decomposition import isotonic_recalibration
+from mlcal.metrics.decomposition import isotonic_recalibration
 
 #: resamples of a band: its 5 % / 95 % quantiles move by well under the band's width between
 #: seeds at this size, and the cost stays a fraction of a second per curve

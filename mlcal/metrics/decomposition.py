@@ -148,8 +148,8 @@ def corp_decomposition(y, p, *, score: str = "brier", sample_weight=None) -> Cor
 
 def class_indices_and_matrix(y, p) -> tuple[np.ndarray, np.ndarray]:
     """Validated class indices and (n, K) probability matrix (the checks of
-    :mod:`mlcal.multiclass_metrics`)."""
-    from mlcal.multiclass_metrics import _check as check_multiclass
+    :mod:`mlcal.metrics.multiclass`)."""
+    from mlcal.metrics.multiclass import _check as check_multiclass
 
     return check_multiclass(y, p)
 
@@ -164,7 +164,7 @@ def top_label_events(y, p) -> tuple[np.ndarray, np.ndarray]:
 
 def corp_mcb(y, p, sample_weight=None, *, score: str = "brier") -> float:
     """The miscalibration term ``MCB`` of :func:`corp_decomposition` alone, as a plain
-    ``metric(y, p[, w]) -> float`` for :func:`mlcal.bootstrap.bootstrap_ci` and gate criteria."""
+    ``metric(y, p[, w]) -> float`` for :func:`mlcal.metrics.bootstrap.bootstrap_ci` and gate criteria."""
     return corp_decomposition(y, p, score=score, sample_weight=sample_weight).mcb
 
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from mlcal.monitor import CalibrationMonitor, MonitorStep
-from mlcal.monitor_state import LoopState, Window
+from mlcal.monitor.sequential import CalibrationMonitor, MonitorStep
+from mlcal.monitor.state import LoopState, Window
 
 EXIT_NO_ALARM, EXIT_PROMOTED, EXIT_REFUSED, EXIT_TOO_FEW = 0, 3, 4, 5
 DEFAULT_WINDOW_BATCHES = 20
@@ -138,7 +138,7 @@ def _build_candidate(model, recommendation: str, fit: Window):
     from sklearn.base import clone
 
     from mlcal.mlflow.flavor import calibration_method
-    from mlcal.reoffset import reoffset
+    from mlcal.maps.reoffset import reoffset
 
     X = _frame(fit)
     if recommendation == "re-offset":

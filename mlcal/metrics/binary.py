@@ -450,18 +450,3 @@ def proportion_interval(positives, count, *, method: str = "wilson",
             hi = np.where(k < n, beta.ppf(1.0 - alpha / 2.0, k + 1, n - k), 1.0)
         return lo, hi
     raise ValueError(f"method must be one of {INTERVAL_METHODS}, got {method!r}")
-
-
-# ---------------------------------------------------------------------------------------------
-# Score decomposition, logistic recalibration, smooth-curve indices and ECE-sweep live in their
-# own modules (one job each); their public names are re-exported here.
-from mlcal.metrics_curves import (  # noqa: E402
-    CalibrationSlopeIntercept, IntegratedCalibrationIndex, calibration_slope_intercept,
-    classwise_ici, integrated_calibration_index, loess_calibration_curve, top_label_ici)
-from mlcal.metrics_decomposition import (  # noqa: E402
-    ClasswiseCorp, CorpDecomposition, classwise_corp_decomposition, corp_decomposition,
-    corp_mcb, isotonic_recalibration, top_label_corp_decomposition)
-from mlcal.metrics_sweep import (  # noqa: E402
-    classwise_ece_sweep, ece_sweep, sweep_n_bins, top_label_ece_sweep)
-from mlcal.segment_metrics import (  # noqa: E402
-    SegmentReport, segment_report)

@@ -2,9 +2,10 @@
 readers that validate untrusted JSON), the kind table :data:`MAP_TYPES`, the base class each map
 type derives from, and :func:`map_from_dict`.
 
-Split out of :mod:`mlcal.maps` so the binary maps (:mod:`mlcal.maps`) and the multiclass maps
-(:mod:`mlcal.multiclass_maps`) both build on it without importing each other (issue 27: no import
-cycles). The public names are re-exported from :mod:`mlcal.maps`, their public home.
+Kept apart so the binary maps (:mod:`mlcal.maps.binary`), the multiclass maps
+(:mod:`mlcal.maps.multiclass`) and the offset stage (:mod:`mlcal.maps.offset`) all build on it
+without importing each other (issue 27: no import cycles). The public names are re-exported from
+:mod:`mlcal.maps`, their public home.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import numpy as np
 
 from mlcal._dispatch import registered_types
 from mlcal.maps import BETA_EPS, BetaMap, LinearMap, SigmoidMap, StepMap
-from mlcal.offset_map import OffsetMap
+from mlcal.maps.offset import OffsetMap
 from mlcal.metrics import ece, proportion_interval, reliability_curve
 
 SCALES = ("linear", "logit")
@@ -274,7 +274,7 @@ def plot_map(calibrator_or_map, *, scores=None, y=None, title: str | None = None
 def _multiclass_inputs(y, proba, proba_after, class_names, labels):
     """The checked inputs of a multiclass diagram: ``(class indices, [(probabilities, name,
     colour)] one per series, K class names)``, or ``ValueError`` naming what is wrong."""
-    from mlcal.multiclass_metrics import _check
+    from mlcal.metrics.multiclass import _check
 
     yi, p = _check(y, proba)
     sets = [(p, labels[0], "tab:red")]
@@ -357,16 +357,3 @@ def plot_multiclass_reliability(y, proba, proba_after=None, *,
 @map_breaks.register
 def _(m: OffsetMap) -> np.ndarray:
     return map_breaks(m.inner)   # the offset is smooth and strictly increasing in p
-
-
-_CORP_PLOTS = ("corp_reliability_diagram", "plot_multiclass_corp_reliability")
-
-
-def __getattr__(name: str):
-    # the CORP diagrams live in mlcal.plotting_corp (which builds on this module's helpers);
-    # they are served from here lazily so that importing either module first works
-    if name in _CORP_PLOTS:
-        from mlcal import plotting_corp
-
-        return getattr(plotting_corp, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """Re-offsetting a fitted calibrator: shift its log-odds by an exact constant.
 
-Three ways to get the offset ``delta`` of an :class:`~mlcal.offset_map.OffsetMap`:
+Three ways to get the offset ``delta`` of an :class:`~mlcal.maps.offset.OffsetMap`:
 
 * given directly (e.g. the estimate a calibration monitor reports);
 * from a known prior change (:func:`prior_shift_delta`): a model trained on data with positive
@@ -27,8 +27,8 @@ import numpy as np
 from mlcal._solvers.detmath import det_log, det_log1p
 from mlcal._solvers.offset_newton import solve_offset
 from mlcal._validation import as_labels, as_weights, check_probabilities
-from mlcal.maps import _BaseMap
-from mlcal.offset_map import OFFSET_INNER_KINDS, OffsetMap
+from mlcal.maps._core import _BaseMap
+from mlcal.maps.offset import OFFSET_INNER_KINDS, OffsetMap
 
 
 def _rate(value: Any, name: str) -> float:

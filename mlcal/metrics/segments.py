@@ -49,7 +49,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from mlcal import metrics as M
+from mlcal.metrics import binary as M
 from mlcal._validation import as_weights
 
 WORST_BY = ("citl_bound", "ece", "abs_citl")

@@ -34,11 +34,11 @@ every method gives.
 from __future__ import annotations
 
 import dataclasses
-import math
 from functools import singledispatch
 
 import numpy as np
 
+from mlcal._solvers.ties import exact_group_sums
 from mlcal.maps import BETA_EPS, BetaMap, CalibrationMap, LinearMap, SigmoidMap, StepMap
 
 
@@ -55,8 +55,11 @@ def data_floor(w: np.ndarray) -> float:
     float
         The floor, in ``(0, 1/4]``.
     """
-    n = max(float(np.count_nonzero(w)), math.fsum(np.asarray(w, dtype=np.float64).tolist()))
-    return 1.0 / (2.0 * (n + 1.0))
+    w = np.ascontiguousarray(w, dtype=np.float64)
+    count = float(np.count_nonzero(w))
+    # the correctly rounded total (numba kernel): the same bits in any row order, on any CPU
+    total = float(exact_group_sums(w, np.zeros(1, dtype=np.int64))[0]) if w.size else 0.0
+    return 1.0 / (2.0 * (max(count, total) + 1.0))
 
 
 @singledispatch

@@ -15,8 +15,10 @@ Tasks (one task = one calibration set and its held-out test set):
   ``sim-beta`` scores ~ Beta(2, 5), P(y=1|s) = s^0.6; ``sim-overconfident`` true logit
   t ~ N(0, 1.5^2), score = expit(2.5 t + N(0, 0.5^2)) (boosted-tree-like: pushed to 0 and 1);
   ``sim-imbalanced`` t ~ N(-4.2, 1), about 3 % positives, score = expit(1.5 t + 2 + N(0, 0.3^2));
-* scikit-learn data with base models LogisticRegression, GaussianNB, LinearSVC (decision_function
-  margins) and HistGradientBoostingClassifier, each after a StandardScaler:
+* scikit-learn data with base models in two groups, each after a StandardScaler: "linear"
+  (LogisticRegression, GaussianNB, LinearSVC's decision_function margins) and "trees"
+  (HistGradientBoostingClassifier, XGBoost and LightGBM when installed, RandomForestClassifier,
+  whose vote shares are often exactly 0.0 or 1.0):
   ``breast_cancer`` (569 rows) and ``digits`` as digit < 5 (1797 rows) split 50/25/25 into
   train/calibration/test, so N_cal is only 142 and 449 (repeated over ``--seeds`` splits);
   ``mc-easy`` / ``mc-imbalanced`` (make_classification, 20 features, the second with 5 %
@@ -29,7 +31,17 @@ takes ``name:param=value,...``, values in JSON, e.g. ``auto:se_rule=0``); ``sk-i
 (``IsotonicRegression(out_of_bounds="clip")`` on the scores) and ``sk-sigmoid``
 (``LogisticRegression`` without penalty on the scores as one feature: Platt scaling without
 Platt's target smoothing); ``uncalibrated`` (the score itself if it is a probability, else the
-logistic sigmoid of the margin). Every method sees the same scores.
+logistic sigmoid of the margin). With ``--peers``, the dev-only peers that import in the running
+environment (none is an mlcal dependency; e.g. a separate venv with torch): probmetrics' SVS,
+SMS, ts-mix, quadratic scaling and beta (``pm-*``, on the two-column probabilities) and netcal's
+logistic and beta calibration (``nc-*``). Every method sees the same scores.
+
+    PYTHONPATH=. /path/to/peers/bin/python benchmarks/bench_quality.py --groups linear trees \
+        --peers --quick
+
+``--groups`` picks the task groups (sim, linear, trees); the "by group" tables rank every
+method of the run per group, with ``auto``'s place and the methods of ours whose mean log loss
+is worse than uncalibrated on the group's tasks with at least 200 calibration rows.
 
 Metrics on the test set: log loss (predictions clipped to [1e-15, 1 - 1e-15]), Brier score, ECE
 (15 equal-width bins), debiased L2 calibration error (15 equal-mass bins, Kumar et al. 2019),
@@ -59,7 +71,7 @@ import numpy as np
 from scipy.special import expit
 from scipy.stats import rankdata
 from sklearn.datasets import load_breast_cancer, load_digits, make_classification
-from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
@@ -92,6 +104,7 @@ class Task:
     s_test: np.ndarray
     y_test: np.ndarray
     p_true_test: np.ndarray | None = None   # P(y=1 | score) where the simulation knows it
+    group: str = "sim"   # "sim", or the base model's family: "linear" (LR, NB, SVM), "trees"
 
 
 # -- data ----------------------------------------------------------------------------------------
@@ -125,11 +138,38 @@ def true_probability(kind: str, s: np.ndarray) -> np.ndarray:
     return expit(mean[:, None] + np.sqrt(2.0) * sd * nodes) @ weights / np.sqrt(np.pi)
 
 
-def base_models(seed: int) -> dict:
-    return {"LR": LogisticRegression(max_iter=2000),
-            "NB": GaussianNB(),
-            "SVM": LinearSVC(dual="auto", max_iter=5000, random_state=seed),
-            "HGB": HistGradientBoostingClassifier(random_state=seed)}
+#: base models by family (the groups of the summary); XGBoost and LightGBM when installed
+LINEAR_BASES = ("LR", "NB", "SVM")
+TREE_BASES = ("HGB", "XGB", "LGBM", "RF")
+
+
+def base_models(seed: int, families=("linear", "trees")) -> dict:
+    models = {}
+    if "linear" in families:
+        models.update({"LR": LogisticRegression(max_iter=2000),
+                       "NB": GaussianNB(),
+                       "SVM": LinearSVC(dual="auto", max_iter=5000, random_state=seed)})
+    if "trees" in families:
+        models["HGB"] = HistGradientBoostingClassifier(random_state=seed)
+        try:
+            from xgboost import XGBClassifier
+            models["XGB"] = XGBClassifier(n_estimators=200, max_depth=4, learning_rate=0.1,
+                                          n_jobs=1, random_state=seed, verbosity=0)
+        except ImportError:
+            print("note: xgboost not installed, no XGB base model", file=sys.stderr)
+        try:
+            from lightgbm import LGBMClassifier
+            models["LGBM"] = LGBMClassifier(n_estimators=200, learning_rate=0.1, n_jobs=1,
+                                            random_state=seed, verbose=-1)
+        except ImportError:
+            print("note: lightgbm not installed, no LGBM base model", file=sys.stderr)
+        # a forest's scores are vote shares: many exactly 0.0 and 1.0
+        models["RF"] = RandomForestClassifier(n_estimators=100, n_jobs=1, random_state=seed)
+    return models
+
+
+def family(model_name: str) -> str:
+    return "trees" if model_name in TREE_BASES else "linear"
 
 
 def model_scores(model, X: np.ndarray) -> np.ndarray:
@@ -138,7 +178,7 @@ def model_scores(model, X: np.ndarray) -> np.ndarray:
     return model.decision_function(X)
 
 
-def real_tasks(sizes, n_seeds: int):
+def real_tasks(sizes, n_seeds: int, families=("linear", "trees")):
     digits = load_digits()
     small = {"breast_cancer": load_breast_cancer(return_X_y=True),
              "digits<5": (digits.data, (digits.target < 5).astype(int))}
@@ -148,10 +188,10 @@ def real_tasks(sizes, n_seeds: int):
                                                           random_state=seed)
             X_cal, X_te, y_cal, y_te = train_test_split(X_rest, y_rest, test_size=0.5,
                                                         stratify=y_rest, random_state=seed)
-            for mname, est in base_models(seed).items():
+            for mname, est in base_models(seed, families).items():
                 model = make_pipeline(StandardScaler(), est).fit(X_tr, y_tr)
                 yield Task(f"{name}/{mname}", len(y_cal), model_scores(model, X_cal), y_cal,
-                           model_scores(model, X_te), y_te)
+                           model_scores(model, X_te), y_te, group=family(mname))
     real_sizes = [n for n in sizes if n <= MAX_REAL_SIZE]
     for name, kw in {"mc-easy": {}, "mc-imbalanced": {"weights": [0.95], "flip_y": 0.05}}.items():
         n_total = 4000 + 20_000 + max(real_sizes, default=0)
@@ -159,12 +199,13 @@ def real_tasks(sizes, n_seeds: int):
                                    random_state=11, **kw)
         X_tr, y_tr = X[:4000], y[:4000]
         X_te, y_te = X[4000:24_000], y[4000:24_000]
-        for mname, est in base_models(0).items():
+        for mname, est in base_models(0, families).items():
             model = make_pipeline(StandardScaler(), est).fit(X_tr, y_tr)
             s_te = model_scores(model, X_te)
             for n in real_sizes:
                 X_cal, y_cal = X[24_000:24_000 + n], y[24_000:24_000 + n]
-                yield Task(f"{name}/{mname}", n, model_scores(model, X_cal), y_cal, s_te, y_te)
+                yield Task(f"{name}/{mname}", n, model_scores(model, X_cal), y_cal, s_te, y_te,
+                           group=family(mname))
 
 
 def sim_tasks(sizes, n_seeds: int, n_test: int):
@@ -196,6 +237,8 @@ def make_method(name: str):
             model = LogisticRegression(penalty=None).fit(s.reshape(-1, 1), y)
             return lambda t: model.predict_proba(t.reshape(-1, 1))[:, 1]
         return fit_sigmoid
+    if name in PEERS:
+        return PEERS[name]
     method, _, spec = name.partition(":")
     method, _, variant = method.partition("+")
     params = {"bound_smoothing": 0.5} if variant == "bs" else {}
@@ -210,6 +253,62 @@ def make_method(name: str):
     def fit_mlcal(s, y):
         return mlcal.get_calibrator(method, **params).fit(s, y).predict
     return fit_mlcal
+
+
+# -- peers (dev-only, imported when installed: run in an environment that has them) -------------
+def _two_columns(p: np.ndarray) -> np.ndarray:
+    p = np.clip(as_probability(p), 0.0, 1.0)
+    return np.column_stack([1.0 - p, p])
+
+
+def _probmetrics(method: str, **config):
+    """A probmetrics calibrator (``get_calibrator(method)``) on the (n, 2) probabilities."""
+    def fit(s, y):
+        from probmetrics.calibrators import get_calibrator
+
+        cal = get_calibrator(method, **config)
+        cal.fit(_two_columns(s), np.asarray(y))
+        return lambda t: np.asarray(cal.predict_proba(_two_columns(t)))[:, 1]
+    return fit
+
+
+def _netcal(cls_name: str, **params):
+    """A netcal binary calibrator on the probability scores."""
+    def fit(s, y):
+        from netcal import binning, scaling
+
+        cls = getattr(scaling, cls_name, None) or getattr(binning, cls_name)
+        cal = cls(**params)
+        cal.fit(np.clip(as_probability(s), 0.0, 1.0), np.asarray(y))
+        return lambda t: np.asarray(cal.transform(np.clip(as_probability(t), 0.0, 1.0)),
+                                    dtype=float).reshape(-1)
+    return fit
+
+
+#: peer name -> fit function (``fit(s, y) -> predict``)
+PEERS = {
+    "pm-svs": _probmetrics("svs", svs_print_init_info=False),
+    "pm-sms": _probmetrics("sms", sms_print_init_info=False),
+    "pm-ts-mix": _probmetrics("ts-mix"),
+    "pm-quadratic": _probmetrics("quadratic-scaling"),
+    "pm-beta": _probmetrics("beta"),
+    "nc-logistic": _netcal("LogisticCalibration"),
+    "nc-beta": _netcal("BetaCalibration"),
+}
+
+
+def available_peers() -> list[str]:
+    """The peers whose package imports here (a note on stderr for the others)."""
+    out = []
+    for pkg, prefix in (("probmetrics", "pm-"), ("netcal", "nc-")):
+        try:
+            __import__(pkg)
+        except Exception as exc:   # torch-based peers: any import failure means "not here"
+            print(f"note: {pkg} not importable ({type(exc).__name__}); its methods are "
+                  "skipped", file=sys.stderr)
+            continue
+        out += [name for name in PEERS if name.startswith(prefix)]
+    return out
 
 
 def default_methods() -> list[str]:
@@ -330,6 +429,48 @@ def goal_check(summary: dict, methods: list[str]) -> str:
     return "\n".join(out)
 
 
+def group_tables(results, tasks, methods: list[str]) -> str:
+    """Per group of tasks (simulations, linear/NB/SVM bases, tree bases): mean log-loss and
+    Brier ranks among all methods run (ours and the peers'), mean log loss and AUC change, and
+    where ``auto`` stands; then our methods worse than uncalibrated on mean log loss over the
+    group's tasks with at least 200 calibration rows."""
+    out = []
+    peers = set(PEERS) | set(REFERENCES)
+    for group in ("sim", "linear", "trees"):
+        idx = [i for i, t in enumerate(tasks) if t.group == group]
+        if not idx:
+            continue
+        summ = summarise([results[i] for i in idx], methods)
+        order = sorted(methods, key=lambda m: summ[m]["log_loss_rank"])
+        out += [f"group {group}: {len(idx)} tasks", "",
+                "| method | log-loss rank | Brier rank | log loss | Brier | mean ΔAUC | tasks |",
+                "|---|---|---|---|---|---|---|"]
+        for m in order:
+            r = summ[m]
+            out.append(f"| {m} | {r['log_loss_rank']:.2f} | {r['brier_rank']:.2f} | "
+                       f"{r['log_loss']:.4f} | {r['brier']:.4f} | {r['auc_change']:+.4f} | "
+                       f"{r['n']} |")
+        if "auto" in summ:
+            by_brier = sorted(methods, key=lambda m: summ[m]["brier_rank"])
+            out.append(f"\nauto: #{order.index('auto') + 1} of {len(order)} on log-loss rank, "
+                       f"#{by_brier.index('auto') + 1} on Brier rank, mean ΔAUC "
+                       f"{summ['auto']['auc_change']:+.4f} (goal: first, first, >= -0.002)")
+        big = [i for i in idx if tasks[i].n_cal >= 200 and "uncalibrated" in results[i]]
+        worse = []
+        for m in methods:
+            if m in peers:
+                continue
+            rows = [i for i in big if m in results[i]]
+            if rows:
+                ours = np.mean([results[i][m]["log_loss"] for i in rows])
+                unc = np.mean([results[i]["uncalibrated"]["log_loss"] for i in rows])
+                if ours > unc:
+                    worse.append(f"{m} ({ours:.4f} > {unc:.4f})")
+        out.append(f"ours worse than uncalibrated on mean log loss (N_cal >= 200, {len(big)} "
+                   f"tasks): {', '.join(worse) or 'none'}\n")
+    return "\n".join(out)
+
+
 def oracle_table(results, methods: list[str]) -> str:
     """Mean rank of the true probabilities among all methods, on the simulated tasks."""
     sim = [res for res in results if "oracle" in res]
@@ -418,6 +559,13 @@ def main(argv=None) -> None:
     ap.add_argument("--methods", nargs="+", help="methods (default: all, see the docstring)")
     ap.add_argument("--seeds", type=int, help="repetitions per task (default 1 quick, 3 full)")
     ap.add_argument("--no-real", action="store_true", help="simulated data only")
+    ap.add_argument("--groups", nargs="+", choices=("sim", "linear", "trees"),
+                    default=["sim", "linear", "trees"],
+                    help="task groups: simulations, linear/NB/SVM bases, tree bases (HGB, "
+                         "XGBoost, LightGBM, random forest)")
+    ap.add_argument("--peers", action="store_true",
+                    help="add the dev-only peers that import here (probmetrics SVS/SMS/"
+                         "ts-mix/quadratic/beta, netcal logistic/beta)")
     ap.add_argument("--no-timing", action="store_true", help="skip the auto timing table")
     ap.add_argument("--ece-check", action="store_true",
                     help="only the binned-ECE check: how it ranks the true probabilities")
@@ -440,12 +588,17 @@ def main(argv=None) -> None:
     sizes = [int(n) for n in (args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES))]
     seeds = args.seeds or (1 if args.quick else 3)
     methods = args.methods or default_methods()
-    if "sk-isotonic" not in methods:
-        methods.append("sk-isotonic")   # the time reference
+    if args.peers:
+        methods += [m for m in available_peers() if m not in methods]
+    for ref in ("sk-isotonic", "uncalibrated"):   # the time and the log-loss references
+        if ref not in methods:
+            methods.append(ref)
     start = time.perf_counter()
-    tasks = list(sim_tasks(sizes, seeds, 20_000 if args.quick else 50_000))
-    if not args.no_real:
-        tasks += list(real_tasks(sizes, seeds))
+    tasks = list(sim_tasks(sizes, seeds, 20_000 if args.quick else 50_000)) \
+        if "sim" in args.groups else []
+    families = [g for g in args.groups if g != "sim"]
+    if not args.no_real and families:
+        tasks += list(real_tasks(sizes, seeds, families))
     results, tasks_n = [], []
     for i, task in enumerate(tasks):
         results.append(run_task(task, methods))
@@ -462,6 +615,8 @@ def main(argv=None) -> None:
     print(f"{cmd.strip()}   ({datetime.date.today()}, {len(tasks)} tasks, "
           f"{time.perf_counter() - start:.0f} s)\n")
     print(markdown_table(summary, methods))
+    print("\nby group (ranks among all methods of the run, ours and the peers')\n")
+    print(group_tables(results, tasks, methods))
     print("\nmean log-loss rank by calibration-set size (simulated and make_classification; "
           "N=0: breast_cancer and digits, N_cal 142 and 449)\n")
     print(by_size_table(results, tasks_n, methods))

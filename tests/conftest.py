@@ -46,3 +46,13 @@ def _no_mlflow_environment_leaks():
     for key in [k for k in os.environ if k.startswith("MLFLOW_") and k not in before]:
         del os.environ[key]
     os.environ.update(before)
+
+
+@pytest.fixture()
+def without_output_floor(monkeypatch):
+    """Fits without the output floor (mlcal.calibrators.output_floor): for the tests that
+    check a fitting algorithm's own values against a reference or a formula, which can be
+    exactly 0 or 1 on their tiny inputs. The floor itself is tested in test_output_floor.py."""
+    import mlcal.calibrators.base as base
+
+    monkeypatch.setattr(base, "data_floor", lambda w: 0.0)

@@ -30,6 +30,7 @@ def test_every_binning_or_isotonic_method_declares_the_option():
 
 @pytest.mark.parametrize("name", SMOOTHED)
 @pytest.mark.parametrize("a", [0.5, 2.0])
+@pytest.mark.usefixtures("without_output_floor")
 def test_outputs_never_exactly_zero_or_one(name, a):
     s, y = separable()
     cal = mlcal.get_calibrator(name, bound_smoothing=a).fit(s, y)
@@ -37,8 +38,10 @@ def test_outputs_never_exactly_zero_or_one(name, a):
     assert p.min() > 0.0 and p.max() < 1.0
 
 
+@pytest.mark.usefixtures("without_output_floor")
 def test_the_data_does_reach_the_bounds_without_the_option():
-    # otherwise the test above could not fail for these methods
+    # otherwise the test above could not fail for these methods (both without the output
+    # floor, which alone would keep them off 0 and 1)
     s, y = separable()
     for name in ["histogram", "isotonic", "kde", "elite", "spline"]:
         p = mlcal.get_calibrator(name).fit(s, y).predict(GRID)
@@ -46,6 +49,7 @@ def test_the_data_does_reach_the_bounds_without_the_option():
 
 
 @pytest.mark.parametrize("name", SMOOTHED)
+@pytest.mark.usefixtures("without_output_floor")
 def test_values_off_the_bounds_are_kept_bit_for_bit(name):
     s, y = separable(seed=3)
     plain = mlcal.get_calibrator(name).fit(s, y)

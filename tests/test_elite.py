@@ -229,6 +229,7 @@ def test_scores_and_weights_follow_elite_aicc(seed, thin_tol):
 
 
 @pytest.mark.parametrize("seed", range(4))
+@pytest.mark.usefixtures("without_output_floor")
 def test_folded_map_is_the_average_of_clipped_members_everywhere(seed):
     s, y = calibration_data(300 + 100 * seed, seed, ties=seed % 2 == 1)
     w = np.random.default_rng(seed).uniform(0.5, 2, s.size) if seed >= 2 else None
@@ -248,6 +249,7 @@ def test_folded_map_is_the_average_of_clipped_members_everywhere(seed):
     np.testing.assert_allclose(far_avg, cal.map_.values[[0, -1]], atol=1e-12)
 
 
+@pytest.mark.usefixtures("without_output_floor")
 def test_predict_path_is_what_is_averaged():
     s, y = calibration_data(500, 4)
     cal = ELiTE().fit(s, y)
@@ -323,6 +325,7 @@ def test_all_scores_equal_give_the_base_rate():
     np.testing.assert_allclose(cal.weights_, 1 / 50)
 
 
+@pytest.mark.usefixtures("without_output_floor")
 def test_two_distinct_scores_give_the_clipped_line_through_their_means():
     s = np.array([0.2, 0.2, 0.2, 0.6, 0.6])
     y = np.array([0, 0, 1, 1, 1.0])
@@ -332,6 +335,7 @@ def test_two_distinct_scores_give_the_clipped_line_through_their_means():
     np.testing.assert_allclose(cal.predict(t), np.clip(line(t), 0, 1), atol=1e-12)
 
 
+@pytest.mark.usefixtures("without_output_floor")
 def test_labels_on_a_line_give_that_line():
     s = np.repeat([0.1, 0.3, 0.5], 4)
     y = np.array([0, 0, 0, 1, 0, 1, 0, 1, 1, 1, 1, 0.0])  # means 1/4, 1/2, 3/4: on a line

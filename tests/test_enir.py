@@ -253,6 +253,7 @@ def test_all_models_infinite_falls_back_to_isotonic_end():
 
 
 @pytest.mark.parametrize("smooth", [True, False])
+@pytest.mark.usefixtures("without_output_floor")
 def test_folded_linear_map_equals_weighted_average_of_members(smooth):
     rng = np.random.default_rng(21)
     s, y, w = random_problem(rng, 300, ties=True, weights=True)
@@ -276,6 +277,7 @@ def test_many_models_share_the_weight_on_small_data():
     np.testing.assert_allclose(cal.predict(q), explicit, rtol=0, atol=1e-12)
 
 
+@pytest.mark.usefixtures("without_output_floor")
 def test_step_variant_uses_midpoint_cuts():
     rng = np.random.default_rng(22)
     s, y, w = random_problem(rng, 200, ties=True, weights=True)
@@ -291,6 +293,7 @@ def test_step_variant_uses_midpoint_cuts():
     assert set(cal.map_.thresholds) <= set(mids)
 
 
+@pytest.mark.usefixtures("without_output_floor")
 def test_step_variant_with_coinciding_midpoints():
     # three adjacent doubles whose plain midpoints round to the same value: the shared cut rule
     # (midpoint_cuts) then cuts at the upper score, so every training score keeps its own cell

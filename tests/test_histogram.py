@@ -4,6 +4,7 @@ import pytest
 from mlcal import HistogramBinning, StepMap
 
 
+@pytest.mark.usefixtures("without_output_floor")
 def test_equal_frequency_bins_hold_their_fraction_of_positives():
     s = np.arange(12) / 12
     y = np.array([0, 0, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1.0])
@@ -13,6 +14,7 @@ def test_equal_frequency_bins_hold_their_fraction_of_positives():
     np.testing.assert_allclose(cal.map_.thresholds, [(s[3] + s[4]) / 2, (s[7] + s[8]) / 2])
 
 
+@pytest.mark.usefixtures("without_output_floor")
 def test_ties_are_never_split_across_bins():
     rng = np.random.default_rng(0)
     s = rng.integers(0, 7, 500) / 7  # 7 distinct scores
@@ -51,6 +53,7 @@ def test_bad_bin_count_is_rejected(bad):
         HistogramBinning(n_bins=bad).fit([0.1, 0.9], [0, 1])
 
 
+@pytest.mark.usefixtures("without_output_floor")
 def test_adjacent_float_scores_keep_their_own_bins():
     a = 0.3
     b = np.nextafter(a, 1.0)

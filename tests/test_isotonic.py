@@ -36,6 +36,7 @@ def test_pava_equals_brute_force_on_tiny_inputs(seed):
 
 
 @pytest.mark.parametrize("seed", range(8))
+@pytest.mark.usefixtures("without_output_floor")
 def test_interpolated_isotonic_equals_sklearn(seed):
     rng = np.random.default_rng(seed)
     n = 3000
@@ -49,6 +50,7 @@ def test_interpolated_isotonic_equals_sklearn(seed):
     np.testing.assert_allclose(ours.predict(t), ref.predict(t), rtol=0, atol=1e-12)
 
 
+@pytest.mark.usefixtures("without_output_floor")
 def test_step_isotonic_gives_block_values_and_midpoint_cuts():
     s = np.array([0.1, 0.2, 0.3, 0.4, 0.6])
     y = np.array([0, 1, 0, 1, 1.0])
@@ -72,6 +74,7 @@ def test_tied_scores_get_one_value_and_integer_weights_equal_repeats():
     np.testing.assert_allclose(a.predict(grid), b.predict(grid), atol=1e-12)
 
 
+@pytest.mark.usefixtures("without_output_floor")
 def test_step_variant_with_adjacent_float_scores():
     a = 0.7
     b = np.nextafter(a, 1.0)

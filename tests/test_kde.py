@@ -60,6 +60,7 @@ def test_silverman_bandwidth():
 
 
 @pytest.mark.parametrize("ties,weighted", [(False, False), (True, False), (True, True)])
+@pytest.mark.usefixtures("without_output_floor")
 def test_boxcar_step_map_equals_direct_formula_everywhere(ties, weighted):
     s, y, w = data(ties=ties, seed=2)
     w = w if weighted else np.ones_like(s)
@@ -81,6 +82,7 @@ def test_boxcar_step_map_equals_direct_formula_everywhere(ties, weighted):
     np.testing.assert_allclose(cal.predict(r), direct_boxcar(s, y, w, h, r, "abs"), atol=1e-12)
 
 
+@pytest.mark.usefixtures("without_output_floor")
 def test_paper_equation_5_with_one_bandwidth_on_balanced_data():
     # Eq. (5) with h0 = h1 = h and m = n positives/negatives is Nadaraya-Watson
     rng = np.random.default_rng(3)
@@ -97,6 +99,7 @@ def test_paper_equation_5_with_one_bandwidth_on_balanced_data():
     np.testing.assert_allclose(cal.predict(q), eq5, atol=1e-12)
 
 
+@pytest.mark.usefixtures("without_output_floor")
 def test_empty_windows_take_the_nearest_training_label():
     s, y, w = data(gap=True, seed=4)
     h = 0.01
@@ -196,6 +199,7 @@ def test_bad_parameters_are_named(params, match):
         KDECalibrator(**params).fit(s, y)
 
 
+@pytest.mark.usefixtures("without_output_floor")
 def test_silverman_needs_total_weight_above_one():
     with pytest.raises(ValueError, match="total sample weight"):
         KDECalibrator().fit([0.2, 0.6], [0, 1], sample_weight=[0.3, 0.4])
@@ -203,6 +207,7 @@ def test_silverman_needs_total_weight_above_one():
     assert cal.predict([0.1, 0.7]).tolist() == [0.0, 1.0]
 
 
+@pytest.mark.usefixtures("without_output_floor")
 def test_boxcar_windows_of_tiny_weights_after_huge_ones_are_summed_without_cancellation():
     # a window's weight used to be a difference of prefix sums: 16 decades below the prefix it
     # came out as 0 (ZeroDivisionError) or as noise; it must be the direct weighted mean

@@ -150,6 +150,7 @@ def test_every_method_records_its_map_reduction(name):
     ("kde", {}), ("kde", {"kernel": "gaussian"}), ("isotonic", {}),
     ("isotonic", {"interpolate": False}), ("enir", {}), ("enir", {"interpolate": False}),
     ("bbq", {}), ("histogram", {"n_bins": 500}), ("abb", {"max_unique": 300})])
+@pytest.mark.usefixtures("without_output_floor")
 def test_capped_fit_is_the_reduced_uncapped_fit(name, params):
     s, y = big_data()
     full = mlcal.get_calibrator(name, max_map_size=None, **params).fit(s, y)

@@ -1,6 +1,6 @@
 """The re-offset stage as a Spark SQL column: predict's bits (exact) or within the fast expit's
 ulp bound (exact=False), for every inner map kind, probabilities of exactly 0 and 1, and the
-full-range SQL logs it needs."""
+full-range SQL logs it needs; and the output floor of sigmoid and beta maps (issue 26)."""
 
 from __future__ import annotations
 
@@ -93,3 +93,22 @@ def test_full_range_log_columns_are_detmath_logs(spark):
                     log1p_column(-df["p"], full_range=True).alias("l1")).toPandas()
     assert np.array_equal(_bits(out["l"]), _bits(det_log_array(p)))
     assert np.array_equal(_bits(out["l1"]), _bits(det_log1p_array(-p)))
+
+
+# -- the output floor of parametric maps (issue 26; shares this module's Spark session) --------
+def test_floored_maps_equal_predict_bit_for_bit(spark):
+    from mlcal.spark import calibrated_column
+
+    rng = np.random.default_rng(8)
+    s = np.concatenate([[0.0, 1.0, 2.0 ** -40, 0.5, -30.0, 30.0], rng.random(60),
+                        rng.normal(0.0, 4.0, 30)])
+    df = spark.createDataFrame(pd.DataFrame({"s": s}))
+    maps = {"sigmoid": SigmoidMap(-30.0, 3.0, 1.0 / 1202.0),
+            "beta": BetaMap(3.0, 2.5, 0.1, 1.0 / 402.0)}
+    out = df.select(*[calibrated_column(m, "s", exact=True).alias(k)
+                      for k, m in maps.items()]).toPandas()
+    for name, m in maps.items():
+        want = m(s)
+        assert ((want == m.floor) | (want == 1.0 - m.floor)).any(), name   # the clip acts
+        got = out[name].to_numpy(dtype=np.float64)
+        assert np.array_equal(got.view(np.int64), want.view(np.int64)), name

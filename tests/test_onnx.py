@@ -218,14 +218,18 @@ def probe_points(m, dtype: str, rng) -> np.ndarray:
 
 
 def _expit32_map(m: SigmoidMap, x: np.ndarray) -> np.ndarray:
-    """The sigmoid map evaluated in float32 arithmetic (scipy's expit formula)."""
+    """The sigmoid map evaluated in float32 arithmetic (scipy's expit formula, then the output
+    floor's clip with float32 bounds)."""
     one = np.float32(1)
     s = x.astype(np.float32)
     if m.input_transform == "sigmoid":
         s = one / (one + np.exp(-s))
     z = np.float32(m.a) * s + np.float32(m.b)
     with np.errstate(over="ignore"):
-        return one / (one + np.exp(z))
+        p = one / (one + np.exp(z))
+    if m.floor == 0.0:
+        return p
+    return np.clip(p, np.float32(m.floor), np.float32(1.0 - m.floor))
 
 
 def assert_matches_predict(m, dtype: str, x: np.ndarray, out: np.ndarray, where: str) -> None:

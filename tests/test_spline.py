@@ -52,6 +52,7 @@ def objective(x, y, w, knots, lam, theta):
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("lam", [1e-6, 1e-3, 0.1, 10.0])
+@pytest.mark.usefixtures("without_output_floor")
 def test_fit_is_optimal_against_a_generic_optimiser(seed, lam):
     s, y, w = calibration_set(150 + 50 * seed, seed, beta=(2, 2), link_power=2.5,
                               weights="fractional")

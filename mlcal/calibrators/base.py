@@ -20,6 +20,7 @@ from mlcal._solvers.bounds import equal_runs, off_bound_run_values, run_weights
 from mlcal._solvers.ties import sort_and_collapse
 from mlcal._safe_json import MAX_DOCUMENT_BYTES, dumps_safe, loads_strict
 from mlcal._validation import check_fit_inputs
+from mlcal.calibrators.output_floor import data_floor, floor_map
 from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterError, IsNone,
                                        Options, Real, short_repr, validate_params)
 from mlcal.maps import (DEFAULT_MAX_MAP_SIZE, CalibrationMap, LinearMap, MapFormatError,
@@ -70,6 +71,10 @@ class BaseCalibrator(BaseEstimator):
     Every constructor parameter is checked by :meth:`_validate_params` against the class's
     ``_parameter_constraints`` (see :mod:`mlcal.calibrators._params`), at ``fit`` and when a
     calibrator is loaded from JSON.
+
+    Output floor: the fitted map never returns exactly 0 or 1; it is kept in
+    ``[floor, 1 - floor]`` with ``floor = 1 / (2 (n + 1))`` for ``n`` calibration rows
+    (:mod:`mlcal.calibrators.output_floor`).
 
     Map size cap: after ``_fit``, the map is reduced by :func:`mlcal.maps.reduce_map` to at most
     ``max_map_size`` bins or knots (a constructor parameter where the method declares one,
@@ -128,8 +133,10 @@ class BaseCalibrator(BaseEstimator):
         if early is not None:   # errors of two reductions add up (triangle inequality)
             reduction = MapReduction(early[0], reduction.size, early[1] + reduction.max_error)
         self.map_reduction_ = reduction
-        self.map_ = dataclasses.replace(fitted, input_transform=transform,
-                                        domain=(float(s.min()), float(s.max())))
+        fitted = dataclasses.replace(fitted, input_transform=transform,
+                                     domain=(float(s.min()), float(s.max())))
+        # no probability of exactly 0 or 1 that the data cannot support (output_floor.py)
+        self.map_ = floor_map(fitted, data_floor(w))
         return self
 
     def _max_map_size(self) -> int | None:

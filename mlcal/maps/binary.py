@@ -9,6 +9,10 @@ graphs and plots are written once:
 * :class:`BetaMap` -- ``expit(a * ln(s) - b * ln(1 - s) + c)`` on probability scores clamped to
   ``[BETA_EPS, 1 - BETA_EPS]`` (beta calibration, Platt on log-odds, temperature scaling)
 
+The two parametric maps take an optional output ``floor``: their probability is clipped to
+``[floor, 1 - floor]`` (written to JSON only when positive; fitted calibrators set it from the
+size of their calibration set, :mod:`mlcal.calibrators.output_floor`).
+
 A map also records its *input transform* (``"identity"`` or ``"sigmoid"``, the logistic function
 applied to raw scores such as SVM margins before the map) and the score *domain* it was fitted
 on. Outputs always lie in [0, 1].
@@ -41,6 +45,27 @@ from mlcal.maps._core import (BETA_EPS, DEFAULT_MAX_MAP_SIZE, INPUT_TRANSFORMS, 
                              _BaseMap, _check_increasing, _check_unit_values, _float_array,
                              _float_scalar, _short, apply_input_transform, map_from_dict)
 from mlcal.maps.offset import OffsetMap
+
+
+def _check_floor(floor: float, where: str) -> float:
+    """A valid output floor: a finite number in ``[0, 1/2)``."""
+    f = float(floor)
+    if not (0.0 <= f < 0.5):
+        raise MapFormatError(f"{where}: floor must be a number in [0, 0.5), got {f!r}")
+    return f
+
+
+def _read_floor(doc: dict, where: str) -> float:
+    """The optional ``floor`` field of a parametric map document (0 when absent)."""
+    return _check_floor(_float_scalar(doc, "floor", where), where) if "floor" in doc else 0.0
+
+
+def apply_floor(p: np.ndarray, floor: float) -> np.ndarray:
+    """``p`` clipped to ``[floor, 1 - floor]`` (``p`` itself when ``floor`` is 0); ``1 - floor``
+    is rounded once in float64, as the ONNX graph, Spark and the Java evaluator do."""
+    if floor == 0.0:
+        return p
+    return np.minimum(np.maximum(p, floor), 1.0 - floor)
 
 
 @dataclass(frozen=True, eq=False)
@@ -155,11 +180,21 @@ class LinearMap(_BaseMap):
 
 @dataclass(frozen=True, eq=False)
 class SigmoidMap(_BaseMap):
-    """Logistic map ``1 / (1 + exp(a * s + b))`` (Platt's sign convention)."""
+    """Logistic map ``1 / (1 + exp(a * s + b))`` (Platt's sign convention), clipped to
+    ``[floor, 1 - floor]``.
+
+    Parameters
+    ----------
+    a, b : float
+        Finite coefficients.
+    floor : float, default=0.0
+        Output floor in ``[0, 1/2)``; 0 leaves the logistic function's output as it is.
+    """
 
     kind: ClassVar[str] = "sigmoid"
     a: float = 0.0
     b: float = 0.0
+    floor: float = 0.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -168,6 +203,7 @@ class SigmoidMap(_BaseMap):
             raise MapFormatError("sigmoid map: a and b must be finite")
         object.__setattr__(self, "a", a)
         object.__setattr__(self, "b", b)
+        object.__setattr__(self, "floor", _check_floor(self.floor, "sigmoid map"))
 
     @property
     def size(self) -> int:
@@ -175,16 +211,20 @@ class SigmoidMap(_BaseMap):
         return 2
 
     def _evaluate(self, s: np.ndarray) -> np.ndarray:
-        return det_expit_array(np.ascontiguousarray(-(self.a * s + self.b), dtype=np.float64))
+        p = det_expit_array(np.ascontiguousarray(-(self.a * s + self.b), dtype=np.float64))
+        return apply_floor(p, self.floor)
 
     def to_dict(self) -> dict[str, Any]:
         d = self._common_dict()
         d.update(a=self.a, b=self.b)
+        if self.floor != 0.0:
+            d["floor"] = self.floor
         return d
 
     @classmethod
     def _from_dict(cls, doc: dict, where: str, common: dict[str, Any]) -> SigmoidMap:
-        return cls(_float_scalar(doc, "a", where), _float_scalar(doc, "b", where), **common)
+        return cls(_float_scalar(doc, "a", where), _float_scalar(doc, "b", where),
+                   _read_floor(doc, where), **common)
 
 
 @dataclass(frozen=True, eq=False)
@@ -207,12 +247,15 @@ class BetaMap(_BaseMap):
     ----------
     a, b, c : float
         Finite coefficients of ``ln s``, ``-ln(1 - s)`` and the intercept.
+    floor : float, default=0.0
+        Output floor in ``[0, 1/2)``: the probability is clipped to ``[floor, 1 - floor]``.
     """
 
     kind: ClassVar[str] = "beta"
     a: float = 0.0
     b: float = 0.0
     c: float = 0.0
+    floor: float = 0.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -221,6 +264,7 @@ class BetaMap(_BaseMap):
             raise MapFormatError("beta map: a, b and c must be finite")
         for name, v in zip("abc", values):
             object.__setattr__(self, name, v)
+        object.__setattr__(self, "floor", _check_floor(self.floor, "beta map"))
 
     @property
     def size(self) -> int:
@@ -230,16 +274,19 @@ class BetaMap(_BaseMap):
     def _evaluate(self, s: np.ndarray) -> np.ndarray:
         sc = np.clip(np.ascontiguousarray(s, dtype=np.float64), BETA_EPS, 1.0 - BETA_EPS)
         z = (self.a * det_log_array(sc) - self.b * det_log1p_array(-sc)) + self.c
-        return det_expit_array(z)
+        return apply_floor(det_expit_array(z), self.floor)
 
     def to_dict(self) -> dict[str, Any]:
         d = self._common_dict()
         d.update(a=self.a, b=self.b, c=self.c)
+        if self.floor != 0.0:
+            d["floor"] = self.floor
         return d
 
     @classmethod
     def _from_dict(cls, doc: dict, where: str, common: dict[str, Any]) -> BetaMap:
-        return cls(*(_float_scalar(doc, k, where) for k in "abc"), **common)
+        return cls(*(_float_scalar(doc, k, where) for k in "abc"), _read_floor(doc, where),
+                   **common)
 
 
 @dataclass(frozen=True)

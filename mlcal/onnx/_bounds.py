@@ -168,6 +168,9 @@ def _(m: SigmoidMap, dtype: np.dtype) -> float:
         err = z_round + exp_part
     if dtype != np.float64:   # float64 scipy's own rounding of z and p
         err += 3 * U64 * (0.2241 + 0.25 * b) + (EXP_ULPS * 2 + 4) * U64
+    if m.floor != 0.0 and dtype != np.float64:
+        # Clip is 1-Lipschitz; only its float32 bounds differ from predict's float64 ones
+        err += u
     return min(1.0, err * (1 + 4 * u))
 
 

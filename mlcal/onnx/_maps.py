@@ -17,7 +17,8 @@ Each map class has one builder, registered with :func:`map_subgraph` (dispatch o
 * ``SigmoidMap``: ``1 / (1 + Exp(a * s + b))`` with ``Mul``, ``Add``, ``Exp``, ``Add``, ``Div``:
   the operation order of ``scipy.special.expit(-(a*s + b))``. (ONNX's ``Sigmoid`` op is not
   used: onnxruntime's float64 kernel is accurate only in absolute terms, ~2e-16, and flushes
-  ``expit(-40)`` and below to 0.)
+  ``expit(-40)`` and below to 0.) A positive output ``floor`` adds ``Clip(p, floor, 1 - floor)``
+  (BetaMap likewise, in float64).
 
 * ``BetaMap``: ``expit(a * Log(s) - b * Log(1 - s) + c)`` with ``s`` clipped to
   ``[BETA_EPS, 1 - BETA_EPS]``, always computed in float64 (a float32 graph casts its input
@@ -214,8 +215,18 @@ def sigmoid_map_nodes(g: GraphBuilder, x: str, m: SigmoidMap, dtype: np.dtype) -
     z = g.op("Add", [g.op("Mul", [x, g.const(dtype.type(m.a), "a")], "a_s"),
                      g.const(dtype.type(m.b), "b")], "z")
     e = g.op("Exp", [z], "exp_z")
-    return _non_finite_to_nan(g, raw, g.op("Div", [one, g.op("Add", [e, one], "one_plus")],
-                                               "sigmoid"))
+    p = floor_nodes(g, g.op("Div", [one, g.op("Add", [e, one], "one_plus")], "sigmoid"),
+                    m.floor, dtype)
+    return _non_finite_to_nan(g, raw, p)
+
+
+def floor_nodes(g: GraphBuilder, p: str, floor: float, dtype: np.dtype) -> str:
+    """``Clip(p, floor, 1 - floor)``, the output floor of a parametric map (nothing when the
+    floor is 0); ``1 - floor`` is rounded in float64 first, as ``predict`` does."""
+    if floor == 0.0:
+        return p
+    return g.op("Clip", [p, g.const(dtype.type(floor), "floor_lo"),
+                         g.const(dtype.type(1.0 - floor), "floor_hi")], "floored")
 
 
 @functools.singledispatch
@@ -263,6 +274,7 @@ def beta_map_nodes(g: GraphBuilder, x: str, m: BetaMap, dtype: np.dtype) -> str:
                      g.op("Mul", [g.const(np.float64(m.b), "beta_b"), log_1ms], "b_log_1ms")],
              "beta_ab")
     p = sigmoid_nodes(g, g.op("Add", [z, g.const(np.float64(m.c), "beta_c")], "beta_z"), f64)
+    p = floor_nodes(g, p, m.floor, f64)
     if dtype != f64:
         p = g.op("Cast", [p], "beta_out", to=TensorProto.FLOAT)
     # Clip's result for NaN is unspecified by ONNX: put NaN back explicitly

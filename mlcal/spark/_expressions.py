@@ -16,6 +16,8 @@ multiply-add, as numpy's), so the column equals ``predict`` bit for bit:
 * ``BetaMap``: the clamp, then detmath's table-driven ``log`` / ``log1p``
   (:func:`log_column`, :func:`log1p_column`, likewise in SQL arithmetic; the binary exponent
   comes from a search over a power-of-two table instead of the bit pattern) and the expit.
+* a positive output ``floor`` of SigmoidMap or BetaMap: ``least(greatest(p, floor), 1 - floor)``
+  (:func:`floor_column`).
 * ``OffsetMap``: the inner map's column ``p``, then ``expit((log p - log1p(-p)) + delta)``
   with the same SQL log (over the whole range of doubles) and expit; ``p`` of exactly 0 or 1
   passes through. ``exact=False`` makes only this final expit fast (the inner map stays exact).
@@ -302,17 +304,25 @@ def _(m: LinearMap, u: Column, exact: bool = False) -> Column:
     return _let(interp, pos=count_leq(u, x))
 
 
+def floor_column(p: Column, floor: float) -> Column:
+    """``least(greatest(p, floor), 1 - floor)``: a parametric map's output floor (``p`` itself
+    when the floor is 0); ``1 - floor`` rounded in float64 as ``predict`` does."""
+    if floor == 0.0:
+        return p
+    return F.least(F.greatest(p, F.lit(floor)), F.lit(1.0 - floor))
+
+
 @map_column.register
 def _(m: SigmoidMap, u: Column, exact: bool = False) -> Column:
-    return _expit(-(F.lit(m.a) * u + F.lit(m.b)), exact,
-                  bind=m.input_transform == "sigmoid")
+    return floor_column(_expit(-(F.lit(m.a) * u + F.lit(m.b)), exact,
+                               bind=m.input_transform == "sigmoid"), m.floor)
 
 
 @map_column.register
 def _(m: BetaMap, u: Column, exact: bool = False) -> Column:
     def body(s):
         z = (F.lit(m.a) * log_column(s) - F.lit(m.b) * log1p_column(-s)) + F.lit(m.c)
-        return _expit(z, exact, bind=True)
+        return floor_column(_expit(z, exact, bind=True), m.floor)
     return _let(body, s=F.least(F.greatest(u, F.lit(BETA_EPS)), F.lit(1.0 - BETA_EPS)))
 
 

@@ -173,6 +173,31 @@ public final class Maps {
     }
 
     /**
+     * The optional {@code floor} field of a parametric map: 0 when absent, else a finite number
+     * in {@code [0, 0.5)} (mlcal's {@code _read_floor}).
+     */
+    static double outputFloor(Map<String, Object> doc, String where) {
+        if (!doc.containsKey("floor")) {
+            return 0.0;
+        }
+        double f = floatScalar(doc, "floor", where);
+        if (!(f >= 0.0 && f < 0.5)) {
+            throw new MapFormatException(where + ": floor must be a number in [0, 0.5), got "
+                    + f);
+        }
+        return f;
+    }
+
+    /** {@code p} clipped to {@code [floor, 1 - floor]} (unchanged when the floor is 0). */
+    static double applyFloor(double p, double floor) {
+        if (floor == 0.0) {
+            return p;
+        }
+        double hi = 1.0 - floor;
+        return p < floor ? floor : (p > hi ? hi : p);
+    }
+
+    /**
      * A required string field that must be one of {@code options}; only its type is checked
      * here, {@link #checkChoice} checks the value later, in mlcal's order of validation.
      */

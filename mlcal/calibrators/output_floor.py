@@ -1,0 +1,119 @@
+"""The output floor of binary calibrators: no fitted map returns exactly 0 or 1.
+
+A calibration set of ``n`` rows cannot show that a probability is below ``1 / (2 (n + 1))``:
+that is the Jeffreys posterior mean ``(k + 1/2) / (m + 1)`` of a group of ``m <= n`` rows that
+are all negative (``k = 0``) at its most extreme, ``m = n``. So every binary calibrator clips its
+fitted map to ``[floor, 1 - floor]`` with
+
+``floor = 1 / (2 (n + 1))``, ``n = max(rows of positive weight, total weight)``
+
+(the total weight makes integer weights count as the rows they stand for, the row count keeps
+fractional weights from shrinking ``n``; the total is summed correctly rounded, so the floor has
+the same bits on every machine). It is the binary case of the multiclass structured scalings'
+uniform mixture of weight ``1 / (n + 1)``, whose smallest probability is ``1 / (K (n + 1))``.
+
+How each map kind carries the floor (see :func:`floor_map`):
+
+* :class:`~mlcal.maps.StepMap` and :class:`~mlcal.maps.LinearMap`: at fit time a value of
+  exactly 0 becomes ``min(floor, smallest positive value of the map)`` and a value of exactly 1
+  ``max(1 - floor, largest value below 1)`` (interpolation between such values stays inside
+  (0, 1)); every other value keeps its bits, a non-decreasing map stays non-decreasing, and
+  no new field is needed. A map without a value of 0 or 1 is returned unchanged, so its JSON
+  keeps its bytes. (Values strictly between 0 and the floor, which smoothing methods such as
+  BBQ or ELiTE can fit, are not exact bounds and are kept.)
+* :class:`~mlcal.maps.SigmoidMap` and :class:`~mlcal.maps.BetaMap`: the map records ``floor``
+  and clips its output (every route -- ``predict``, ONNX, Spark, the Java evaluator -- clips
+  with ``min(max(p, floor), 1 - floor)``); the field is set only when the map's range over all
+  its possible inputs leaves ``[floor, 1 - floor]``.
+
+The ``bound_smoothing`` parameter of the binning methods is a stronger, per-bin version of the
+same rule (each bin at 0 or 1 takes its own Beta posterior mean); the floor is the guarantee
+every method gives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import singledispatch
+
+import numpy as np
+
+from mlcal._solvers.ties import exact_group_sums
+from mlcal.maps import BETA_EPS, BetaMap, CalibrationMap, LinearMap, SigmoidMap, StepMap
+
+
+def data_floor(w: np.ndarray) -> float:
+    """``1 / (2 (n + 1))`` for a calibration set with weights ``w`` (see the module notes).
+
+    Parameters
+    ----------
+    w : ndarray of shape (n,)
+        Non-negative finite sample weights (validated).
+
+    Returns
+    -------
+    float
+        The floor, in ``(0, 1/4]``.
+    """
+    w = np.ascontiguousarray(w, dtype=np.float64)
+    count = float(np.count_nonzero(w))
+    # the correctly rounded total (numba kernel): the same bits in any row order, on any CPU
+    total = float(exact_group_sums(w, np.zeros(1, dtype=np.int64))[0]) if w.size else 0.0
+    return 1.0 / (2.0 * (max(count, total) + 1.0))
+
+
+@singledispatch
+def floor_map(m: CalibrationMap, floor: float) -> CalibrationMap:
+    """``m`` with its output kept in ``[floor, 1 - floor]`` (one registration per binary map
+    kind; other kinds are returned unchanged)."""
+    return m
+
+
+def _lift_bound_values(m, floor: float):
+    """Values of exactly 0 become ``min(floor, smallest positive value)``, values of exactly 1
+    ``max(1 - floor, largest value below 1)``; all others keep their bits (so a
+    non-decreasing map stays non-decreasing, and a map without 0 or 1 is returned as is)."""
+    v = m.values
+    zero, one = v == 0.0, v == 1.0
+    if not (zero.any() or one.any()):
+        return m
+    inside = v[~zero & ~one]
+    lo = min(floor, float(inside.min())) if inside.size else floor
+    hi = max(1.0 - floor, float(inside.max())) if inside.size else 1.0 - floor
+    return dataclasses.replace(m, values=np.where(zero, lo, np.where(one, hi, v)))
+
+
+@floor_map.register
+def _(m: StepMap, floor: float) -> CalibrationMap:
+    return _lift_bound_values(m, floor)
+
+
+@floor_map.register
+def _(m: LinearMap, floor: float) -> CalibrationMap:
+    return _lift_bound_values(m, floor)
+
+
+def _needs_floor(m: SigmoidMap | BetaMap, probes: np.ndarray, floor: float) -> bool:
+    p = dataclasses.replace(m, floor=0.0)._evaluate(probes)
+    return bool(p.min() < floor or p.max() > 1.0 - floor)
+
+
+@floor_map.register
+def _(m: SigmoidMap, floor: float) -> CalibrationMap:
+    if m.input_transform == "identity":
+        # margins are unbounded: any slope reaches 0 and 1
+        needed = m.a != 0.0 or _needs_floor(m, np.zeros(1), floor)
+    else:   # scores expit(margin) lie in [0, 1]: the extremes are at the ends
+        needed = _needs_floor(m, np.array([0.0, 1.0]), floor)
+    return dataclasses.replace(m, floor=floor) if needed else m
+
+
+@floor_map.register
+def _(m: BetaMap, floor: float) -> CalibrationMap:
+    # the clamped score lies in [BETA_EPS, 1 - BETA_EPS]; the log-odds z(s) is monotone there
+    # unless a and b have opposite signs, when its one extremum is at s = a / (a - b)
+    probes = [BETA_EPS, 0.5, 1.0 - BETA_EPS]
+    if m.a != m.b and m.a * m.b < 0.0:
+        probes.append(min(max(m.a / (m.a - m.b), BETA_EPS), 1.0 - BETA_EPS))
+    needed = _needs_floor(m, np.array(probes), floor)
+    return dataclasses.replace(m, floor=floor) if needed else m

@@ -94,6 +94,12 @@ def _key_value(v: Any, column_type: str, where: str) -> Any:
     return v
 
 
+def _key_repr(key: tuple | None) -> str:
+    from mlcal.calibrators._params import short_repr
+
+    return "with a missing value" if key is None else short_repr(list(key))
+
+
 @dataclass(frozen=True, eq=False)
 class SegmentedMap:
     """A shared binary map followed by a per-segment logit slope and offset.
@@ -153,7 +159,7 @@ class SegmentedMap:
         if len(set(keys)) != len(keys):   # column types are fixed, so True and 1 never meet
             seen: set = set()
             dup = next(k for k in keys if k in seen or seen.add(k))
-            raise MapFormatError(f"{where}: segment key {_short(list(dup))} appears twice")
+            raise MapFormatError(f"{where}: segment key {_key_repr(dup)} appears twice")
         slopes = np.array(self.slopes, dtype=np.float64).reshape(-1)
         offsets = np.array(self.offsets, dtype=np.float64).reshape(-1)
         if slopes.size != len(keys) or offsets.size != len(keys):
@@ -218,7 +224,7 @@ class SegmentedMap:
                           dtype=np.int64, count=len(rows))
         if self.unseen == "raise" and (out < 0).any():
             i = int(np.flatnonzero(out < 0)[0])
-            raise UnseenSegmentError(f"row {i}: segment {_short(rows[i] and list(rows[i]))} "
+            raise UnseenSegmentError(f"row {i}: segment {_key_repr(rows[i])} "
                                      f"(columns {self.column_names}) was not seen when the "
                                      "calibrator was fitted (unseen='raise')")
         return out

@@ -39,7 +39,7 @@ from mlcal._solvers.detmath import det_expit, det_log, det_log1p
 from mlcal._validation import as_scores
 from mlcal.offset_map import OFFSET_INNER_KINDS
 from mlcal.segment_keys import (COLUMN_TYPES, INT64_MAX, INT64_MIN, MAX_KEY_CHARS,
-                                MAX_SEGMENT_COLUMNS, SegmentKeyError, canonical_keys,
+                                MAX_SEGMENT_COLUMNS, SegmentKeyError, encode_rows,
                                 segment_columns_of)
 
 SEGMENTED_KIND = "segmented"
@@ -218,13 +218,14 @@ class SegmentedMap:
         column per segment column, in :attr:`column_names` order.
         """
         names, cols = self._select(segments)
-        rows = canonical_keys(names, cols, self.column_types)
+        group, keys, _ = encode_rows(names, cols, self.column_types)
         index = self._index
-        out = np.fromiter((index.get(r, -1) if r is not None else -1 for r in rows),
-                          dtype=np.int64, count=len(rows))
+        lut = np.fromiter((index.get(k, -1) for k in keys), dtype=np.int64, count=len(keys))
+        out = np.where(group >= 0, lut[np.maximum(group, 0)] if keys else -1, -1)
         if self.unseen == "raise" and (out < 0).any():
             i = int(np.flatnonzero(out < 0)[0])
-            raise UnseenSegmentError(f"row {i}: segment {_key_repr(rows[i])} "
+            key = keys[group[i]] if group[i] >= 0 else None
+            raise UnseenSegmentError(f"row {i}: segment {_key_repr(key)} "
                                      f"(columns {self.column_names}) was not seen when the "
                                      "calibrator was fitted (unseen='raise')")
         return out

@@ -72,7 +72,7 @@ from mlcal.calibrators.base import (BaseCalibrator, CalibratorFormatError,
                                     calibrator_document, parse_document, read_document_header)
 from mlcal.calibrators.catalog import available_calibrators, calibrator_class, get_calibrator
 from mlcal.maps import MapFormatError
-from mlcal.segment_keys import (canonical_keys, infer_column_types, segment_columns_of)
+from mlcal.segment_keys import SegmentKeyError, encode_rows, segment_columns_of
 from mlcal.segment_shrinkage import reml_prior, segment_offsets, segment_slopes, shrink
 from mlcal.segmented_map import UNSEEN_POLICIES, SegmentedMap
 
@@ -94,6 +94,13 @@ class SharedMethod(Constraint):
 
     def spec(self) -> dict[str, Any]:
         return Options(tuple(available_calibrators())).spec()
+
+
+def _missing_at(col: Any, i: int) -> bool:
+    import pandas as pd
+
+    v = col.iloc[i] if isinstance(col, pd.Series) else col[i]
+    return bool(pd.isna(v))
 
 
 def _logits(q: np.ndarray) -> np.ndarray:
@@ -214,15 +221,20 @@ class SegmentedCalibrator(BaseEstimator):
         self._validate_params()
         s, z, w = check_fit_inputs(scores, y, sample_weight)
         names, cols = segment_columns_of(segments)
-        types = infer_column_types(names, cols)
-        rows = canonical_keys(names, cols, types)
-        if len(rows) != s.shape[0]:
-            from mlcal.segment_keys import SegmentKeyError
-
-            raise SegmentKeyError(f"{s.shape[0]} scores but {len(rows)} segment rows")
-        keys = sorted(set(rows))
-        index = {k: i for i, k in enumerate(keys)}
-        codes = np.fromiter((index[r] for r in rows), dtype=np.int64, count=len(rows))
+        if len(cols[0]) != s.shape[0]:
+            raise SegmentKeyError(f"{s.shape[0]} scores but {len(cols[0])} segment rows")
+        group, found, types = encode_rows(names, cols)
+        if (group < 0).any():
+            i = int(np.flatnonzero(group < 0)[0])
+            name = next(n for n, c in zip(names, cols) if _missing_at(c, i))
+            raise SegmentKeyError(f"segment column {name!r} has a missing value at row {i}; "
+                                  "fill it with a value of its own (e.g. '__missing__') to "
+                                  "make missing a segment")
+        order = sorted(range(len(found)), key=found.__getitem__)
+        keys = [found[i] for i in order]
+        rank = np.empty(len(found), dtype=np.int64)
+        rank[order] = np.arange(len(found))
+        codes = rank[group]
         n_seg = len(keys)
         yf = z.astype(np.float64)
 

@@ -354,3 +354,18 @@ def test_not_worse_than_probcal_on_held_out_log_loss(capsys):
               + ", ".join(f"{k} {v:.5f}" for k, v in ll.items()))
     assert ll["mlcal"] < ll["shared"]
     assert ll["mlcal"] <= ll["probcal"] + 1e-3
+
+
+def test_the_documented_json_example_loads_and_evaluates_as_documented():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "segments.md").read_text()
+    block = re.search(r"```json\n(.*?)```", text, re.S).group(1)
+    cal = mlcal.load_calibrator(block)
+    assert isinstance(cal, mlcal.SegmentedCalibrator)
+    s = np.array([-1.0, 0.5])
+    seg = pd.DataFrame({"country": ["DE", "FR"], "tier": [2, 1]})
+    q = 1 / (1 + np.exp(-2.0 * s + 0.3))   # the documented sigmoid map 1 / (1 + exp(a s + b))
+    z = np.array([0.7, 1.0]) * np.log(q / (1 - q)) + np.array([-0.2, 0.5])
+    np.testing.assert_allclose(cal.predict(s, seg), 1 / (1 + np.exp(-z)), rtol=1e-13)

@@ -290,16 +290,17 @@ class SegmentedMap:
             raise MapFormatError(f"{where}: unsupported format_version {_short(version)} "
                                  f"(this mlcal reads version {MAP_FORMAT_VERSION})")
         raw_inner = doc["inner"]
-        if not isinstance(raw_inner, dict) or raw_inner.get("type") not in OFFSET_INNER_KINDS:
+        inner_kind = raw_inner.get("type") if isinstance(raw_inner, dict) else raw_inner
+        if not isinstance(raw_inner, dict) or inner_kind not in OFFSET_INNER_KINDS:
             raise MapFormatError(f"{where}: field 'inner' must be a map of type "
-                                 f"{OFFSET_INNER_KINDS}, got "
-                                 f"{_short(raw_inner.get('type') if isinstance(raw_inner, dict) else raw_inner)}")
+                                 f"{OFFSET_INNER_KINDS}, got {_short(inner_kind)}")
         inner = map_from_dict(raw_inner)
         domain = doc["domain"]
         if doc["input_transform"] != inner.input_transform or \
                 domain != (None if inner.domain is None else list(inner.domain)):
-            raise MapFormatError(f"{where}: input_transform/domain ({_short(doc['input_transform'])}"
-                                 f", {_short(domain)}) differ from the inner map's "
+            raise MapFormatError(f"{where}: input_transform/domain "
+                                 f"({_short(doc['input_transform'])}, {_short(domain)}) "
+                                 "differ from the inner map's "
                                  f"({inner.input_transform!r}, {inner.domain!r})")
         raw_cols = doc["columns"]
         if not isinstance(raw_cols, list) or not raw_cols or \

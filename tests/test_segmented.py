@@ -55,8 +55,10 @@ def test_offsets_are_the_exact_likelihood_maxima_and_variances_the_curvature():
         assert cal.offset_mle_[g] == pytest.approx(res.x, abs=1e-6)
         # the variance is the inverse curvature of the log-likelihood (central differences)
         h = 1e-4
-        curv = -(_loglik(l[rows], y[rows], w[rows], res.x + h) - 2 * _loglik(
-            l[rows], y[rows], w[rows], res.x) + _loglik(l[rows], y[rows], w[rows], res.x - h)) / h**2
+        def f(d):
+            return _loglik(l[rows], y[rows], w[rows], d)
+
+        curv = -(f(res.x + h) - 2 * f(res.x) + f(res.x - h)) / h**2
         assert cal.offset_var_[g] == pytest.approx(1.0 / curv, rel=1e-4)
 
 

@@ -86,8 +86,10 @@ def _key_value(v: Any, column_type: str, where: str) -> Any:
           "integer": type(v) is int and INT64_MIN <= v <= INT64_MAX,
           "boolean": type(v) is bool}[column_type]
     if not ok:
-        raise MapFormatError(f"{where}: a key of a {column_type} column must be a "
-                             f"{column_type}" + (f" of at most {MAX_KEY_CHARS} characters"
+        article = "an" if column_type == "integer" else "a"
+        raise MapFormatError(f"{where}: a key of {article} {column_type} column must be "
+                             f"{article} {column_type}"
+                             + (f" of at most {MAX_KEY_CHARS} characters"
                                                  if column_type == "string" else "")
                              + (" in the signed 64-bit range" if column_type == "integer"
                                 else "") + f", got {_short(v)}")
@@ -98,6 +100,17 @@ def _key_repr(key: tuple | None) -> str:
     from mlcal.calibrators._params import short_repr
 
     return "with a missing value" if key is None else short_repr(list(key))
+
+
+def _column_ok(values: list, column_type: str) -> bool:
+    """Whether every key value of a column has the column's type (and bounds)."""
+    if column_type == "string":
+        return all(isinstance(v, str) for v in values) and \
+            max(map(len, values), default=0) <= MAX_KEY_CHARS
+    if column_type == "integer":
+        return all(type(v) is int for v in values) and \
+            INT64_MIN <= min(values, default=0) and max(values, default=0) <= INT64_MAX
+    return all(type(v) is bool for v in values)
 
 
 @dataclass(frozen=True, eq=False)
@@ -150,13 +163,17 @@ class SegmentedMap:
         if not 1 <= len(keys) <= MAX_SEGMENTS:
             raise MapFormatError(f"{where}: needs 1 to {MAX_SEGMENTS} segments, got "
                                  f"{len(keys)}")
-        for k in keys:
-            if len(k) != len(cols):
-                raise MapFormatError(f"{where}: a key has {len(k)} values for {len(cols)} "
-                                     "columns")
-            for v, (_, t) in zip(k, cols):
-                _key_value(v, t, where)
-        if len(set(keys)) != len(keys):   # column types are fixed, so True and 1 never meet
+        bad_width = next((k for k in keys if len(k) != len(cols)), None)
+        if bad_width is not None:
+            raise MapFormatError(f"{where}: a key has {len(bad_width)} values for {len(cols)} "
+                                 "columns")
+        for j, (_, t) in enumerate(cols):   # a whole column per pass: builtins, no calls
+            values = [k[j] for k in keys]
+            if not _column_ok(values, t):
+                bad = next(v for v in values if not _column_ok([v], t))
+                _key_value(bad, t, where)   # raises, naming the value
+        index = {k: i for i, k in enumerate(keys)}
+        if len(index) != len(keys):   # column types are fixed, so True and 1 never meet
             seen: set = set()
             dup = next(k for k in keys if k in seen or seen.add(k))
             raise MapFormatError(f"{where}: segment key {_key_repr(dup)} appears twice")
@@ -180,7 +197,7 @@ class SegmentedMap:
         object.__setattr__(self, "keys", keys)
         object.__setattr__(self, "slopes", slopes)
         object.__setattr__(self, "offsets", offsets)
-        object.__setattr__(self, "_index", {k: i for i, k in enumerate(keys)})
+        object.__setattr__(self, "_index", index)
 
     # -- shape -----------------------------------------------------------------------------
     @property

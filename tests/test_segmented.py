@@ -371,3 +371,17 @@ def test_the_documented_json_example_loads_and_evaluates_as_documented():
     q = 1 / (1 + np.exp(-2.0 * s + 0.3))   # the documented sigmoid map 1 / (1 + exp(a s + b))
     z = np.array([0.7, 1.0]) * np.log(q / (1 - q)) + np.array([-0.2, 0.5])
     np.testing.assert_allclose(cal.predict(s, seg), 1 / (1 + np.exp(-z)), rtol=1e-13)
+
+
+def test_the_command_line_names_what_it_cannot_do_with_a_segmented_calibrator(fitted, tmp_path,
+                                                                             capsys):
+    from mlcal.cli import main
+
+    cal, s, _ = fitted
+    path = mlcal.save_calibrator(cal, tmp_path / "seg.json")
+    pd.DataFrame({"score": s[:10], "y": [0, 1] * 5}).to_csv(tmp_path / "d.csv", index=False)
+    assert main(["evaluate", "--calibrator", path, "--data", str(tmp_path / "d.csv")]) == 2
+    assert "holds a segmented calibrator (segment columns ['country', 'tier'])" in \
+        capsys.readouterr().err
+    assert main(["export-onnx", "--calibrator", path, "--out", str(tmp_path / "x.onnx")]) == 2
+    assert "cannot export SegmentedCalibrator" in capsys.readouterr().err

@@ -176,3 +176,20 @@ def test_served_predictions_read_the_segment_columns(fitted, served):
     status, text = post(f"{served}/invocations", json.dumps(
         {"dataframe_records": rows.drop(columns="country")[:2].to_dict(orient="records")}))
     assert status == 400 and "country" in text, text
+
+
+def test_pyfunc_turns_an_unseen_segment_under_raise_into_a_named_client_error():
+    from mlflow.exceptions import MlflowException
+
+    from mlcal.mlflow.flavor import CalibratedPyfuncModel
+
+    df, y = _data(seed=4)
+    base = LogisticRegression().fit(df[["a", "b"]][:1000], y[:1000])
+    model = mlcal.CalibratedModel(
+        base, mlcal.SegmentedCalibrator("platt", unseen="raise"),
+        segment_columns=["country"]).fit(df[1000:2000], y[1000:2000])
+    rows = df[2000:2003].copy()
+    rows["country"] = ["FR", "PT", "DE"]
+    with pytest.raises(MlflowException, match=r"row 1: segment \['PT'\].*not seen") as info:
+        CalibratedPyfuncModel(model).predict(rows)
+    assert info.value.error_code == "INVALID_PARAMETER_VALUE"   # served as HTTP 400

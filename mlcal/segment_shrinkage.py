@@ -9,10 +9,13 @@ segments.
 
 from __future__ import annotations
 
-import numpy as np
-from scipy.optimize import minimize_scalar
+import math
 
-from mlcal._solvers.detmath import det_expit_array
+import numpy as np
+from scipy.optimize import brentq
+
+from mlcal._solvers.detmath import (det_exp_array, det_expit_array, det_log, det_log1p_array,
+                                    det_log_array)
 
 _MAX_ITER = 200
 #: a Newton step moves an offset by at most this much (the search is also bracketed)
@@ -67,58 +70,66 @@ def segment_offsets(logits: np.ndarray, y: np.ndarray, w: np.ndarray, codes: np.
     return np.where(solvable, d, 0.0), var
 
 
+def _total(x: np.ndarray) -> float:
+    """A sum in row order (``np.bincount`` adds sequentially: the same bits on every CPU,
+    unlike numpy's SIMD-dispatched reductions or BLAS)."""
+    return float(np.bincount(np.zeros(x.shape[0], dtype=np.int64), weights=x, minlength=1)[0])
+
+
+def _logistic_loglik(z: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
+    """``sum w [y z - log(1 + e^z)]`` with detmath (``log(1 + e^z) = max(z, 0) +
+    log1p(e^-|z|)``)."""
+    soft = np.maximum(z, 0.0) + det_log1p_array(det_exp_array(np.ascontiguousarray(-np.abs(z))))
+    return _total(w * (y * z - soft))
+
+
 def segment_slopes(logits: np.ndarray, y: np.ndarray, w: np.ndarray, codes: np.ndarray,
                    segments: np.ndarray, start: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each segment in ``segments`` (all with both classes): the maximum-likelihood
-    ``(a, b)`` of ``logit p = a l + b``, by damped Newton from ``(1, start)``, and the variance
-    of ``a`` (the first diagonal entry of the inverse Fisher information).
+    ``(a, b)`` of ``logit p = a l + b``, by Newton from ``(1, start)`` with step halving, and
+    the variance of ``a`` (the first diagonal entry of the inverse Fisher information).
 
-    Returns ``(a, b, var_a)``, one entry per segment of ``segments``.
+    The 2x2 systems are solved in closed form and every sum is sequential, so the result has
+    the same bits on every CPU. Returns ``(a, b, var_a)``, one entry per segment of
+    ``segments``.
     """
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(int(codes.max(initial=-1)) + 2))
     a_out, b_out, v_out = [], [], []
     for g in segments:
-        rows = codes == g
+        rows = order[bounds[g]:bounds[g + 1]]
         li, yi, wi = logits[rows], y[rows], w[rows]
-        theta = np.array([1.0, float(start[g])])
-        x = np.column_stack([li, np.ones_like(li)])
-
-        def loglik(t):
-            z = x @ t
-            return float(np.sum(wi * (yi * z - np.logaddexp(0.0, z))))
-
-        cur = loglik(theta)
+        a, b = 1.0, float(start[g])
+        cur = _logistic_loglik(a * li + b, yi, wi)
         for _ in range(100):
-            p = det_expit_array(np.ascontiguousarray(x @ theta))
-            grad = x.T @ (wi * (yi - p))
-            hess = (x * (wi * p * (1.0 - p))[:, None]).T @ x
-            try:
-                step = np.linalg.solve(hess, grad)
-            except np.linalg.LinAlgError:
+            p = det_expit_array(np.ascontiguousarray(a * li + b))
+            r, q = wi * (yi - p), wi * (p * (1.0 - p))
+            ga, gb = _total(r * li), _total(r)
+            haa, hab, hbb = _total(q * li * li), _total(q * li), _total(q)
+            det = haa * hbb - hab * hab
+            if not det > 0.0:
                 break
+            da, db = (hbb * ga - hab * gb) / det, (haa * gb - hab * ga) / det
             t = 1.0
             while t > 1e-10:
-                cand = theta + t * step
-                new = loglik(cand)
+                new = _logistic_loglik((a + t * da) * li + (b + t * db), yi, wi)
                 if new >= cur:
                     break
                 t *= 0.5
             else:
                 break
-            moved = np.max(np.abs(cand - theta))
-            theta, cur = cand, new
-            if moved <= 1e-12 * max(1.0, float(np.max(np.abs(theta)))):
+            moved = max(abs(t * da), abs(t * db))
+            a, b, cur = a + t * da, b + t * db, new
+            if moved <= 1e-12 * max(1.0, abs(a), abs(b)):
                 break
-        p = det_expit_array(np.ascontiguousarray(x @ theta))
-        hess = (x * (wi * p * (1.0 - p))[:, None]).T @ x
-        try:
-            cov = np.linalg.inv(hess)
-            var_a = float(cov[0, 0]) if cov[0, 0] > 0 else np.inf
-        except np.linalg.LinAlgError:
-            var_a = np.inf
-        a_out.append(theta[0])
-        b_out.append(theta[1])
-        v_out.append(var_a)
+        p = det_expit_array(np.ascontiguousarray(a * li + b))
+        q = wi * (p * (1.0 - p))
+        haa, hab, hbb = _total(q * li * li), _total(q * li), _total(q)
+        det = haa * hbb - hab * hab
+        a_out.append(a)
+        b_out.append(b)
+        v_out.append(hbb / det if det > 0.0 and hbb > 0.0 else np.inf)
     return np.array(a_out), np.array(b_out), np.array(v_out)
 
 
@@ -133,7 +144,10 @@ def reml_prior(estimates: np.ndarray, variances: np.ndarray) -> tuple[float, flo
                + sum (theta_hat_g - mu(tau2))^2 / (tau2 + v_g) ]
 
     (the middle term accounts for ``mu`` being estimated from the same segments; plain maximum
-    likelihood leaves it out and underestimates ``tau2`` with few segments). Segments with an
+    likelihood leaves it out and underestimates ``tau2`` with few segments). The maximiser is
+    the root of the derivative ``sum (theta_hat_g - mu)^2 / s_g^2 - sum 1/s_g + sum 1/s_g^2 /
+    sum 1/s_g`` (``s_g = tau2 + v_g``), bracketed from 0 by doubling and found by Brent's method;
+    ``tau2 = 0`` when the derivative at 0 is not positive. Segments with an
     infinite variance carry no information and are left out. With fewer than two informative
     segments ``tau2`` is not identified: ``(their estimate or 0, 0)``.
     """
@@ -144,25 +158,33 @@ def reml_prior(estimates: np.ndarray, variances: np.ndarray) -> tuple[float, flo
     if t.size == 1:
         return float(t[0]), 0.0
 
+    # exact sums (math.fsum): the same (mu, tau2) bits on every CPU
     def mu_of(tau2: float) -> float:
         prec = 1.0 / (tau2 + v)
-        return float(np.sum(prec * t) / np.sum(prec))
+        return math.fsum((prec * t).tolist()) / math.fsum(prec.tolist())
 
-    def neg_restricted(tau: float) -> float:
-        tau2 = tau * tau
-        s = tau2 + v
+    def score(tau2: float) -> float:
+        """d/d tau2 of the restricted log-likelihood (times 2)."""
+        prec = 1.0 / (tau2 + v)
         mu = mu_of(tau2)
-        return 0.5 * float(np.sum(np.log(s)) + np.log(np.sum(1.0 / s))
-                           + np.sum((t - mu) ** 2 / s))
+        p2 = (prec * prec).tolist()
+        return (math.fsum(((t - mu) ** 2 * (prec * prec)).tolist()) - math.fsum(prec.tolist())
+                + math.fsum(p2) / math.fsum(prec.tolist()))
 
-    spread = float(np.max(t) - np.min(t))
-    upper = max(4.0 * spread, 1e-6)
-    res = minimize_scalar(neg_restricted, bounds=(0.0, upper), method="bounded",
-                          options={"xatol": 1e-10 * max(1.0, upper)})
-    tau = float(res.x)
-    if neg_restricted(0.0) <= neg_restricted(tau):   # the boundary optimum tau2 = 0
-        tau = 0.0
-    return mu_of(tau * tau), tau * tau
+    # the root of the score: a well-conditioned equation (the maximum of the flat likelihood
+    # itself is only determined to about the square root of the rounding error)
+    if not score(0.0) > 0.0:
+        return mu_of(0.0), 0.0
+    mean = math.fsum(t.tolist()) / t.size
+    hi = max(math.fsum(((t - mean) ** 2).tolist()) / t.size, 1e-8)
+    for _ in range(200):
+        if score(hi) < 0.0:
+            break
+        hi *= 2.0
+    else:   # pragma: no cover - the score turns negative once tau2 exceeds the spread
+        return mu_of(hi), hi
+    tau2 = float(brentq(score, 0.0, hi, xtol=1e-300, rtol=8.9e-16, maxiter=1000))
+    return mu_of(tau2), tau2
 
 
 def shrink(estimates: np.ndarray, variances: np.ndarray, mu: float, tau2: float

@@ -193,3 +193,16 @@ def test_pyfunc_turns_an_unseen_segment_under_raise_into_a_named_client_error():
     with pytest.raises(MlflowException, match=r"row 1: segment \['PT'\].*not seen") as info:
         CalibratedPyfuncModel(model).predict(rows)
     assert info.value.error_code == "INVALID_PARAMETER_VALUE"   # served as HTTP 400
+
+
+def test_the_html_report_of_a_segmented_model_uses_its_segments(fitted):
+    from mlcal.report.model import report_for_model
+
+    model, df, y = fitted
+    report = report_for_model(model, df[2000:2600], y[2000:2600], n_resamples=50)
+    assert np.array_equal(report.p_after, model.predict_proba(df[2000:2600])[:, 1])
+    assert report.summary["calibrator"]["method"] == "segmented"
+    assert report.map_data is None   # no single curve over the score to draw
+    from mlcal.report.html import render_html
+
+    assert "segmented" in render_html(report)

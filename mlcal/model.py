@@ -134,6 +134,10 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
             raise SegmentKeyError(f"segment column(s) {missing} are missing from X")
         used = getattr(self.base_estimator, "feature_names_in_", None)
         if used is not None:   # exactly the base model's columns (segment ones included)
+            absent = [str(c) for c in used if str(c) not in X.columns]
+            if absent:
+                raise ValueError(f"column(s) {absent[:10]} of the base model are missing "
+                                 "from X")
             base_X = X[[str(c) for c in used]]
         else:
             base_X = X.drop(columns=names)
@@ -175,7 +179,8 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
         shared = cal.method if segments is not None else cal
         if isinstance(shared, str):   # a segmented calibrator's shared method given by name
             shared = get_calibrator(shared)
-        if (source in RAW_SOURCES and shared.requires_unit_interval
+        if (source in RAW_SOURCES and isinstance(shared, BaseCalibrator)
+                and shared.requires_unit_interval
                 and shared.get_params().get("input_transform") == "auto"):
             shared.set_params(input_transform="sigmoid")
             if segments is not None:

@@ -206,3 +206,19 @@ def test_the_html_report_of_a_segmented_model_uses_its_segments(fitted):
     from mlcal.report.html import render_html
 
     assert "segmented" in render_html(report)
+
+
+def test_a_margin_base_model_gets_the_sigmoid_input_transform_on_the_shared_map():
+    from sklearn.svm import LinearSVC
+
+    df, y = _data(seed=5)
+    base = LinearSVC().fit(df[["a", "b"]][:1000], y[:1000])   # decision_function only
+    model = mlcal.CalibratedModel(base, "beta", segment_columns=["country"]).fit(
+        df[1000:2000], y[1000:2000])
+    assert model.score_source_ == "decision_function"
+    assert model.calibrator_.map_.input_transform == "sigmoid"
+    assert model.calibrator_.map_.inner.kind == "beta"
+    p = model.predict_proba(df[2000:])[:, 1]
+    assert np.all((p >= 0) & (p <= 1))
+    with pytest.raises(ValueError, match=r"column\(s\) \['b'\] of the base model are missing"):
+        model.predict_proba(df.drop(columns="b")[2000:])

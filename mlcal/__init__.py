@@ -22,7 +22,11 @@ from mlcal.maps import (LinearMap, MapFormatError, MulticlassMap, SigmoidMap,  #
 from mlcal.model import CalibratedModel  # noqa: E402
 from mlcal.maps.offset import OffsetMap  # noqa: E402
 from mlcal.maps.reoffset import fit_delta, prior_shift_delta, reoffset  # noqa: E402
+from mlcal.calibrators.segmented import SegmentedCalibrator  # noqa: E402
+from mlcal.maps.segment_keys import SegmentKeyError  # noqa: E402
+from mlcal.maps.segmented import SegmentedMap, UnseenSegmentError  # noqa: E402
 
 __all__ = [*_calibrator_names, "BetaMap", "CalibratedModel", "LinearMap", "MapFormatError", "MulticlassMap",
            "OffsetMap", "SigmoidMap", "SoftmaxAffineMap", "StepMap", "fit_delta", "map_from_dict",
            "prior_shift_delta", "reoffset", "__version__"]
+__all__ += ["SegmentKeyError", "SegmentedCalibrator", "SegmentedMap", "UnseenSegmentError"]

@@ -17,6 +17,26 @@ from mlcal.calibrators.multiclass import (MissingClassError, MulticlassCalibrato
                                           TooFewClassesError)
 from mlcal.calibrators.multiclass_catalog import multiclass_calibrator
 from mlcal.labels import class_indices, positive_indicator
+from mlcal.maps.segment_keys import SegmentKeyError
+
+
+def _reads_frames(est) -> bool:
+    """Whether a base model without ``feature_names_in_`` still reads DataFrames by column
+    name (a native Booster wrapper, or an MLflow pyfunc scorer: an instance exists only if
+    its module was imported)."""
+    import sys
+
+    from mlcal.base_models.boosters import BoosterClassifier
+
+    if isinstance(est, BoosterClassifier):
+        return True
+    scorer_module = sys.modules.get("mlcal.mlflow.base_models")
+    return scorer_module is not None and isinstance(est, scorer_module.PyfuncScorer)
+
+
+class SegmentedMulticlassError(NotImplementedError):
+    """``segment_columns`` was given for a multiclass base model: segmented calibration is
+    binary only (the segmented map wraps one binary map)."""
 
 
 class CalibratedModel(ClassifierMixin, BaseEstimator):
@@ -57,6 +77,13 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
         as the papers do; the squashing is recorded on the map (``map_.input_transform == "sigmoid"``).
     threshold : float, default=0.5
         ``predict`` returns the positive class when the calibrated probability is >= threshold.
+    segment_columns : list of str, optional
+        Binary models only: columns of the input DataFrame that name each row's segment; the
+        calibrator is then a :class:`~mlcal.calibrators.segmented.SegmentedCalibrator`
+        (``calibrator`` is its shared method, a binary calibrator, or a
+        ``SegmentedCalibrator``). The base model gets the columns it was fitted on when it
+        records them (``feature_names_in_``: a segment column the base model uses is passed
+        to it too), else every column except the segment columns. See docs/segments.md.
 
     Attributes
     ----------
@@ -70,11 +97,53 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, base_estimator=None, calibrator="auto", score: str = "auto",
-                 threshold: float = 0.5):
+                 threshold: float = 0.5, segment_columns=None):
         self.base_estimator = base_estimator
         self.calibrator = calibrator
         self.score = score
         self.threshold = threshold
+        self.segment_columns = segment_columns
+
+    # -- segment columns -------------------------------------------------------------------
+    def _segment_names(self) -> list[str] | None:
+        cols = self.segment_columns
+        if cols is None:
+            return None
+        if isinstance(cols, str):
+            cols = [cols]
+        cols = list(cols)
+        if not cols or not all(isinstance(c, str) and c for c in cols) or \
+                len(set(cols)) != len(cols):
+            raise ValueError(f"segment_columns must be a non-empty list of distinct column "
+                             f"names, got {cols!r}")
+        return cols
+
+    def _split_segments(self, X):
+        """``(base input, segment frame)`` of a DataFrame ``X`` (``(X, None)`` without
+        segment columns)."""
+        names = self._segment_names()
+        if names is None:
+            return X, None
+        import pandas as pd
+
+        if not isinstance(X, pd.DataFrame):
+            raise SegmentKeyError(f"segment_columns={names}: X must be a pandas DataFrame "
+                                  f"holding those columns, got {type(X).__name__}")
+        missing = [c for c in names if c not in X.columns]
+        if missing:
+            raise SegmentKeyError(f"segment column(s) {missing} are missing from X")
+        used = getattr(self.base_estimator, "feature_names_in_", None)
+        if used is not None:   # exactly the base model's columns (segment ones included)
+            absent = [str(c) for c in used if str(c) not in X.columns]
+            if absent:
+                raise ValueError(f"column(s) {absent[:10]} of the base model are missing "
+                                 "from X")
+            base_X = X[[str(c) for c in used]]
+        else:
+            base_X = X.drop(columns=names)
+            if not _reads_frames(self.base_estimator):
+                base_X = base_X.to_numpy()   # fitted without column names: give it an array
+        return base_X, X[names]
 
     def _resolve_source(self) -> str:
         return resolve_source(self.base_estimator, self.score)
@@ -97,25 +166,54 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
             raise TooFewClassesError(f"the base model has {classes.shape[0]} class(es); "
                                      "calibration needs at least 2")
         if classes.shape[0] > 2:
+            if self._segment_names() is not None:
+                raise SegmentedMulticlassError(
+                    f"segment_columns is supported for binary models only; this base model has "
+                    f"{classes.shape[0]} classes")
             return self._fit_multiclass(est, classes, X, y, sample_weight)
         classes = classes_of(est)
         y01 = positive_indicator(y, classes, name="y")
         source = self._resolve_source()
-        cal = (get_calibrator(self.calibrator) if isinstance(self.calibrator, str)
-               else clone(self.calibrator))
-        if not isinstance(cal, BaseCalibrator):
-            raise ValueError("calibrator must be an mlcal calibrator or a registered method name")
-        if (source in RAW_SOURCES and cal.requires_unit_interval
-                and cal.get_params().get("input_transform") == "auto"):
-            cal.set_params(input_transform="sigmoid")
+        X, segments = self._split_segments(X)
+        cal = self._binary_calibrator(segments is not None)
+        shared = cal.method if segments is not None else cal
+        if isinstance(shared, str):   # a segmented calibrator's shared method given by name
+            shared = get_calibrator(shared)
+        if (source in RAW_SOURCES and isinstance(shared, BaseCalibrator)
+                and shared.requires_unit_interval
+                and shared.get_params().get("input_transform") == "auto"):
+            shared.set_params(input_transform="sigmoid")
+            if segments is not None:
+                cal.set_params(method=shared)
         scores = read_scores(est, X, source)
         check_not_labels(scores)
         w = None if sample_weight is None else as_weights(sample_weight, scores.shape[0])
-        cal.fit(scores, y01, sample_weight=w)
+        if segments is not None:
+            cal.fit(scores, y01, segments, sample_weight=w)
+        else:
+            cal.fit(scores, y01, sample_weight=w)
         self.calibrator_ = cal
         self.score_source_ = source
         self.classes_ = classes
         return self
+
+    def _binary_calibrator(self, segmented: bool):
+        """An unfitted copy of the binary (or segmented) calibrator to fit."""
+        from mlcal.calibrators.segmented import SegmentedCalibrator
+
+        c = self.calibrator
+        if segmented:
+            if isinstance(c, SegmentedCalibrator):
+                return clone(c)
+            if isinstance(c, str) or isinstance(c, BaseCalibrator):
+                return SegmentedCalibrator(c if isinstance(c, str) else clone(c))
+        elif isinstance(c, SegmentedCalibrator):
+            raise ValueError("a SegmentedCalibrator needs segment_columns (the columns of X "
+                             "that name each row's segment)")
+        cal = get_calibrator(c) if isinstance(c, str) else clone(c)
+        if not isinstance(cal, BaseCalibrator):
+            raise ValueError("calibrator must be an mlcal calibrator or a registered method name")
+        return cal
 
     def _fit_multiclass(self, est, classes, X, y, sample_weight) -> "CalibratedModel":
         yi = class_indices(y, classes, name="y")
@@ -161,13 +259,25 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
         if self._multiclass:
             return read_score_matrix(self.base_estimator, X, self.score_source_,
                                      self.classes_.shape[0])
+        X, _ = self._split_segments(X)
         return read_scores(self.base_estimator, X, self.score_source_)
+
+    def predict_calibrated(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """``(scores, probabilities)``: the base model's raw scores and the calibrated
+        probabilities (binary: of the positive class, shape (n,); multiclass: (n, K))."""
+        scores = self.predict_uncalibrated(X)  # checks fitted first
+        if self._multiclass:
+            return scores, self.calibrator_.predict_proba(scores)
+        _, segments = self._split_segments(X)
+        if segments is not None:
+            return scores, self.calibrator_.predict(scores, segments)
+        return scores, self.calibrator_.predict(scores)
 
     def predict_proba(self, X) -> np.ndarray:
         """Calibrated class probabilities, shape (n, K), columns ordered as ``classes_``; rows
         sum to 1."""
-        scores = self.predict_uncalibrated(X)  # checks fitted first
-        return self.calibrator_.predict_proba(scores)
+        _, p = self.predict_calibrated(X)
+        return p if self._multiclass else np.column_stack([1.0 - p, p])
 
     def predict(self, X) -> np.ndarray:
         """Class labels: ``classes_[1]`` where the calibrated probability >= ``threshold``; for

@@ -357,6 +357,10 @@ def calibrator_from_document(doc: Any) -> Any:
     from mlcal.calibrators.multiclass_catalog import multiclass_document_class
 
     method, _ = read_document_header(doc)
+    if method == "segmented":   # two inputs (scores and segments): not in the binary catalog
+        from mlcal.calibrators.segmented import SegmentedCalibrator
+
+        return SegmentedCalibrator.from_dict(doc)
     if multiclass_document_class(method) is not None:
         return MulticlassCalibrator.from_dict(doc)
     return BaseCalibrator.from_dict(doc)

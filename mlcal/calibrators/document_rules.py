@@ -126,6 +126,16 @@ def method_table() -> dict[str, dict[str, Any]]:
             "params": {k: [c.spec() for c in v] for k, v in sorted(constraints.items())}}
     assert set(BaseCalibrator.EXTRA_DOCUMENT_FIELDS) >= {
         e for entry in table.values() for e in entry["extras"]}
+    from mlcal.calibrators.segmented import SEGMENTED_METHOD, SegmentedCalibrator
+
+    # a shared binary map plus a segment table (docs/segments.md); the map kind "segmented"
+    # takes segment columns besides the score
+    table[SEGMENTED_METHOD] = {
+        "multiclass": False, "segmented": True, "map_kinds": ["segmented"],
+        "offset_stage": False, "monotone": False, "unit_interval": False, "extras": [],
+        "param_names": sorted(SegmentedCalibrator._get_param_names()),
+        "params": {k: [c.spec() for c in v]
+                   for k, v in sorted(SegmentedCalibrator.document_constraints().items())}}
     for name, cls in sorted(_DOCUMENT_CLASSES.items()):
         constraints = {"input_kind": [Options(INPUT_KINDS)], **cls._parameter_constraints}
         table[name] = {

@@ -55,6 +55,12 @@ def run(args) -> int:
     cal = load_calibrator(Path(args.calibrator))   # a path, never JSON text
     if isinstance(cal, MulticlassCalibrator):
         return run_multiclass(args, cal)
+    from mlcal.calibrators.segmented import SegmentedCalibrator
+
+    if isinstance(cal, SegmentedCalibrator):   # needs segments besides the score
+        raise ValueError(f"{args.calibrator} holds a segmented calibrator (segment columns "
+                         f"{cal.map_.column_names}); mlcal evaluate reads a score column only. "
+                         "Score it in Python: SegmentedCalibrator.predict(scores, segments)")
     if args.score_columns is not None or args.classes is not None:
         raise ValueError(f"--score-columns/--classes are for multiclass calibrators; "
                          f"{args.calibrator} holds a binary one ({type(cal).__name__})")

@@ -149,8 +149,11 @@ class CalibratedPyfuncModel:
         from mlcal.base_models.boosters import BoosterClassifier
 
         # (a native Booster checks column names itself, so it keeps the DataFrame)
+        # (a segmented model keeps the DataFrame: it reads its segment columns by name and
+        # hands the base model its own columns itself)
         self._to_array = (not isinstance(base, (PyfuncScorer, BoosterClassifier))
-                          and not hasattr(base, "feature_names_in_"))
+                          and not hasattr(base, "feature_names_in_")
+                          and model.segment_columns is None)
 
     def get_raw_model(self) -> CalibratedModel:
         """The native :class:`CalibratedModel`."""
@@ -188,9 +191,8 @@ class CalibratedPyfuncModel:
                 f"{PARAM_RETURN_UNCALIBRATED!r}")
         m = self.model
         try:
-            scores = m.predict_uncalibrated(self._as_input(data))
-            p = m.calibrator_.predict(scores)
-        except ValueError as exc:
+            scores, p = m.predict_calibrated(self._as_input(data))
+        except (ValueError, KeyError) as exc:   # KeyError: an unseen segment under "raise"
             # bad rows (NaN, wrong width, non-probability rows, ...) are the caller's fault:
             # 400 with the reason
             raise MlflowException.invalid_parameter_value(f"mlcal model: {exc}") from None
@@ -364,6 +366,7 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
 
         example = _save_example(mlflow_model, input_example, path)
         mlflow_model.signature = _signature(signature, example, cal_model.classes_)
+        segment_conf = segment_columns_conf(cal_model, mlflow_model.signature)
 
         # declaring the config is what lets load_model(..., model_config=) override it
         pyfunc.add_to_model(mlflow_model, loader_module=LOADER_MODULE, code=code_subpath,
@@ -374,7 +377,7 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
             calibration_method=calibration_method(cal), map_type=cal.map_.kind,
             input_transform=cal.map_.input_transform, base_model=BASE_MODEL_DIR,
             score_source=cal_model.score_source_, classes=np.asarray(cal_model.classes_).tolist(),
-            threshold=t, code=code_subpath, **base_conf)
+            threshold=t, code=code_subpath, **segment_conf, **base_conf)
         _save_sealed(mlflow_model, path)  # must exist (and verify) before inference
 
         if conda_env is None:
@@ -404,6 +407,49 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
         _PythonEnv.current().to_yaml(os.path.join(path, _PYTHON_ENV_FILE_NAME))
         _save_sealed(mlflow_model, path)
         checkpoint("save-sealed")
+
+
+#: MLflow signature types a segment column of each key type may have
+_SEGMENT_SIGNATURE_TYPES = {"string": ("string",), "integer": ("long", "integer"),
+                            "boolean": ("boolean",)}
+
+
+def segment_columns_conf(cal_model, signature) -> dict[str, Any]:
+    """``{"segment_columns": [...]}`` for the flavour section of a segmented model (else
+    empty), after checking that the signature, if any, has every segment column with a type
+    the calibrator's keys take (a request without them could never be scored)."""
+    from mlcal.calibrators.segmented import SegmentedCalibrator
+
+    cal = cal_model.calibrator_
+    if not isinstance(cal, SegmentedCalibrator):
+        return {}
+    columns = cal.map_.columns
+    if signature is not None:
+        found = {spec.name: str(getattr(spec.type, "name", spec.type)).lower()
+                 for spec in signature.inputs.inputs if getattr(spec, "name", None)}
+        for name, key_type in columns:
+            if name not in found:
+                raise ValueError(f"the signature has no segment column {name!r}; give an "
+                                 "input_example or signature that includes the segment columns "
+                                 f"{[n for n, _ in columns]}")
+            if found[name] not in _SEGMENT_SIGNATURE_TYPES[key_type]:
+                raise ValueError(f"segment column {name!r} holds {key_type} keys but the "
+                                 f"signature types it {found[name]!r}")
+    return {"segment_columns": [n for n, _ in columns]}
+
+
+def loaded_segment_columns(cal, conf: dict[str, Any], cal_file: str) -> list[str] | None:
+    """The segment columns of a loaded model: the segmented calibrator's, which the MLmodel
+    file must repeat (an artifact whose two disagree is refused)."""
+    from mlcal.calibrators.segmented import SegmentedCalibrator
+
+    recorded = conf.get("segment_columns")
+    names = cal.map_.column_names if isinstance(cal, SegmentedCalibrator) else None
+    if recorded != names:
+        raise CalibratorFormatError(f"{cal_file} keys on segment columns {short_repr(names)} "
+                                    f"but the MLmodel file says {short_repr(recorded)}; the "
+                                    "artifact is inconsistent")
+    return names
 
 
 def _save_sealed(mlflow_model, path: str) -> None:
@@ -547,8 +593,9 @@ def _load_local(path: str, conf: dict[str, Any], *, allow_pickle: bool = False
                                     f"{short_repr(classes.tolist())} but the base model's "
                                     f"classes_ are {short_repr(base_classes.tolist())}; the "
                                     "artifact is inconsistent (labels would be mixed up)")
+    segment_columns = loaded_segment_columns(cal, conf, cal_file)
     model = CalibratedModel(base_estimator=base, calibrator=clone(cal),
-                            score=source, threshold=threshold)
+                            score=source, threshold=threshold, segment_columns=segment_columns)
     model.calibrator_ = cal
     model.score_source_ = source
     model.classes_ = classes

@@ -1,0 +1,380 @@
+"""``SegmentedCalibrator``: a shared calibration map plus per-segment logit offsets (and
+optionally slopes), shrunk toward the shared map by empirical Bayes.
+
+Model
+-----
+For a row of segment ``g`` with score ``s``, ``logit P(y = 1) = a_g * logit(f(s)) + d_g`` where
+``f`` is a shared binary calibration map (any mlcal method, ``"auto"`` by default), ``d_g`` a
+per-segment offset and ``a_g`` a per-segment slope (1 unless slopes are enabled). Unseen
+segments get ``f(s)`` (``a = 1``, ``d = 0``) or an error (``unseen="raise"``).
+
+Estimation
+----------
+1. **Shared map.** ``f`` is fitted on all rows with the chosen method; this is the map stored
+   and served.
+2. **Cross-fitted shared predictions.** The offsets are estimated against out-of-fold
+   predictions of the shared method (``n_folds`` folds, stratified by segment and label): fold
+   ``k``'s rows are predicted by a map fitted without them. Estimating offsets on the rows the
+   shared map was fitted on is biased toward 0: a flexible map (isotonic, spline, ``auto``) has
+   already bent toward the large segments' deviations on those rows, most of all where a
+   segment dominates a score range, and its in-sample errors are smaller than on new rows, so
+   in-sample offsets and their variances understate what the map will do on new data.
+   Out-of-fold predictions behave like new rows for the map, which is what the offsets correct
+   at predict time (the usual cross-fitting argument). ``n_folds=None`` estimates in-sample
+   (faster; fine for two-parameter shared maps such as Platt).
+3. **Per-segment offsets.** With ``l_i = logit(f_oof(s_i))``, ``d_hat_g`` maximises the
+   weighted Bernoulli log-likelihood ``sum_{i in g} w_i [y_i (l_i + d) - log(1 + e^{l_i + d})]``
+   (safeguarded Newton, all segments at once), and ``v_g = 1 / sum w_i p_i (1 - p_i)`` is the
+   inverse Fisher information at the optimum. A segment with one class only has no finite
+   maximum: there the likelihood is penalised by a weak normal prior ``d ~ N(0,
+   weak_prior_sd^2)`` (the posterior mode, with ``v_g = 1 / (information + weak_prior_sd^-2)``),
+   so its estimate is finite and, having a large variance, is shrunk nearly all the way to the
+   prior mean below. Rows whose shared probability is exactly 0 or 1 carry no information about
+   an offset (no finite offset moves them) and are left out, as in
+   :func:`mlcal.maps.reoffset.fit_delta`.
+4. **Empirical Bayes.** ``d_g ~ N(mu, tau^2)`` and ``d_hat_g | d_g ~ N(d_g, v_g)``, so
+   marginally ``d_hat_g ~ N(mu, tau^2 + v_g)``. ``(mu, tau^2)`` are estimated by restricted
+   maximum likelihood (REML; :func:`mlcal.calibrators.segment_shrinkage.reml_prior`) rather than the
+   DerSimonian--Laird method of moments: REML uses the full normal marginal likelihood (it is
+   efficient where the moment estimator is not, when the ``v_g`` differ by orders of
+   magnitude, as they do between a segment of 50 rows and one of 50,000), and unlike plain
+   maximum likelihood it corrects for ``mu`` being estimated from the same segments, which
+   would otherwise bias ``tau^2`` down (over-shrinking) when there are few segments.
+   The stored offset is the posterior mean ``d_g* = mu + tau^2 / (tau^2 + v_g) (d_hat_g - mu)``:
+   a segment with little data (large ``v_g``) is pulled to ``mu``, close to the shared map
+   (the shared map is fitted on all rows, so ``mu`` is near 0); a large segment keeps nearly its
+   own estimate.
+5. **Slopes (optional).** For segments with total weight ``>= min_rows_for_slope`` and both
+   classes, ``(a_hat_g, b_g)`` of ``logit p = a l + b`` are fitted by maximum likelihood, and
+   ``a_hat_g`` (variance from the 2x2 inverse Fisher information) is shrunk the same way
+   toward its own REML prior mean, giving ``a_g*`` (at least ``MIN_SLOPE``). Given ``a_g*``,
+   the offset of such a segment is re-estimated with the slope fixed (step 3 on ``a_g* l``) and
+   shrunk with the offset prior of step 4. Segments below the threshold keep ``a = 1``.
+
+Sample weights are frequency weights throughout (integer weights equal repeated rows; the
+slope threshold compares the total weight).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.exceptions import NotFittedError
+
+from mlcal._safe_json import MAX_DOCUMENT_BYTES, dumps_safe
+from mlcal._solvers.detmath import det_log1p_array, det_log_array
+from mlcal._validation import check_fit_inputs
+from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterError, IsNone,
+                                       Options, Real, short_repr, validate_params)
+from mlcal.calibrators.base import (BaseCalibrator, CalibratorFormatError,
+                                    calibrator_document, parse_document, read_document_header)
+from mlcal.calibrators.catalog import available_calibrators, calibrator_class, get_calibrator
+from mlcal.maps import MapFormatError
+from mlcal.maps.segment_keys import SegmentKeyError, encode_rows, segment_columns_of
+from mlcal.calibrators.segment_shrinkage import reml_prior, segment_offsets, segment_slopes, shrink
+from mlcal.maps.segmented import UNSEEN_POLICIES, SegmentedMap
+
+SEGMENTED_METHOD = "segmented"
+#: the smallest slope stored (a slope must be positive; see mlcal.maps.segmented)
+MIN_SLOPE = 2.0 ** -6
+MAX_SEED = 2 ** 53 - 1
+
+
+class SharedMethod(Constraint):
+    """The name of a registered binary method (``"auto"`` included), checked against the
+    catalog when validating."""
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, str) and value in available_calibrators()
+
+    def describe(self) -> str:
+        return "a registered binary method name (" + ", ".join(available_calibrators()) + ")"
+
+    def spec(self) -> dict[str, Any]:
+        return Options(tuple(available_calibrators())).spec()
+
+
+def _missing_at(col: Any, i: int) -> bool:
+    import pandas as pd
+
+    v = col.iloc[i] if isinstance(col, pd.Series) else col[i]
+    return bool(pd.isna(v))
+
+
+def _logits(q: np.ndarray) -> np.ndarray:
+    return det_log_array(q) - det_log1p_array(-q)
+
+
+class SegmentedCalibrator(BaseEstimator):
+    """A shared calibration map plus per-segment logit offsets (and optional slopes), shrunk
+    toward the shared map by empirical Bayes (estimation in the module notes and
+    docs/segments.md).
+
+    Parameters
+    ----------
+    method : str or BaseCalibrator, default="auto"
+        How the shared map is fitted: a registered binary method name or an unfitted mlcal
+        calibrator (cloned; the document records its method name only).
+    unseen : {"shared", "raise"}, default="shared"
+        A segment not seen in ``fit`` (or with a missing key value) gets the shared map, or
+        raises :class:`~mlcal.maps.segmented.UnseenSegmentError`.
+    n_folds : int or None, default=5
+        Folds of the cross-fitted shared predictions the offsets are estimated against;
+        ``None`` estimates them on in-sample predictions. Falls back to in-sample when a class
+        has fewer rows than folds (``cross_fitted_`` says which was done).
+    min_rows_for_slope : int or None, default=None
+        Segments with at least this total weight (and both classes) also get a shrunk slope;
+        ``None``: offsets only.
+    weak_prior_sd : float, default=10.0
+        Standard deviation of the weak normal prior on the offset of a segment with one class
+        only (whose maximum-likelihood offset is infinite).
+    seed : int, default=0
+        Seed of the fold assignment.
+
+    Attributes
+    ----------
+    map_ : SegmentedMap
+        The fitted map.
+    shared_calibrator_ : BaseCalibrator
+        The shared calibrator fitted on all rows (not restored by :meth:`from_dict`).
+    segments_ : list of tuple
+        Segment keys, in map order.
+    segment_weight_, segment_positive_weight_ : ndarray
+        Per segment total weight and positive weight.
+    offset_mle_, offset_var_ : ndarray
+        Per segment (penalised for one-class segments) maximum-likelihood offset and its
+        variance (``inf``: no information).
+    offset_shrinkage_ : ndarray
+        ``tau^2 / (tau^2 + v_g)`` per segment.
+    offset_prior_ : tuple of float
+        REML ``(mu, tau^2)`` of the offsets.
+    slope_mle_, slope_var_ : ndarray
+        Per segment slope estimate and variance (``nan`` where no slope was fitted).
+    slope_prior_ : tuple of float or None
+        REML ``(mu, tau^2)`` of the slopes, when any was fitted.
+    cross_fitted_ : bool
+        Whether the offsets were estimated on out-of-fold shared predictions.
+    """
+
+    method_name: ClassVar[str] = SEGMENTED_METHOD
+    _parameter_constraints: ClassVar[dict[str, list[Constraint]]] = {
+        "unseen": [Options(UNSEEN_POLICIES)],
+        "n_folds": [IsNone(), Integer(2)],
+        "min_rows_for_slope": [IsNone(), Integer(2)],
+        "weak_prior_sd": [Real(0.0, closed="neither")],
+        "seed": [Integer(0, MAX_SEED)],
+    }
+
+    def __init__(self, method="auto", *, unseen: str = "shared", n_folds: int | None = 5,
+                 min_rows_for_slope: int | None = None, weak_prior_sd: float = 10.0,
+                 seed: int = 0):
+        self.method = method
+        self.unseen = unseen
+        self.n_folds = n_folds
+        self.min_rows_for_slope = min_rows_for_slope
+        self.weak_prior_sd = weak_prior_sd
+        self.seed = seed
+
+    # -- parameters ------------------------------------------------------------------------
+    @classmethod
+    def document_constraints(cls) -> dict[str, list[Constraint]]:
+        """The constraints of the document's ``params`` (``method`` as a name)."""
+        return {"method": [SharedMethod()], **cls._parameter_constraints}
+
+    def _validate_params(self) -> None:
+        params = self.get_params(deep=False)
+        validate_params(type(self).__name__, params, self._parameter_constraints)
+        m = self.method
+        if isinstance(m, str):
+            validate_params(type(self).__name__, {"method": m}, {"method": [SharedMethod()]})
+        elif not isinstance(m, BaseCalibrator):
+            raise InvalidParameterError(f"{type(self).__name__}: parameter 'method' must be a "
+                                        "registered binary method name or an mlcal binary "
+                                        f"calibrator; got {short_repr(m)}")
+
+    def _shared_prototype(self) -> BaseCalibrator:
+        return get_calibrator(self.method) if isinstance(self.method, str) else \
+            clone(self.method)
+
+    # -- fitting ---------------------------------------------------------------------------
+    def fit(self, scores, y, segments, sample_weight=None) -> "SegmentedCalibrator":
+        """Fit the shared map and the shrunk per-segment adjustments.
+
+        Parameters
+        ----------
+        scores : array-like of shape (n,)
+            Uncalibrated scores (finite).
+        y : array-like of shape (n,)
+            Binary labels in {0, 1}; both classes must occur.
+        segments : DataFrame, Series, array-like of shape (n,) or (n, k)
+            The segment of each row: one or more columns of strings, integers or booleans
+            (see :mod:`mlcal.maps.segment_keys`); no missing values.
+        sample_weight : array-like of shape (n,), optional
+            Non-negative frequency weights.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        s, z, w = check_fit_inputs(scores, y, sample_weight)
+        names, cols = segment_columns_of(segments)
+        if len(cols[0]) != s.shape[0]:
+            raise SegmentKeyError(f"{s.shape[0]} scores but {len(cols[0])} segment rows")
+        group, found, types = encode_rows(names, cols)
+        if (group < 0).any():
+            i = int(np.flatnonzero(group < 0)[0])
+            name = next(n for n, c in zip(names, cols) if _missing_at(c, i))
+            raise SegmentKeyError(f"segment column {name!r} has a missing value at row {i}; "
+                                  "fill it with a value of its own (e.g. '__missing__') to "
+                                  "make missing a segment")
+        order = sorted(range(len(found)), key=found.__getitem__)
+        keys = [found[i] for i in order]
+        rank = np.empty(len(found), dtype=np.int64)
+        rank[order] = np.arange(len(found))
+        codes = rank[group]
+        n_seg = len(keys)
+        yf = z.astype(np.float64)
+
+        proto = self._shared_prototype()
+        shared = clone(proto).fit(s, z, sample_weight=w)
+        q = self._shared_predictions(proto, shared, s, z, w, codes)
+
+        usable = (q > 0.0) & (q < 1.0) & (w > 0.0)
+        l, yu, wu, cu = _logits(q[usable]), yf[usable], w[usable], codes[usable]
+        weight = np.bincount(codes, weights=w, minlength=n_seg)
+        positive = np.bincount(codes, weights=w * yf, minlength=n_seg)
+        uw = np.bincount(cu, weights=wu, minlength=n_seg)
+        up = np.bincount(cu, weights=wu * yu, minlength=n_seg)
+        one_class = (uw > 0) & ((up == 0) | (up == uw))
+        prior_prec = np.where(one_class, 1.0 / float(self.weak_prior_sd) ** 2, 0.0)
+        d_hat, v = segment_offsets(l, yu, wu, cu, n_seg, prior_prec)
+        mu, tau2 = reml_prior(d_hat, v)
+        offsets, factor = shrink(d_hat, v, mu, tau2)
+        # a segment without any informative row keeps the shared map
+        offsets = np.where(np.isfinite(v), offsets, 0.0)
+        slopes = np.ones(n_seg)
+        a_hat = np.full(n_seg, np.nan)
+        a_var = np.full(n_seg, np.nan)
+        self.slope_prior_ = None
+        if self.min_rows_for_slope is not None:
+            big = np.flatnonzero((uw >= self.min_rows_for_slope) & ~one_class & (uw > 0))
+            if big.size:
+                a, _, va = segment_slopes(l, yu, wu, cu, big, d_hat)
+                a_hat[big], a_var[big] = a, va
+                a_mu, a_tau2 = reml_prior(a, va)
+                a_star, _ = shrink(a, va, a_mu, a_tau2)
+                a_star = np.where(np.isfinite(va), a_star, 1.0)
+                slopes[big] = np.maximum(a_star, MIN_SLOPE)
+                self.slope_prior_ = (float(a_mu), float(a_tau2))
+                # offsets given the shrunk slopes, shrunk with the offset prior
+                d2, v2 = segment_offsets(l * slopes[cu], yu, wu, cu, n_seg, prior_prec)
+                d2s, _ = shrink(d2, v2, mu, tau2)
+                offsets[big] = d2s[big]
+        self.map_ = SegmentedMap(shared.map_, tuple(zip(names, types)), tuple(keys),
+                                 slopes, offsets, self.unseen)
+        self.shared_calibrator_ = shared
+        self.segments_ = list(keys)
+        self.segment_weight_, self.segment_positive_weight_ = weight, positive
+        self.offset_mle_, self.offset_var_, self.offset_shrinkage_ = d_hat, v, factor
+        self.offset_prior_ = (float(mu), float(tau2))
+        self.slope_mle_, self.slope_var_ = a_hat, a_var
+        return self
+
+    def _shared_predictions(self, proto, shared, s, z, w, codes) -> np.ndarray:
+        """Out-of-fold shared probabilities (folds stratified by segment and label), or the
+        in-sample ones when ``n_folds`` is None or a class is too rare to split."""
+        k = self.n_folds
+        counts = np.bincount(z[w > 0].astype(np.int64), minlength=2)
+        if k is None or counts.min() < k:
+            self.cross_fitted_ = False
+            return np.asarray(shared.predict(s), dtype=np.float64)
+        rng = np.random.default_rng(self.seed)
+        order = np.lexsort((rng.random(s.shape[0]), z, codes))
+        fold = np.empty(s.shape[0], dtype=np.int64)
+        fold[order] = np.arange(s.shape[0]) % k
+        q = np.empty(s.shape[0])
+        for f in range(k):
+            test = fold == f
+            train = ~test
+            if np.unique(z[train & (w > 0)]).size < 2:   # a class only in this fold
+                self.cross_fitted_ = False
+                return np.asarray(shared.predict(s), dtype=np.float64)
+            m = clone(proto).fit(s[train], z[train], sample_weight=w[train])
+            q[test] = m.predict(s[test])
+        self.cross_fitted_ = True
+        return q
+
+    # -- prediction ------------------------------------------------------------------------
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "map_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call "
+                                 "fit(scores, y, segments) first")
+
+    def predict(self, scores, segments) -> np.ndarray:
+        """Calibrated probabilities of the positive class for ``scores`` in ``segments``."""
+        self._check_fitted()
+        return self.map_(scores, segments)
+
+    def predict_proba(self, scores, segments) -> np.ndarray:
+        """Probabilities of both classes as an (n, 2) array ``[1 - p, p]``."""
+        p = self.predict(scores, segments)
+        return np.column_stack([1.0 - p, p])
+
+    # -- serialisation ---------------------------------------------------------------------
+    def _document_params(self) -> dict[str, Any]:
+        params = self.get_params(deep=False)
+        m = params["method"]
+        params["method"] = m if isinstance(m, str) else m.method_name
+        return params
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fitted calibrator as a JSON-ready calibrator document (docs/segments.md)."""
+        self._check_fitted()
+        return calibrator_document(SEGMENTED_METHOD, self._document_params(), self.map_)
+
+    def to_json(self, indent: int | None = None) -> str:
+        """:meth:`to_dict` as strict JSON (floats round-trip bit-exactly)."""
+        return dumps_safe(self.to_dict(), indent=indent, nonfinite="error")
+
+    @classmethod
+    def from_json(cls, text: str | bytes, *, max_bytes: int = MAX_DOCUMENT_BYTES
+                  ) -> "SegmentedCalibrator":
+        """Rebuild from :meth:`to_json` output (validated; :class:`CalibratorFormatError`)."""
+        return cls.from_dict(parse_document(text, max_bytes))
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> "SegmentedCalibrator":
+        """Rebuild from :meth:`to_dict` output, validating every field
+        (:class:`~mlcal.calibrators.base.CalibratorFormatError` naming the problem)."""
+        from mlcal.calibrators.document_rules import ENVELOPE_FIELDS, check_binary_map, \
+            check_fields
+
+        method, params = read_document_header(doc)
+        if method != SEGMENTED_METHOD:
+            raise CalibratorFormatError(f"document holds a {short_repr(method)} calibrator, "
+                                        f"not a {SEGMENTED_METHOD!r} one")
+        check_fields(doc, ENVELOPE_FIELDS, SEGMENTED_METHOD)
+        expected = set(cls._get_param_names())
+        if set(params) != expected:
+            raise CalibratorFormatError(
+                f"calibrator document: 'segmented' params must be exactly {sorted(expected)}; "
+                f"unknown {short_repr(sorted(set(params) - expected))}, missing "
+                f"{short_repr(sorted(expected - set(params)))}")
+        try:
+            validate_params(cls.__name__, params, cls.document_constraints())
+        except InvalidParameterError as exc:
+            raise CalibratorFormatError(f"calibrator document: {exc}") from None
+        obj = cls(params["method"], **{k: v for k, v in params.items() if k != "method"})
+        try:
+            m = SegmentedMap.from_dict(doc.get("map"))
+        except MapFormatError as exc:
+            raise CalibratorFormatError(f"calibrator document: {exc}") from None
+        if m.unseen != obj.unseen:
+            raise CalibratorFormatError(f"calibrator document: params say unseen="
+                                        f"{obj.unseen!r} but the map says {m.unseen!r}")
+        check_binary_map(calibrator_class(obj.method), {}, m.inner, "shared map: ")
+        obj.map_ = m
+        return obj

@@ -1,0 +1,387 @@
+"""SegmentedCalibrator and the segmented map (#30): estimation against independent references
+(scipy on the exact likelihoods, the REML criterion in matrix form), recovery of simulated
+per-segment offsets, the unseen policy, the JSON format and its validation, sample weights,
+and a comparison with probcal's SegmentedCalibrator on held-out log loss."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.optimize import minimize, minimize_scalar
+from scipy.special import expit, log_expit
+
+import mlcal
+from mlcal.calibrators.base import CalibratorFormatError
+from mlcal.maps import MapFormatError, SigmoidMap, map_from_dict
+from mlcal.maps.offset import OffsetMap
+from mlcal.maps.segment_keys import SegmentKeyError
+from mlcal.maps.segmented import SegmentedMap, UnseenSegmentError
+
+
+def _simulate(sizes, true_offsets, seed=0, slope=0.8):
+    """Scores miscalibrated by a common slope, labels with a per-segment logit offset."""
+    rng = np.random.default_rng(seed)
+    code = np.repeat(np.arange(len(sizes)), sizes)
+    x = rng.normal(0.0, 1.5, code.size)
+    y = (rng.random(code.size) < expit(x + np.asarray(true_offsets)[code])).astype(int)
+    return expit(slope * x), y, code
+
+
+def _loglik(l, y, w, d):
+    z = l + d
+    return float(np.sum(w * (y * log_expit(z) + (1 - y) * log_expit(-z))))
+
+
+def _in_sample_logits(cal, s):
+    q = cal.shared_calibrator_.predict(s)
+    return np.log(q) - np.log1p(-q)
+
+
+# -- estimation against independent references -----------------------------------------------
+def test_offsets_are_the_exact_likelihood_maxima_and_variances_the_curvature():
+    s, y, code = _simulate([150, 400, 60, 900], [0.6, -0.4, 0.0, 0.25], seed=1)
+    seg = np.array(["a", "b", "c", "d"])[code]
+    w = np.random.default_rng(2).integers(1, 4, s.size).astype(float)
+    cal = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(s, y, seg, sample_weight=w)
+    l = _in_sample_logits(cal, s)
+    for g, key in enumerate(cal.segments_):
+        rows = seg == key[0]
+        res = minimize_scalar(lambda d: -_loglik(l[rows], y[rows], w[rows], d),
+                              bounds=(-5, 5), method="bounded", options={"xatol": 1e-10})
+        assert cal.offset_mle_[g] == pytest.approx(res.x, abs=1e-6)
+        # the variance is the inverse curvature of the log-likelihood (central differences)
+        h = 1e-4
+        def f(d):
+            return _loglik(l[rows], y[rows], w[rows], d)
+
+        curv = -(f(res.x + h) - 2 * f(res.x) + f(res.x - h)) / h**2
+        assert cal.offset_var_[g] == pytest.approx(1.0 / curv, rel=1e-4)
+
+
+def test_shrinkage_is_the_posterior_mean_under_the_reml_prior():
+    s, y, code = _simulate([40, 80, 300, 1500, 120, 60], [0.8, -0.6, 0.3, -0.2, 0.0, 0.5],
+                           seed=3)
+    cal = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(s, y, code)
+    d, v = cal.offset_mle_, cal.offset_var_
+    mu, tau2 = cal.offset_prior_
+
+    # REML in matrix form, maximised independently over a grid then refined
+    def neg_reml(tau2):
+        V = np.diag(tau2 + v)
+        Vi = np.linalg.inv(V)
+        X = np.ones((d.size, 1))
+        XtViX = X.T @ Vi @ X
+        beta = np.linalg.solve(XtViX, X.T @ Vi @ d)
+        r = d - X @ beta
+        return 0.5 * (np.linalg.slogdet(V)[1] + np.linalg.slogdet(XtViX)[1] + r @ Vi @ r)
+
+    grid = np.linspace(0, 2, 4001)
+    best = grid[np.argmin([neg_reml(t) for t in grid])]
+    ref = minimize_scalar(neg_reml, bounds=(max(0, best - 1e-3), best + 1e-3),
+                          method="bounded").x if best > 0 else 0.0
+    assert tau2 == pytest.approx(ref, abs=1e-6)
+    assert tau2 > 0
+    prec = 1 / (tau2 + v)
+    assert mu == pytest.approx(np.sum(prec * d) / np.sum(prec), rel=1e-12)
+    # the stored offsets by hand
+    by_hand = [mu + tau2 / (tau2 + vg) * (dg - mu) for dg, vg in zip(d, v)]
+    np.testing.assert_allclose(cal.map_.offsets, by_hand, rtol=0, atol=1e-15)
+    # smaller segments (larger variance) are shrunk more
+    order = np.argsort(v)
+    assert np.all(np.diff(cal.offset_shrinkage_[order]) < 0)
+
+
+def test_one_class_segments_get_finite_shrunk_offsets():
+    s, y, code = _simulate([500, 700, 600], [0.4, -0.3, 0.1], seed=4)
+    rng = np.random.default_rng(5)
+    s = np.concatenate([s, rng.uniform(0.2, 0.6, 12), rng.uniform(0.3, 0.7, 5)])
+    y = np.concatenate([y, np.zeros(12, int), np.ones(5, int)])
+    seg = np.concatenate([code.astype(str), ["neg"] * 12, ["pos"] * 5])
+    cal = mlcal.SegmentedCalibrator("platt", n_folds=None, weak_prior_sd=10.0).fit(s, y, seg)
+    offsets = dict(zip([k[0] for k in cal.segments_], cal.map_.offsets))
+    mle = dict(zip([k[0] for k in cal.segments_], cal.offset_mle_))
+    assert all(np.isfinite(list(offsets.values())))
+    mu = cal.offset_prior_[0]
+    assert mle["neg"] < -2 and mle["pos"] > 2          # far out: the likelihood is one-sided
+    assert mu - 0.5 < offsets["neg"] < mu and mu < offsets["pos"] < mu + 0.5   # shrunk back
+    # the one-class estimate is the mode of likelihood x N(0, 10^2), found independently
+    l = _in_sample_logits(cal, s)
+    rows = seg == "neg"
+    res = minimize_scalar(lambda d: -_loglik(l[rows], y[rows], 1.0, d) + d * d / 200.0,
+                          bounds=(-30, 30), method="bounded", options={"xatol": 1e-10})
+    assert mle["neg"] == pytest.approx(res.x, abs=1e-6)
+    p = cal.predict(s[-17:], seg[-17:])
+    assert np.all((p > 0) & (p < 1))
+
+
+def test_simulated_offsets_are_recovered_and_small_segments_shrunk():
+    true = np.array([0.8, -0.7, 0.4, -0.3, 0.0, 0.6, -0.5, 0.2])
+    sizes = [4000, 4000, 3000, 3000, 30, 25, 20, 40]
+    s, y, code = _simulate(sizes, true, seed=6)
+    cal = mlcal.SegmentedCalibrator("platt-logit").fit(s, y, code)
+    assert cal.cross_fitted_
+    # the shared map absorbs the average offset: compare offsets relative to the large
+    # segments' weighted mean
+    shift = np.average(true[:4], weights=sizes[:4]) - np.average(cal.map_.offsets[:4],
+                                                                 weights=sizes[:4])
+    np.testing.assert_allclose(cal.map_.offsets[:4] + shift, true[:4], atol=0.12)
+    mu = cal.offset_prior_[0]
+    for g in range(4, 8):   # small segments: pulled toward the prior mean
+        assert abs(cal.map_.offsets[g] - mu) < 0.75 * abs(cal.offset_mle_[g] - mu) + 1e-12
+    assert np.all(cal.offset_shrinkage_[:4] > 0.97) and np.all(cal.offset_shrinkage_[4:] < 0.75)
+
+
+def test_slopes_for_large_segments_are_shrunk_and_change_the_fit():
+    rng = np.random.default_rng(7)
+    sizes = [6000, 6000, 80]
+    code = np.repeat(np.arange(3), sizes)
+    x = rng.normal(0, 1.5, code.size)
+    true_slope = np.array([1.6, 0.7, 1.0])[code]
+    y = (rng.random(code.size) < expit(true_slope * x)).astype(int)
+    s = expit(x)
+    cal = mlcal.SegmentedCalibrator("platt-logit", min_rows_for_slope=1000,
+                                    n_folds=None).fit(s, y, code)
+    assert cal.map_.slopes[2] == 1.0 and np.isnan(cal.slope_mle_[2])
+    assert cal.map_.slopes[0] > 1.3 and cal.map_.slopes[1] < 0.85
+    # check the slope MLE against scipy on the exact two-parameter likelihood
+    l = _in_sample_logits(cal, s)
+    rows = code == 0
+    res = minimize(lambda t: -_loglik(t[0] * l[rows], y[rows], 1.0, t[1]), [1.0, 0.0],
+                   method="Nelder-Mead", options={"xatol": 1e-9, "fatol": 1e-12})
+    assert cal.slope_mle_[0] == pytest.approx(res.x[0], abs=1e-5)
+    # with two slope segments REML may set tau2 = 0; the stored slopes are the posterior means
+    mu_a, tau2_a = cal.slope_prior_
+    va = cal.slope_var_[:2]
+    np.testing.assert_allclose(cal.map_.slopes[:2],
+                               mu_a + tau2_a / (tau2_a + va) * (cal.slope_mle_[:2] - mu_a),
+                               rtol=1e-12)
+
+
+# -- the map ---------------------------------------------------------------------------------
+def _toy_map(unseen="shared"):
+    inner = SigmoidMap(-2.0, 0.3, domain=(-3.0, 3.0))
+    return SegmentedMap(inner, (("country", "string"), ("tier", "integer")),
+                        (("FR", 1), ("DE", 2)), [1.0, 0.7], [0.5, -0.2], unseen)
+
+
+def test_map_numerics_match_the_offset_map_and_unseen_rows_the_shared_map():
+    m = _toy_map()
+    s = np.linspace(-3, 3, 41)
+    fr = pd.DataFrame({"country": ["FR"] * s.size, "tier": [1] * s.size})
+    assert np.array_equal(m(s, fr), OffsetMap(m.inner, 0.5)(s))   # slope 1: offset-map bits
+    de = pd.DataFrame({"country": ["DE"] * s.size, "tier": [2.0] * s.size})   # integral float
+    q = m.inner(s)
+    expected = expit(0.7 * (np.log(q) - np.log1p(-q)) - 0.2)
+    np.testing.assert_allclose(m(s, de), expected, rtol=1e-14)
+    unseen = pd.DataFrame({"country": ["FR", "XX", None, "DE"], "tier": [2, 1, 1, np.nan]})
+    assert np.array_equal(m(s[:4], unseen), q[:4])   # bit for bit the shared map
+    with pytest.raises(UnseenSegmentError, match="row 0.*'FR', 2.*not seen"):
+        _toy_map("raise")(s[:4], unseen)
+
+
+def test_segment_values_are_typed():
+    m = _toy_map()
+    with pytest.raises(SegmentKeyError, match="'tier'.*integer segment column got str '1'"):
+        m([0.0], pd.DataFrame({"country": ["FR"], "tier": ["1"]}))
+    with pytest.raises(SegmentKeyError, match="integer segment column got bool"):
+        m([0.0], pd.DataFrame({"country": ["FR"], "tier": [True]}))
+    with pytest.raises(SegmentKeyError, match="integer segment column got float 1.5"):
+        m([0.0], pd.DataFrame({"country": ["FR"], "tier": [1.5]}))
+    with pytest.raises(SegmentKeyError, match=r"missing from the input"):
+        m([0.0], pd.DataFrame({"country": ["FR"]}))
+    # fit time: mixed types and missing values are refused by name
+    s, y = np.linspace(0.1, 0.9, 8), np.array([0, 1] * 4)
+    with pytest.raises(SegmentKeyError, match="mixes value types"):
+        mlcal.SegmentedCalibrator("platt").fit(s, y, ["a", 1] * 4)
+    with pytest.raises(SegmentKeyError, match="missing value at row 3"):
+        mlcal.SegmentedCalibrator("platt").fit(s, y, ["a", "b", "a", None] * 2)
+    # 1, "1" and True are different keys: three segments
+    cal = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(
+        np.tile(s, 3), np.tile(y, 3), pd.DataFrame({"k": [1] * 8 + [2] * 8 + [3] * 8,
+                                                    "b": [True] * 12 + [False] * 12}))
+    assert cal.map_.columns == (("k", "integer"), ("b", "boolean"))
+    assert cal.segments_ == [(1, True), (2, False), (2, True), (3, False)]
+
+
+def test_map_from_dict_refuses_a_segmented_map():
+    with pytest.raises(MapFormatError, match="unknown map type 'segmented'"):
+        map_from_dict(_toy_map().to_dict())
+
+
+# -- JSON --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def fitted():
+    s, y, code = _simulate([300, 500, 200], [0.5, -0.5, 0.0], seed=8)
+    seg = pd.DataFrame({"country": np.array(["FR", "DE", "IT"])[code],
+                        "tier": (code % 2).astype(np.int64)})
+    cal = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=400).fit(s, y, seg)
+    return cal, s, seg
+
+
+def test_json_round_trip_is_bit_identical(fitted, tmp_path):
+    cal, s, seg = fitted
+    text = cal.to_json()
+    back = mlcal.load_calibrator(text)
+    assert isinstance(back, mlcal.SegmentedCalibrator)
+    assert back.to_json() == text
+    assert np.array_equal(back.predict(s, seg), cal.predict(s, seg))
+    path = mlcal.save_calibrator(cal, tmp_path / "seg.json")
+    from pathlib import Path
+    again = mlcal.load_calibrator(Path(path))
+    assert again.to_json() == text
+    assert mlcal.SegmentedCalibrator.from_json(text).to_json() == text
+    doc = json.loads(text)
+    assert doc["method"] == "segmented" and doc["map"]["type"] == "segmented"
+    assert doc["map"]["columns"] == [{"name": "country", "type": "string"},
+                                     {"name": "tier", "type": "integer"}]
+
+
+def _tampered(cal, change):
+    doc = copy.deepcopy(cal.to_dict())
+    change(doc)
+    return doc
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["map"].update(extra=1), "unknown field.*'extra'"),
+    (lambda d: d.update(fit_info={}), "unknown top-level field.*'fit_info'"),
+    (lambda d: d["map"].pop("slopes"), r"missing field\(s\) \['slopes'\]"),
+    (lambda d: d["map"]["keys"][1].__setitem__(0, "0"), "key of an integer column must be an integer"),
+    (lambda d: d["map"]["keys"][1].__setitem__(0, True), "key of an integer column must be an integer"),
+    (lambda d: d["map"]["keys"][1].__setitem__(0, 1.0), "key of an integer column must be an integer"),
+    (lambda d: d["map"]["keys"][0].__setitem__(0, 5), "key of a string column must be"),
+    (lambda d: [d["map"]["keys"][j].__setitem__(1, d["map"]["keys"][j][0]) for j in (0, 1)],
+     "appears twice"),
+    (lambda d: d["map"]["keys"][0].pop(), "differ in length"),
+    (lambda d: d["map"]["slopes"].__setitem__(0, 0.0), "slopes must be > 0"),
+    (lambda d: d["map"]["offsets"].pop(), "need as many slopes and offsets"),
+    (lambda d: d["map"]["offsets"].__setitem__(0, "0.1"), "'offsets' must be a list of numbers"),
+    (lambda d: d["map"]["columns"][0].update(type="float"), "has type 'float'"),
+    (lambda d: d["map"]["columns"][1].update(name="country"), "column names repeat"),
+    (lambda d: d["map"]["columns"][0].update(extra=1), "exactly the fields 'name' and 'type'"),
+    (lambda d: d["map"].update(unseen="ignore"), "unseen must be one of"),
+    (lambda d: d["params"].update(unseen="raise"), "params say unseen='raise'"),
+    (lambda d: d["params"].update(method="segmented"), "parameter 'method' must be"),
+    (lambda d: d["params"].update(n_folds=1), "parameter 'n_folds' must be"),
+    (lambda d: d["params"].update(colour="red"), "params must be exactly"),
+    (lambda d: d["map"].update(inner={"type": "offset"}), "field 'inner' must be a map of type"),
+    (lambda d: d["map"].update(input_transform="sigmoid"), "differ from the inner map's"),
+    (lambda d: d["map"].update(inner={"type": "step", "format_version": 1, "thresholds": [],
+                                      "values": [0.5], "input_transform": "identity",
+                                      "domain": d["map"]["domain"]}),
+     "shared map: a 'platt' calibrator fits 'sigmoid' maps, not a 'step' map"),
+    (lambda d: d["map"].update(format_version=2), "unsupported format_version 2"),
+])
+def test_tampered_documents_are_refused_by_name(fitted, change, message):
+    cal, _, _ = fitted
+    doc = _tampered(cal, change)
+    with pytest.raises(CalibratorFormatError, match=message):
+        mlcal.load_calibrator(doc)
+
+
+def test_tampered_text_is_refused_by_the_strict_parser(fitted):
+    cal, _, _ = fitted
+    text = cal.to_json()
+    first = json.dumps(cal.map_.offsets[0])
+    with pytest.raises(CalibratorFormatError, match="out of the range of a 64-bit float"):
+        mlcal.load_calibrator(text.replace(first, "1e400", 1))
+    with pytest.raises(CalibratorFormatError, match="duplicate key 'unseen'"):
+        mlcal.load_calibrator(text.replace('"unseen": "shared"}',
+                                           '"unseen": "shared", "unseen": "raise"}', 1))
+
+
+def test_segment_table_size_is_bounded(fitted, monkeypatch):
+    import mlcal.maps.segmented as sm
+
+    cal, _, _ = fitted
+    monkeypatch.setattr(sm, "MAX_SEGMENTS", 2)
+    with pytest.raises(CalibratorFormatError, match="needs 1 to 2 segments, got 3"):
+        mlcal.load_calibrator(cal.to_dict())
+
+
+# -- weights, errors, reference ----------------------------------------------------------------
+def test_integer_weights_equal_repeated_rows():
+    s, y, code = _simulate([120, 300, 50], [0.4, -0.2, 0.1], seed=9)
+    w = np.random.default_rng(10).integers(0, 4, s.size)
+    a = mlcal.SegmentedCalibrator("platt", n_folds=None, min_rows_for_slope=200).fit(
+        s, y, code, sample_weight=w)
+    rep = np.repeat(np.arange(s.size), w)
+    b = mlcal.SegmentedCalibrator("platt", n_folds=None, min_rows_for_slope=200).fit(
+        s[rep], y[rep], code[rep])
+    assert a.segments_ == b.segments_
+    np.testing.assert_allclose(a.map_.offsets, b.map_.offsets, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(a.map_.slopes, b.map_.slopes, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(a.offset_var_, b.offset_var_, rtol=1e-9)
+
+
+def test_bad_inputs_raise_named_errors():
+    s, y = np.linspace(0.1, 0.9, 6), np.array([0, 1, 0, 1, 0, 1])
+    with pytest.raises(SegmentKeyError, match="6 scores but 5 segment rows"):
+        mlcal.SegmentedCalibrator("platt").fit(s, y, list("aabbc"))
+    with pytest.raises(ValueError, match="binary|labels"):   # multiclass is not supported
+        mlcal.SegmentedCalibrator("platt").fit(s, [0, 1, 2, 0, 1, 2], list("aabbcc"))
+    with pytest.raises(mlcal.calibrators._params.InvalidParameterError, match="'method'"):
+        mlcal.SegmentedCalibrator("nope").fit(s, y, list("aabbcc"))
+    from sklearn.exceptions import NotFittedError
+    with pytest.raises(NotFittedError):
+        mlcal.SegmentedCalibrator().predict(s, list("aabbcc"))
+
+
+def test_not_worse_than_probcal_on_held_out_log_loss(capsys):
+    probcal = pytest.importorskip("probcal")
+    from sklearn.metrics import log_loss
+
+    rng = np.random.default_rng(11)
+    n_seg = 40
+    true = rng.normal(0.0, 0.6, n_seg)
+    sizes = rng.integers(15, 600, n_seg)
+    s, y, code = _simulate(sizes, true, seed=12)
+    seg = np.array([f"g{g}" for g in range(n_seg)])[code]
+    train = rng.random(s.size) < 0.5
+    ours = mlcal.SegmentedCalibrator("beta").fit(s[train], y[train], seg[train])
+    theirs = probcal.SegmentedCalibrator().fit(s[train], y[train], segments=seg[train])
+    test = ~train
+    p_ours = ours.predict(s[test], seg[test])
+    p_theirs = np.asarray(theirs.predict_proba(s[test], segments=seg[test]))
+    p_theirs = p_theirs[:, 1] if p_theirs.ndim == 2 else p_theirs
+    p_shared = ours.shared_calibrator_.predict(s[test])
+    ll = {name: log_loss(y[test], np.clip(p, 1e-15, 1 - 1e-15))
+          for name, p in [("mlcal", p_ours), ("probcal", p_theirs), ("shared", p_shared)]}
+    with capsys.disabled():
+        print(f"\nheld-out log loss ({test.sum()} rows, {n_seg} segments): "
+              + ", ".join(f"{k} {v:.5f}" for k, v in ll.items()))
+    assert ll["mlcal"] < ll["shared"]
+    assert ll["mlcal"] <= ll["probcal"] + 1e-3
+
+
+def test_the_documented_json_example_loads_and_evaluates_as_documented():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "segments.md").read_text()
+    block = re.search(r"```json\n(.*?)```", text, re.S).group(1)
+    cal = mlcal.load_calibrator(block)
+    assert isinstance(cal, mlcal.SegmentedCalibrator)
+    s = np.array([-1.0, 0.5])
+    seg = pd.DataFrame({"country": ["DE", "FR"], "tier": [2, 1]})
+    q = 1 / (1 + np.exp(-2.0 * s + 0.3))   # the documented sigmoid map 1 / (1 + exp(a s + b))
+    z = np.array([0.7, 1.0]) * np.log(q / (1 - q)) + np.array([-0.2, 0.5])
+    np.testing.assert_allclose(cal.predict(s, seg), 1 / (1 + np.exp(-z)), rtol=1e-13)
+
+
+def test_the_command_line_names_what_it_cannot_do_with_a_segmented_calibrator(fitted, tmp_path,
+                                                                             capsys):
+    from mlcal.cli import main
+
+    cal, s, _ = fitted
+    path = mlcal.save_calibrator(cal, tmp_path / "seg.json")
+    pd.DataFrame({"score": s[:10], "y": [0, 1] * 5}).to_csv(tmp_path / "d.csv", index=False)
+    assert main(["evaluate", "--calibrator", path, "--data", str(tmp_path / "d.csv")]) == 2
+    assert "holds a segmented calibrator (segment columns ['country', 'tier'])" in \
+        capsys.readouterr().err
+    assert main(["export-onnx", "--calibrator", path, "--out", str(tmp_path / "x.onnx")]) == 2
+    assert "cannot export SegmentedCalibrator" in capsys.readouterr().err

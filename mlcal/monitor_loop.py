@@ -162,8 +162,12 @@ def run_batch(*, state_path: str, model_uri: str, frame, label_column: str,
               score_column: str | None = None, weight_column: str | None = None,
               alpha: float = 0.05, window_batches: int = DEFAULT_WINDOW_BATCHES,
               max_ece: float = 0.05, gate_min_rows: int | None = None,
-              gate_options: dict | None = None, build: bool = True) -> LoopResult:
+              gate_options: dict | None = None, build: bool = True,
+              diagrams: str = "batch") -> LoopResult:
     """Process one labelled batch (a DataFrame); see the module docstring.
+
+    ``diagrams`` (``"batch"``, ``"alarm"`` or ``"off"``) selects the CORP reliability diagrams
+    logged to the run (:mod:`mlcal.monitor_diagrams`).
 
     Returns
     -------
@@ -179,6 +183,10 @@ def run_batch(*, state_path: str, model_uri: str, frame, label_column: str,
     from mlcal.mlflow import load_model
     from mlcal.mlflow.gate import promote
 
+    from mlcal.monitor_diagrams import DIAGRAM_MODES
+
+    if diagrams not in DIAGRAM_MODES:
+        raise ValueError(f"diagrams must be one of {DIAGRAM_MODES}, got {diagrams!r}")
     client = mlflow.MlflowClient()
     name, alias, version = resolve_version(client, model_uri)
     model = load_model(f"models:/{name}/{version}")
@@ -224,6 +232,7 @@ def run_batch(*, state_path: str, model_uri: str, frame, label_column: str,
     # candidate (exit 2) must not make the next call count this batch again
     state.extra = {"batch": step.batch, "exit_code": None, "candidate_version": None}
     state.save(state_path)
+    _log_diagrams(state, step, diagrams)
     if step.alarm and build:
         _act_on_alarm(result, state, model, alias or "champion", label_column, max_ece,
                       gate_min_rows, gate_options or {}, promote)
@@ -231,6 +240,14 @@ def run_batch(*, state_path: str, model_uri: str, frame, label_column: str,
                    "candidate_version": result.candidate_version}
     state.save(state_path)
     return result
+
+
+def _log_diagrams(state: LoopState, step: MonitorStep, mode: str) -> None:
+    from mlcal.monitor_diagrams import log_monitor_diagrams
+
+    log_monitor_diagrams(state.run_id, step, state.window, mode=mode,
+                         window_batches=state.window_batches,
+                         model_label=f"version {state.model_version}")
 
 
 def _act_on_alarm(result: LoopResult, state: LoopState, model, alias: str, label_column: str,

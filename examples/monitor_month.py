@@ -49,14 +49,16 @@ def day_batch(rng: np.random.Generator, rows: int, base_rate: float) -> pd.DataF
     return frame
 
 
-def make_champion(rng: np.random.Generator, rows: int, max_ece: float) -> None:
+def make_champion(rng: np.random.Generator, cal_rows: int, max_ece: float) -> None:
     """Fit a deliberately over-regularised logistic model, Platt-calibrate it on held-out rows
     (``calibrate_and_log`` logs, registers version 1), and promote it through the gate."""
     import mlcal.mlflow
     from mlcal.mlflow.gate import promote
     from sklearn.linear_model import LogisticRegression
 
-    train, cal, evaluation, hold = (day_batch(rng, rows, BASE_RATE) for _ in range(4))
+    # many calibration rows, so the champion starts well calibrated; fewer for the rest
+    train, cal, evaluation, hold = (day_batch(rng, n, BASE_RATE)
+                                    for n in (2000, cal_rows, 2000, 2000))
     base = LogisticRegression(C=0.01).fit(train[COLUMNS], train["y"])
     mlcal.mlflow.calibrate_and_log(
         base, cal[COLUMNS], cal["y"], calibrator="platt", X_eval=evaluation[COLUMNS],

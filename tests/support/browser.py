@@ -118,9 +118,11 @@ def _high_pipe() -> tuple[int, int]:
 
 def render_page(chromium: str, html_file: Path | str, *, width: int = 1280, height: int = 900,
                 settle: float = 0.5, timeout: float = 60.0, workdir: Path | None = None,
-                full_page: bool = True) -> PageResult:
+                full_page: bool = True, wait_for: str | None = None) -> PageResult:
     """Load ``html_file`` (a path, or a URL string) in a fresh headless Chromium and collect a
-    :class:`PageResult`; the profile lives in ``workdir`` (default: the file's folder)."""
+    :class:`PageResult`; the profile lives in ``workdir`` (default: the file's folder).
+    ``wait_for``: a JavaScript expression polled after the load event until it is true (a page
+    that fetches its content, e.g. the MLflow UI); ``TimeoutError`` after ``timeout``."""
     url = html_file if isinstance(html_file, str) else html_file.resolve().as_uri()
     workdir = workdir or Path(html_file).parent
     cmd_r, cmd_w = _high_pipe()     # we write commands, chromium reads fd 3
@@ -150,6 +152,13 @@ def render_page(chromium: str, html_file: Path | str, *, width: int = 1280, heig
             pipe.send(f"{domain}.enable", session=session)
         pipe.send("Page.navigate", {"url": url}, session=session)
         pipe.wait_event("Page.loadEventFired", timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while wait_for is not None and not pipe.send(
+                "Runtime.evaluate", {"expression": wait_for, "returnByValue": True},
+                session=session).get("result", {}).get("value"):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the page never satisfied {wait_for!r} in {timeout} s")
+            pipe.drain(0.5)
         pipe.drain(settle)
         metrics = pipe.send("Page.getLayoutMetrics", session=session)
         size = metrics.get("cssContentSize") or metrics["contentSize"]

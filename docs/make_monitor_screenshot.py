@@ -1,4 +1,4 @@
-"""Screenshot the MLflow UI's metric charts of the month example, docs/img/monitor_month_mlflow_ui.png.
+"""Screenshot the MLflow UI's charts of the month example: docs/img/monitor_month_mlflow_ui.png.
 
     python examples/monitor_month.py --dir /tmp/month --figures docs/img
     python docs/make_monitor_screenshot.py /tmp/month

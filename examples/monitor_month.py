@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 from pathlib import Path
 
@@ -78,15 +77,17 @@ def action(result) -> str:
     return f"v{result.candidate_version} {verdict}"
 
 
-def run_month(workdir: Path, *, days: int, rows: int, shift_day: int, shifted_rate: float, seed: int,
-              max_ece: float, gate_min_rows: int | None, diagrams: str) -> dict:
+def run_month(workdir: Path, *, days: int, rows: int, shift_day: int, shifted_rate: float,
+              seed: int, max_ece: float, gate_min_rows: int | None, diagrams: str) -> dict:
     """Champion, then ``days`` batches through the loop; returns the table and the outcome."""
     import mlflow
 
     from mlcal.cli.monitor import read_batch
     from mlcal.monitor_loop import run_batch
 
+    # this script's own store, for tracking and registry alike (whatever MLFLOW_* says)
     mlflow.set_tracking_uri(f"sqlite:///{workdir / 'mlflow.db'}")
+    mlflow.set_registry_uri(f"sqlite:///{workdir / 'mlflow.db'}")
     # an explicit artifact location keeps artifacts out of ./mlruns
     mlflow.set_experiment(experiment_id=mlflow.create_experiment(
         "monitor-month", artifact_location=(workdir / "artifacts").as_uri()))
@@ -241,5 +242,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    os.environ.pop("MLFLOW_TRACKING_URI", None)   # the store is this script's own
     main()

@@ -232,13 +232,19 @@ def run_batch(*, state_path: str, model_uri: str, frame, label_column: str,
     # candidate (exit 2) must not make the next call count this batch again
     state.extra = {"batch": step.batch, "exit_code": None, "candidate_version": None}
     state.save(state_path)
-    _log_diagrams(state, step, diagrams)
     if step.alarm and build:
         _act_on_alarm(result, state, model, alias or "champion", label_column, max_ece,
                       gate_min_rows, gate_options or {}, promote)
     state.extra = {"batch": step.batch, "exit_code": result.exit_code,
                    "candidate_version": result.candidate_version}
     state.save(state_path)
+    # last, and not fatal: the batch is counted and acted on whether or not its diagrams can
+    # be drawn and stored; a failure is named in the summary, the exit code stays the loop's
+    try:
+        _log_diagrams(state, step, diagrams)
+    except Exception as exc:  # noqa: BLE001  (any drawing or artifact-store error)
+        result.notes.append(f"The CORP diagrams of batch {step.batch} were not logged "
+                            f"({type(exc).__name__}: {exc}).")
     return result
 
 

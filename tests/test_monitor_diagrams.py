@@ -115,3 +115,25 @@ def test_unknown_mode_is_refused_before_the_state_is_written(streams, capsys):
     with pytest.raises(SystemExit):           # argparse refuses it on the command line
         feed(tmp_path, frames[0], 0, "never", "--diagrams", "every")
     assert "invalid choice: 'every'" in capsys.readouterr().err
+
+
+def test_a_diagram_that_cannot_be_stored_is_named_and_the_batch_still_counts(streams, capsys):
+    """Artifacts of this experiment would go under a regular file (no directory can be made
+    there, even as root): the batch is counted, its metrics logged, the exit code is the
+    loop's, and the summary names what was not logged."""
+    tmp_path, _, frames = streams
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    mlflow.set_experiment(experiment_id=mlflow.create_experiment(
+        "no-artifacts", artifact_location=(blocker / "artifacts").as_uri()))
+    try:
+        capsys.readouterr()
+        assert feed(tmp_path, frames[0], 0, "blocked") == 0
+        out = capsys.readouterr().out
+        assert "No alarm." in out and "The CORP diagrams of batch 1 were not logged" in out
+        state = json.loads((tmp_path / "blocked.json").read_text())
+        assert state["step"] == 1
+        client = mlflow.MlflowClient()
+        assert [m.step for m in client.get_metric_history(state["run_id"], "monitor_ece")] == [1]
+    finally:
+        mlflow.set_experiment("diagrams")

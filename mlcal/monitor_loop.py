@@ -182,7 +182,6 @@ def run_batch(*, state_path: str, model_uri: str, frame, label_column: str,
     from mlcal.labels import positive_indicator
     from mlcal.mlflow import load_model
     from mlcal.mlflow.gate import promote
-
     from mlcal.monitor_diagrams import DIAGRAM_MODES
 
     if diagrams not in DIAGRAM_MODES:

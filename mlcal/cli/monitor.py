@@ -61,7 +61,8 @@ def run(args) -> int:
                            label_column=args.label_column, score_column=args.score_column,
                            weight_column=args.weight_column, alpha=args.alpha,
                            window_batches=args.window_batches, max_ece=args.max_ece,
-                           gate_min_rows=args.gate_min_rows, gate_options=gate_options)
+                           gate_min_rows=args.gate_min_rows, gate_options=gate_options,
+                           diagrams=args.diagrams)
     except MlflowException as exc:
         print(f"mlcal monitor: error: {exc.message}", file=sys.stderr)
         return 2
@@ -108,6 +109,10 @@ def register(sub) -> None:
                         "--max-ece 0.05)")
     p.add_argument("--confidence", type=float, default=None,
                    help="gate on paired bootstrap intervals at this confidence")
+    p.add_argument("--diagrams", choices=["batch", "alarm", "off"], default="batch",
+                   help="CORP reliability diagrams logged to the run under monitor/: 'batch' "
+                        "(default) every batch plus the window at an alarm or when a window "
+                        "closes, 'alarm' only the latter, 'off' none")
     p.add_argument("--verbose", action="store_true", help="also print the gate's decision")
     p.add_argument("--tracking-uri", default=None,
                    help="MLflow tracking/registry URI (default: MLFLOW_TRACKING_URI or MLflow's)")

@@ -162,8 +162,12 @@ def run_batch(*, state_path: str, model_uri: str, frame, label_column: str,
               score_column: str | None = None, weight_column: str | None = None,
               alpha: float = 0.05, window_batches: int = DEFAULT_WINDOW_BATCHES,
               max_ece: float = 0.05, gate_min_rows: int | None = None,
-              gate_options: dict | None = None, build: bool = True) -> LoopResult:
+              gate_options: dict | None = None, build: bool = True,
+              diagrams: str = "batch") -> LoopResult:
     """Process one labelled batch (a DataFrame); see the module docstring.
+
+    ``diagrams`` (``"batch"``, ``"alarm"`` or ``"off"``) selects the CORP reliability diagrams
+    logged to the run (:mod:`mlcal.monitor.diagrams`).
 
     Returns
     -------
@@ -178,7 +182,10 @@ def run_batch(*, state_path: str, model_uri: str, frame, label_column: str,
     from mlcal.labels import positive_indicator
     from mlcal.mlflow import load_model
     from mlcal.mlflow.gate import promote
+    from mlcal.monitor.diagrams import DIAGRAM_MODES
 
+    if diagrams not in DIAGRAM_MODES:
+        raise ValueError(f"diagrams must be one of {DIAGRAM_MODES}, got {diagrams!r}")
     client = mlflow.MlflowClient()
     name, alias, version = resolve_version(client, model_uri)
     model = load_model(f"models:/{name}/{version}")
@@ -230,7 +237,22 @@ def run_batch(*, state_path: str, model_uri: str, frame, label_column: str,
     state.extra = {"batch": step.batch, "exit_code": result.exit_code,
                    "candidate_version": result.candidate_version}
     state.save(state_path)
+    # last, and not fatal: the batch is counted and acted on whether or not its diagrams can
+    # be drawn and stored; a failure is named in the summary, the exit code stays the loop's
+    try:
+        _log_diagrams(state, step, diagrams)
+    except Exception as exc:  # noqa: BLE001  (any drawing or artifact-store error)
+        result.notes.append(f"The CORP diagrams of batch {step.batch} were not logged "
+                            f"({type(exc).__name__}: {exc}).")
     return result
+
+
+def _log_diagrams(state: LoopState, step: MonitorStep, mode: str) -> None:
+    from mlcal.monitor.diagrams import log_monitor_diagrams
+
+    log_monitor_diagrams(state.run_id, step, state.window, mode=mode,
+                         window_batches=state.window_batches,
+                         model_label=f"version {state.model_version}")
 
 
 def _act_on_alarm(result: LoopResult, state: LoopState, model, alias: str, label_column: str,

@@ -8,7 +8,7 @@ spread out rare events as in :func:`mlcal.plotting.reliability_diagram`.
 
 Binary: one panel per series (before | after), sharing their axes. Multiclass: one
 one-vs-rest panel per class and a top-label panel (confidence against "the top label is
-right"), the series overlaid.
+right"), the series overlaid; ``scale``/``zoom`` apply to every panel, each on its own range.
 """
 
 from __future__ import annotations
@@ -169,7 +169,8 @@ def plot_multiclass_corp_reliability(y, proba, proba_after=None, *,
                                      level: float = DEFAULT_BAND_LEVEL,
                                      n_resamples: int = DEFAULT_BAND_RESAMPLES, seed: int = 0,
                                      n_bins: int = 10, strategy: str = "uniform",
-                                     panels: str = "all", title: str | None = None,
+                                     panels: str = "all", scale: str = "linear",
+                                     zoom: bool = False, title: str | None = None,
                                      path: str | None = None):
     """Multiclass CORP reliability diagrams with consistency bands: a top-label panel
     (confidence ``max_k p`` against "the top label is right") and one one-vs-rest panel per
@@ -187,6 +188,11 @@ def plot_multiclass_corp_reliability(y, proba, proba_after=None, *,
         As in :func:`corp_reliability_diagram`.
     panels : {"all", "top_label", "classes"}, default="all"
         Which panels to draw.
+    scale : {"linear", "logit"}, default="linear"
+        "logit" draws both axes of every panel in log-odds (rare classes, confident models).
+    zoom : bool, default=False
+        Linear scale limited, panel by panel, to the range of that panel's forecasts and
+        curves (a rare class's panel then spreads over its own small probabilities).
     title, path
         As in :func:`corp_reliability_diagram`.
 
@@ -198,6 +204,8 @@ def plot_multiclass_corp_reliability(y, proba, proba_after=None, *,
 
     if panels not in MULTICLASS_PANELS:
         raise ValueError(f"panels must be one of {MULTICLASS_PANELS}, got {panels!r}")
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
     yi, sets, names = _multiclass_inputs(y, proba, proba_after, class_names, labels)
     k = len(names)
     rows = np.arange(yi.size)
@@ -220,14 +228,19 @@ def plot_multiclass_corp_reliability(y, proba, proba_after=None, *,
                   for yy, pp, _, _ in series]
         ax, hist = grid[i // ncols, i % ncols].subgridspec(
             2, 1, height_ratios=[3, 1], hspace=0.06).subplots(sharex=True)
-        mcbs = _draw_panel(ax, hist, series, curves, 0.0, 1.0, scale="linear", n_bins=n_bins,
+        # each panel its own range: a rare class's forecasts are not squeezed by another's
+        lo, hi = _limits(_extent(curves, series), scale, zoom)
+        mcbs = _draw_panel(ax, hist, series, curves, lo, hi, scale=scale, n_bins=n_bins,
                            strategy=strategy, show_counts=True, fontsize=fontsize,
                            legend=i == 0)
         ax.set_title(f"{panel_title}\nMCB " + " \u2192 ".join(f"{m:.4f}" for m in mcbs),
                      fontsize=fontsize + 2)
         if panel_title.startswith("top label"):
-            hist.set_xlabel("confidence (largest class probability)", fontsize=fontsize + 1)
+            hist.set_xlabel("confidence (largest class probability)"
+                            + (" (log-odds axis)" if scale == "logit" else ""),
+                            fontsize=fontsize + 1)
     if len(drawn) > 1 or title:
         fig.suptitle(title or f"CORP reliability diagrams ({k} classes; shaded: {level:.0%} "
-                              "consistency bands; numbers = items per bin)", fontsize=11)
+                              "consistency bands; numbers = items per bin"
+                              + ("; log-odds axes)" if scale == "logit" else ")"), fontsize=11)
     return _save(fig, path)

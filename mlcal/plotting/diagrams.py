@@ -294,7 +294,8 @@ def plot_multiclass_reliability(y, proba, proba_after=None, *,
                                 class_names: Sequence[str] | None = None, n_bins: int = 10,
                                 strategy: str = "uniform",
                                 labels: Sequence[str] = ("uncalibrated", "calibrated"),
-                                interval: str | None = "wilson", title: str | None = None,
+                                interval: str | None = "wilson", scale: str = "linear",
+                                zoom: bool = False, title: str | None = None,
                                 path: str | None = None):
     """Multiclass reliability diagrams: one one-vs-rest panel per class (column ``k`` against
     ``y == k``, as in class-wise ECE) and a top-label confidence panel (``max_k p`` against
@@ -316,6 +317,10 @@ def plot_multiclass_reliability(y, proba, proba_after=None, *,
     labels : two strings
         Legend names of the two series.
     interval : {"wilson", "clopper-pearson"} or None, default="wilson"
+    scale : {"linear", "logit"}, default="linear"
+        "logit" draws both axes of every panel in log-odds.
+    zoom : bool, default=False
+        Linear scale limited, panel by panel, to the range of that panel's bins.
     title : str, optional
     path : str, optional
         Write the figure as PNG here.
@@ -326,6 +331,8 @@ def plot_multiclass_reliability(y, proba, proba_after=None, *,
     """
     from matplotlib.figure import Figure
 
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
     yi, sets, names = _multiclass_inputs(y, proba, proba_after, class_names, labels)
     k = len(names)
     rows = np.arange(yi.size)
@@ -345,7 +352,7 @@ def plot_multiclass_reliability(y, proba, proba_after=None, *,
         ax, hist = grid[i // ncols, i % ncols].subgridspec(
             2, 1, height_ratios=[3, 1], hspace=0.05).subplots(sharex=True)
         _draw_reliability(ax, hist, y01, series, n_bins=n_bins, strategy=strategy,
-                          interval=interval, confidence=0.95, scale="linear", zoom=False,
+                          interval=interval, confidence=0.95, scale=scale, zoom=zoom,
                           show_counts=True, fontsize=6)
         ax.set_title(panel_title, fontsize=9)
     fig.suptitle(title or f"Multiclass reliability ({k} classes one-vs-rest + top label; "

@@ -118,9 +118,14 @@ def _high_pipe() -> tuple[int, int]:
 
 def render_page(chromium: str, html_file: Path | str, *, width: int = 1280, height: int = 900,
                 settle: float = 0.5, timeout: float = 60.0, workdir: Path | None = None,
-                full_page: bool = True) -> PageResult:
+                full_page: bool = True, wait_for: str | None = None,
+                accept=None) -> PageResult:
     """Load ``html_file`` (a path, or a URL string) in a fresh headless Chromium and collect a
-    :class:`PageResult`; the profile lives in ``workdir`` (default: the file's folder)."""
+    :class:`PageResult`; the profile lives in ``workdir`` (default: the file's folder).
+    ``wait_for``: a JavaScript expression polled after the load event until it is true (a page
+    that fetches its content, e.g. the MLflow UI); ``accept``: a predicate on the PNG bytes, the
+    page is captured again (same page, a second later) until it holds; ``TimeoutError`` after
+    ``timeout``."""
     url = html_file if isinstance(html_file, str) else html_file.resolve().as_uri()
     workdir = workdir or Path(html_file).parent
     cmd_r, cmd_w = _high_pipe()     # we write commands, chromium reads fd 3
@@ -150,21 +155,41 @@ def render_page(chromium: str, html_file: Path | str, *, width: int = 1280, heig
             pipe.send(f"{domain}.enable", session=session)
         pipe.send("Page.navigate", {"url": url}, session=session)
         pipe.wait_event("Page.loadEventFired", timeout=timeout)
-        pipe.drain(settle)
-        metrics = pipe.send("Page.getLayoutMetrics", session=session)
-        size = metrics.get("cssContentSize") or metrics["contentSize"]
-        result.page_height = int(size["height"]) if full_page else height
-        boxes = pipe.send("Runtime.evaluate", {
-            "expression": "JSON.stringify([...document.querySelectorAll('svg.figure')].map("
-                          "e => {const r = e.getBoundingClientRect(); return {x: r.x, "
-                          "y: r.y + window.scrollY, width: r.width, height: r.height};}))",
-            "returnByValue": True}, session=session)
-        result.figure_boxes = json.loads(boxes["result"]["value"])
-        shot = pipe.send("Page.captureScreenshot", {
-            "format": "png", "captureBeyondViewport": True,
-            "clip": {"x": 0, "y": 0, "width": width, "height": result.page_height,
-                     "scale": 1}}, session=session, timeout=timeout)
-        result.screenshot = base64.b64decode(shot["data"])
+        deadline = time.monotonic() + timeout
+
+        def satisfied() -> bool:
+            return wait_for is None or bool(pipe.send(
+                "Runtime.evaluate", {"expression": wait_for, "returnByValue": True},
+                session=session).get("result", {}).get("value"))
+
+        while True:
+            while not satisfied():
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the page never satisfied {wait_for!r} in {timeout} s")
+                pipe.drain(0.5)
+            pipe.drain(settle)
+            metrics = pipe.send("Page.getLayoutMetrics", session=session)
+            size = metrics.get("cssContentSize") or metrics["contentSize"]
+            result.page_height = int(size["height"]) if full_page else height
+            boxes = pipe.send("Runtime.evaluate", {
+                "expression": "JSON.stringify([...document.querySelectorAll('svg.figure')].map("
+                              "e => {const r = e.getBoundingClientRect(); return {x: r.x, "
+                              "y: r.y + window.scrollY, width: r.width, height: r.height};}))",
+                "returnByValue": True}, session=session)
+            result.figure_boxes = json.loads(boxes["result"]["value"])
+            shot = pipe.send("Page.captureScreenshot", {
+                "format": "png", "captureBeyondViewport": True,
+                "clip": {"x": 0, "y": 0, "width": width, "height": result.page_height,
+                         "scale": 1}}, session=session, timeout=timeout)
+            png = base64.b64decode(shot["data"])
+            # a page that changes by itself (the MLflow UI refreshes its charts) may have left
+            # the awaited state during the capture: keep a screenshot taken inside it
+            if satisfied() and (accept is None or accept(png)):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no accepted screenshot of {url} in {timeout} s")
+            pipe.drain(1.0)
+        result.screenshot = png
         pipe.drain(0.1)
         for m in pipe.events:
             method, p = m.get("method"), m.get("params", {})

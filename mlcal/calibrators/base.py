@@ -352,6 +352,10 @@ def calibrator_from_document(doc: Any) -> Any:
     method, _ = read_document_header(doc)
     if multiclass_document_class(method) is not None:
         return MulticlassCalibrator.from_dict(doc)
+    if method == "multicalibration":   # a map over the score and segment features
+        from mlcal.multicalibration import Multicalibration
+
+        return Multicalibration.from_dict(doc)
     return BaseCalibrator.from_dict(doc)
 
 

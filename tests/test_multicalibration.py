@@ -231,3 +231,57 @@ def test_bad_inputs_are_named():
         cal.predict(s * 2, frame)
     with pytest.raises(MapFormatError):
         MulticalibrationMap.from_dict({"type": "multicalibration"})
+
+
+def _walk(tree, row, features):
+    """The leaf one row reaches, by a plain Python walk of the tree arrays."""
+    k = 0
+    while tree.feature[k] >= 0:
+        f = int(tree.feature[k])
+        v = row[f]
+        if features[f].kind == "categorical":
+            code = features[f].categories.index(v) if v in features[f].categories else \
+                len(features[f].categories)
+            k = int(tree.left[k] if code in tree.category_set[k] else tree.right[k])
+        else:
+            k = int(tree.left[k] if v <= tree.threshold[k] else tree.right[k])
+    return k
+
+
+def test_onnx_graph_routes_exactly_and_agrees_within_the_bound():
+    ort = pytest.importorskip("onnxruntime")
+    from mlcal.multicalibration.onnx_export import error_bound, to_onnx
+
+    s, y, frame, _ = _segment_data(6000, seed=21)
+    cal = Multicalibration(max_iter=60, learning_rate=0.3).fit(s, y, frame)
+    m = cal.map_
+    # random rows, plus every numeric threshold and its float neighbours (the routing edge)
+    rng = np.random.default_rng(22)
+    thr = {f: [] for f in range(len(m.features))}
+    for tree in m.trees:
+        for k, f in enumerate(tree.feature):
+            if f >= 0 and m.features[f].kind != "categorical":
+                thr[int(f)].append(tree.threshold[k])
+    n = 3000
+    s2 = rng.uniform(0, 1, n)
+    age = rng.normal(size=n)
+    edge_s = np.concatenate([np.nextafter(thr[0], -1), thr[0], np.nextafter(thr[0], 2)])
+    edge_a = np.concatenate([np.nextafter(thr[2], -np.inf), thr[2],
+                             np.nextafter(thr[2], np.inf)]) if thr[2] else np.empty(0)
+    s2[:edge_s.size] = np.clip(edge_s, 0, 1)
+    age[-edge_a.size:] = edge_a if edge_a.size else age[-1:]
+    s2[-3:] = [0.0, 1.0, 2.0 ** -60]
+    region = rng.choice(["north", "south", "east", "west", "unseen"], n)
+    frame2 = pd.DataFrame({"region": region, "age": age})
+
+    model = to_onnx(cal)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    p, leaves = sess.run(None, {"scores": s2, "region": region.astype(object), "age": age})
+    rows = list(zip(s2.tolist(), region.tolist(), age.tolist()))
+    expected = np.array([[_walk(t, r, m.features) for t in m.trees] for r in rows])
+    np.testing.assert_array_equal(leaves, expected)
+    q = cal.predict(s2, frame2)
+    bound = error_bound(cal, s2, frame2)
+    assert (np.abs(p - q) <= bound).all()
+    assert bound.max() < 1e-12
+

@@ -24,7 +24,9 @@ along the score.
 
 Early stopping: a seeded ``validation_fraction`` of the rows is held out; the held-out log loss
 is computed after every tree and the trees after the best one are dropped once
-``n_iter_no_change`` trees in a row have not improved it by more than ``tol``.
+``n_iter_no_change`` trees in a row have not improved it by more than ``tol``. With ``refit``
+(the default) the number of trees so chosen is then grown again on all rows, so no row is
+wasted on validation in the final map.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from mlcal._safe_json import MAX_DOCUMENT_BYTES, dumps_safe
 from mlcal._solvers.beta_fit import fit_logit_scaling
 from mlcal._solvers.detmath import det_expit_array, det_log_array
 from mlcal._validation import as_labels, as_weights
-from mlcal.calibrators._params import Integer, IsNone, Options, Real, validate_params
+from mlcal.calibrators._params import Boolean, Integer, IsNone, Options, Real, validate_params
 from mlcal.maps import MapFormatError
 from mlcal.multicalibration._features import (as_numeric, as_text, category_vocabulary,
                                               encode_categories, feature_columns,
@@ -94,6 +96,10 @@ class Multicalibration(BaseEstimator):
         Stop after this many trees without a held-out improvement larger than ``tol``.
     tol : float, default=1e-7
         Least improvement of the held-out mean log loss that counts.
+    refit : bool, default=True
+        After the held-out split has chosen the number of trees, fit again on every row
+        (bins, start and that many trees); False keeps the trees fitted without the
+        held-out rows.
     random_state : int, default=0
         Seed of the held-out split.
 
@@ -115,13 +121,14 @@ class Multicalibration(BaseEstimator):
         "max_bins": [Integer(2, 255)], "max_categories": [Integer(1, 255)],
         "initial": [Options(("platt-logit", "logit"))],
         "validation_fraction": [IsNone(), Real(0.0, 1.0, closed="neither")],
-        "n_iter_no_change": [Integer(1)], "tol": [Real(0.0)], "random_state": [Integer(0)]}
+        "n_iter_no_change": [Integer(1)], "tol": [Real(0.0)], "refit": [Boolean()], "random_state": [Integer(0)]}
 
     def __init__(self, max_iter: int = 300, learning_rate: float = 0.1, max_depth: int = 3,
                  l2_regularization: float = 1.0, min_hessian_leaf: float = 10.0,
                  min_gain: float = 0.0, max_bins: int = 255, max_categories: int = 64,
                  initial: str = "platt-logit", validation_fraction: float | None = 0.2,
-                 n_iter_no_change: int = 10, tol: float = 1e-7, random_state: int = 0):
+                 n_iter_no_change: int = 10, tol: float = 1e-7, refit: bool = True,
+                 random_state: int = 0):
         self.max_iter = max_iter
         self.learning_rate = learning_rate
         self.max_depth = max_depth
@@ -134,6 +141,7 @@ class Multicalibration(BaseEstimator):
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.tol = tol
+        self.refit = refit
         self.random_state = random_state
 
     def _validate_params(self) -> None:
@@ -163,18 +171,27 @@ class Multicalibration(BaseEstimator):
         w = as_weights(sample_weight, n)
         names, cols = feature_columns(features, n)
         held = self._held_out(n)
-        fit_rows = ~held
-
-        specs, binned, n_bins, is_cat, cuts = self._bin_features(s, names, cols, w, fit_rows)
-        a, b = 1.0, 0.0
-        if self.initial == "platt-logit":
-            a, b = fit_logit_scaling(s[fit_rows], yv[fit_rows], w[fit_rows], intercept=True,
-                                     smooth=False, method=METHOD, on_logit=True)
-        z = a * logit_of_scores(s) + b
-        trees = self._boost(binned, n_bins, is_cat, cuts, z, yv, w, held)
+        specs, a, b, trees = self._fit_rows(s, yv, w, names, cols, held, self.max_iter)
+        if self.refit and held.any():
+            # the held-out split chose the number of trees; grow that many on every row
+            losses = self.validation_loss_
+            specs, a, b, trees = self._fit_rows(s, yv, w, names, cols, np.zeros_like(held),
+                                                len(trees))
+            self.validation_loss_ = losses
         self.map_ = MulticalibrationMap(float(a), float(b), tuple(specs), tuple(trees))
         self.n_iter_ = len(trees)
         return self
+
+    def _fit_rows(self, s, y, w, names, cols, held, max_iter):
+        fit_rows = ~held
+        specs, binned, n_bins, is_cat, cuts = self._bin_features(s, names, cols, w, fit_rows)
+        a, b = 1.0, 0.0
+        if self.initial == "platt-logit":
+            a, b = fit_logit_scaling(s[fit_rows], y[fit_rows], w[fit_rows], intercept=True,
+                                     smooth=False, method=METHOD, on_logit=True)
+        z = a * logit_of_scores(s) + b
+        trees = self._boost(binned, n_bins, is_cat, cuts, z, y, w, held, max_iter)
+        return specs, a, b, trees
 
     def _held_out(self, n: int) -> np.ndarray:
         held = np.zeros(n, dtype=bool)
@@ -218,14 +235,14 @@ class Multicalibration(BaseEstimator):
                 cuts.append(c)
         return specs, binned, n_bins, np.asarray(kinds, dtype=np.bool_), cuts
 
-    def _boost(self, binned, n_bins, is_cat, cuts, z, y, w, held) -> list[Tree]:
+    def _boost(self, binned, n_bins, is_cat, cuts, z, y, w, held, max_iter) -> list[Tree]:
         fit_rows = ~held
         xb, zf, yf, wf = binned[fit_rows], z[fit_rows], y[fit_rows], w[fit_rows]
         xv, zv, yv, wv = binned[held], z[held], y[held], w[held]
         validate = bool(held.any())
         losses = [log_loss_of_margin(zv, yv, wv)] if validate else []
         best, since_best, trees = 0, 0, []
-        for _ in range(self.max_iter):
+        for _ in range(max_iter):
             p = det_expit_array(zf)
             g = wf * (p - yf)
             h = wf * (p * (1.0 - p))

@@ -74,11 +74,12 @@ class Multicalibration(BaseEstimator):
         Most trees.
     learning_rate : float, default=0.1
         Shrinkage of each tree's Newton step.
-    max_depth : int, default=3
-        Depth of every tree (at most ``2**max_depth`` leaves).
+    max_depth : int, default=5
+        Depth of every tree (at most ``2**max_depth`` leaves). Deep enough for interactions
+        of a few features (a cell of two categorical features within a score range).
     l2_regularization : float, default=1.0
         ``lam`` of the leaf values ``-G / (H + lam)`` (in units of the weighted Hessian).
-    min_hessian_leaf : float, default=10.0
+    min_hessian_leaf : float, default=20.0
         Least Hessian sum ``sum w p (1 - p)`` in a leaf (a row at ``p = 0.5`` of weight 1
         counts 0.25).
     min_gain : float, default=0.0
@@ -123,8 +124,8 @@ class Multicalibration(BaseEstimator):
         "validation_fraction": [IsNone(), Real(0.0, 1.0, closed="neither")],
         "n_iter_no_change": [Integer(1)], "tol": [Real(0.0)], "refit": [Boolean()], "random_state": [Integer(0)]}
 
-    def __init__(self, max_iter: int = 300, learning_rate: float = 0.1, max_depth: int = 3,
-                 l2_regularization: float = 1.0, min_hessian_leaf: float = 10.0,
+    def __init__(self, max_iter: int = 300, learning_rate: float = 0.1, max_depth: int = 5,
+                 l2_regularization: float = 1.0, min_hessian_leaf: float = 20.0,
                  min_gain: float = 0.0, max_bins: int = 255, max_categories: int = 64,
                  initial: str = "platt-logit", validation_fraction: float | None = 0.2,
                  n_iter_no_change: int = 10, tol: float = 1e-7, refit: bool = True,

@@ -275,6 +275,8 @@ def test_onnx_graph_routes_exactly_and_agrees_within_the_bound():
     frame2 = pd.DataFrame({"region": region, "age": age})
 
     model = to_onnx(cal)
+    from mlcal.onnx import to_onnx as general_to_onnx   # the general exporter hands it over
+    assert general_to_onnx(load_calibrator(cal.to_json())) == model
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     p, leaves = sess.run(None, {"scores": s2, "region": region.astype(object), "age": age})
     rows = list(zip(s2.tolist(), region.tolist(), age.tolist()))
@@ -285,3 +287,23 @@ def test_onnx_graph_routes_exactly_and_agrees_within_the_bound():
     assert (np.abs(p - q) <= bound).all()
     assert bound.max() < 1e-12
 
+
+
+def test_cli_exports_a_saved_multicalibration_document(tmp_path):
+    import subprocess
+    import sys
+
+    pytest.importorskip("onnx")
+    import onnx
+
+    s, y, frame, _ = _segment_data(3000, seed=41)
+    cal = Multicalibration(max_iter=4, validation_fraction=None).fit(s, y, frame)
+    (tmp_path / "mc.json").write_text(cal.to_json())
+    out = tmp_path / "mc.onnx"
+    proc = subprocess.run([sys.executable, "-m", "mlcal", "export-onnx", "--calibrator",
+                           str(tmp_path / "mc.json"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "region, age" in proc.stdout and "4 trees" in proc.stdout
+    from mlcal.multicalibration.onnx_export import to_onnx
+    assert onnx.load(str(out)) == to_onnx(cal)

@@ -165,7 +165,17 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
     """
     from mlcal import __version__
     from mlcal.maps import MAP_FORMAT_VERSION
+    from mlcal.multicalibration import Multicalibration, MulticalibrationMap
 
+    if isinstance(obj, (Multicalibration, MulticalibrationMap)):   # score + segment features
+        from mlcal.multicalibration.onnx_export import to_onnx as multicalibration_to_onnx
+
+        if dtype != "float64" or X is not None:
+            raise ValueError("a multicalibration map exports as a float64 graph of the score "
+                             "and its segment features (no dtype or X options)")
+        if isinstance(obj, Multicalibration):
+            obj._check_fitted()
+        return multicalibration_to_onnx(obj, opset=opset)
     np_dtype = _check_args(dtype, opset, index_search)
     m, method, calibrated = _unpack(obj)
     used = {}

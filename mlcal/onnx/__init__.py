@@ -50,6 +50,8 @@ from mlcal._optional import require
 
 require("onnx", "onnx")
 
+import sys  # noqa: E402
+
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 from onnx import helper  # noqa: E402
@@ -165,9 +167,12 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
     """
     from mlcal import __version__
     from mlcal.maps import MAP_FORMAT_VERSION
-    from mlcal.multicalibration import Multicalibration, MulticalibrationMap
-
-    if isinstance(obj, (Multicalibration, MulticalibrationMap)):   # score + segment features
+    # a multicalibration map reads the score and segment features: its own exporter. Looked up
+    # among loaded modules (an object of it implies the module is loaded), so exporting a
+    # score-only map never imports it
+    multical = sys.modules.get("mlcal.multicalibration")
+    if multical is not None and isinstance(obj, (multical.Multicalibration,
+                                                 multical.MulticalibrationMap)):
         from mlcal.multicalibration.onnx_export import to_onnx as multicalibration_to_onnx
 
         if dtype != "float64" or X is not None:

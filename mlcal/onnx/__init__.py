@@ -178,7 +178,7 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
         if dtype != "float64" or X is not None:
             raise ValueError("a multicalibration map exports as a float64 graph of the score "
                              "and its segment features (no dtype or X options)")
-        if isinstance(obj, Multicalibration):
+        if isinstance(obj, multical.Multicalibration):
             obj._check_fitted()
         return multicalibration_to_onnx(obj, opset=opset)
     np_dtype = _check_args(dtype, opset, index_search)

@@ -307,3 +307,25 @@ def test_cli_exports_a_saved_multicalibration_document(tmp_path):
     assert "region, age" in proc.stdout and "4 trees" in proc.stdout
     from mlcal.multicalibration.onnx_export import to_onnx
     assert onnx.load(str(out)) == to_onnx(cal)
+
+
+def test_rare_categories_share_the_other_code_and_unfitted_use_is_named():
+    from sklearn.exceptions import NotFittedError
+
+    rng = np.random.default_rng(51)
+    n = 6000
+    s = rng.uniform(0.05, 0.95, n)
+    y = (rng.random(n) < s).astype(float)
+    city = rng.choice([f"c{k}" for k in range(10)], n, p=[0.3, 0.3, 0.2, 0.1] + [0.1 / 6] * 6)
+    cal = Multicalibration(max_iter=5, max_categories=4, validation_fraction=None).fit(
+        s, y, {"city": city})
+    spec = cal.map_.features[1]
+    assert spec.categories == ("c0", "c1", "c2", "c3")   # the four of largest weight
+    # a rare training category and a never-seen one take the same code, so the same output
+    rare = cal.predict(s[:50], {"city": np.full(50, "c7")})
+    unseen = cal.predict(s[:50], {"city": np.full(50, "elsewhere")})
+    np.testing.assert_array_equal(rare, unseen)
+    with pytest.raises(NotFittedError, match="not fitted"):
+        Multicalibration().predict(s, {"city": city})
+    with pytest.raises(ValueError, match="validation_fraction"):
+        Multicalibration(validation_fraction=0.5).fit(s[:1], y[:1])

@@ -122,7 +122,8 @@ class Multicalibration(BaseEstimator):
         "max_bins": [Integer(2, 255)], "max_categories": [Integer(1, 255)],
         "initial": [Options(("platt-logit", "logit"))],
         "validation_fraction": [IsNone(), Real(0.0, 1.0, closed="neither")],
-        "n_iter_no_change": [Integer(1)], "tol": [Real(0.0)], "refit": [Boolean()], "random_state": [Integer(0)]}
+        "n_iter_no_change": [Integer(1)], "tol": [Real(0.0)], "refit": [Boolean()],
+        "random_state": [Integer(0)]}
 
     def __init__(self, max_iter: int = 300, learning_rate: float = 0.1, max_depth: int = 5,
                  l2_regularization: float = 1.0, min_hessian_leaf: float = 20.0,

@@ -20,9 +20,10 @@ from mlcal.maps import BetaMap  # noqa: E402
 from mlcal.maps import (LinearMap, MapFormatError, MulticlassMap, SigmoidMap,  # noqa: E402
                         SoftmaxAffineMap, StepMap, map_from_dict)
 from mlcal.model import CalibratedModel  # noqa: E402
+from mlcal.multicalibration import Multicalibration, MulticalibrationMap  # noqa: E402
 from mlcal.offset_map import OffsetMap  # noqa: E402
 from mlcal.reoffset import fit_delta, prior_shift_delta, reoffset  # noqa: E402
 
 __all__ = [*_calibrator_names, "BetaMap", "CalibratedModel", "LinearMap", "MapFormatError", "MulticlassMap",
-           "OffsetMap", "SigmoidMap", "SoftmaxAffineMap", "StepMap", "fit_delta", "map_from_dict",
+           "Multicalibration", "MulticalibrationMap", "OffsetMap", "SigmoidMap", "SoftmaxAffineMap", "StepMap", "fit_delta", "map_from_dict",
            "prior_shift_delta", "reoffset", "__version__"]

@@ -20,6 +20,7 @@ from mlcal.maps import BetaMap  # noqa: E402
 from mlcal.maps import (LinearMap, MapFormatError, MulticlassMap, SigmoidMap,  # noqa: E402
                         SoftmaxAffineMap, StepMap, map_from_dict)
 from mlcal.model import CalibratedModel  # noqa: E402
+from mlcal.multicalibration import Multicalibration, MulticalibrationMap  # noqa: E402
 from mlcal.maps.offset import OffsetMap  # noqa: E402
 from mlcal.maps.reoffset import fit_delta, prior_shift_delta, reoffset  # noqa: E402
 from mlcal.calibrators.segmented import SegmentedCalibrator  # noqa: E402
@@ -27,6 +28,6 @@ from mlcal.maps.segment_keys import SegmentKeyError  # noqa: E402
 from mlcal.maps.segmented import SegmentedMap, UnseenSegmentError  # noqa: E402
 
 __all__ = [*_calibrator_names, "BetaMap", "CalibratedModel", "LinearMap", "MapFormatError", "MulticlassMap",
-           "OffsetMap", "SigmoidMap", "SoftmaxAffineMap", "StepMap", "fit_delta", "map_from_dict",
+           "Multicalibration", "MulticalibrationMap", "OffsetMap", "SigmoidMap", "SoftmaxAffineMap", "StepMap", "fit_delta", "map_from_dict",
            "prior_shift_delta", "reoffset", "__version__"]
 __all__ += ["SegmentKeyError", "SegmentedCalibrator", "SegmentedMap", "UnseenSegmentError"]

@@ -363,6 +363,10 @@ def calibrator_from_document(doc: Any) -> Any:
         return SegmentedCalibrator.from_dict(doc)
     if multiclass_document_class(method) is not None:
         return MulticlassCalibrator.from_dict(doc)
+    if method == "multicalibration":   # a map over the score and segment features
+        from mlcal.multicalibration import Multicalibration
+
+        return Multicalibration.from_dict(doc)
     return BaseCalibrator.from_dict(doc)
 
 

@@ -136,6 +136,7 @@ def method_table() -> dict[str, dict[str, Any]]:
         "param_names": sorted(SegmentedCalibrator._get_param_names()),
         "params": {k: [c.spec() for c in v]
                    for k, v in sorted(SegmentedCalibrator.document_constraints().items())}}
+    table["multicalibration"] = multicalibration_entry()
     for name, cls in sorted(_DOCUMENT_CLASSES.items()):
         constraints = {"input_kind": [Options(INPUT_KINDS)], **cls._parameter_constraints}
         table[name] = {
@@ -148,6 +149,20 @@ def method_table() -> dict[str, dict[str, Any]]:
             "params": {k: [c.spec() for c in v] for k, v in sorted(constraints.items())
                        if k != "calibrator"}}
     return table
+
+
+def multicalibration_entry() -> dict[str, Any]:
+    """The rules of ``multicalibration`` documents (:class:`mlcal.multicalibration.
+    Multicalibration`): their one map kind reads segment features besides the score, so the
+    binary-map rules do not apply; the map's own structure checks run when it is read
+    (:meth:`mlcal.multicalibration.MulticalibrationMap.from_dict`)."""
+    from mlcal.multicalibration import Multicalibration
+
+    return {"multiclass": False, "map_kinds": ["multicalibration"], "offset_stage": False,
+            "monotone": False, "unit_interval": True, "extras": [], "segment_features": True,
+            "param_names": sorted(Multicalibration._get_param_names()),
+            "params": {k: [c.spec() for c in v]
+                       for k, v in sorted(Multicalibration._parameter_constraints.items())}}
 
 
 def table_json() -> str:

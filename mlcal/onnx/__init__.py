@@ -50,6 +50,8 @@ from mlcal._optional import require
 
 require("onnx", "onnx")
 
+import sys  # noqa: E402
+
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 from onnx import helper  # noqa: E402
@@ -165,7 +167,20 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
     """
     from mlcal import __version__
     from mlcal.maps import MAP_FORMAT_VERSION
+    # a multicalibration map reads the score and segment features: its own exporter. Looked up
+    # among loaded modules (an object of it implies the module is loaded), so exporting a
+    # score-only map never imports it
+    multical = sys.modules.get("mlcal.multicalibration")
+    if multical is not None and isinstance(obj, (multical.Multicalibration,
+                                                 multical.MulticalibrationMap)):
+        from mlcal.multicalibration.onnx_export import to_onnx as multicalibration_to_onnx
 
+        if dtype != "float64" or X is not None:
+            raise ValueError("a multicalibration map exports as a float64 graph of the score "
+                             "and its segment features (no dtype or X options)")
+        if isinstance(obj, multical.Multicalibration):
+            obj._check_fitted()
+        return multicalibration_to_onnx(obj, opset=opset)
     np_dtype = _check_args(dtype, opset, index_search)
     m, method, calibrated = _unpack(obj)
     used = {}

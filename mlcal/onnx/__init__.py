@@ -50,6 +50,8 @@ from mlcal._optional import require
 
 require("onnx", "onnx")
 
+import json  # noqa: E402
+
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 from onnx import helper  # noqa: E402
@@ -61,6 +63,7 @@ from mlcal.onnx._graph import ONNX_FLOAT_TYPES, GraphBuilder
 from mlcal.onnx._maps import map_nodes
 from mlcal.onnx import _multiclass  # noqa: F401  (registers the multiclass builders and bounds)
 from mlcal.onnx._search import SEARCH_METHODS
+from mlcal.onnx._segmented import ML_OPSET as SEGMENTED_ML_OPSET, segmented_graph
 
 DEFAULT_OPSET = 17
 MIN_OPSET = 13   # Clip/Unsqueeze/ReduceSum/Squeeze take their bounds and axes as inputs from 13
@@ -101,6 +104,14 @@ def _unpack(obj):
             raise ValueError(f"cannot export an unfitted {type(obj).__name__}; fit it first")
         return obj.map_, obj.document_method, None
     if isinstance(obj, CalibrationMap):   # whether its type has an ONNX builder: map_subgraph
+        return obj, "", None
+    from mlcal.calibrators.segmented import SegmentedCalibrator
+    from mlcal.segmented_map import SegmentedMap
+
+    if isinstance(obj, SegmentedCalibrator):
+        obj._check_fitted()
+        return obj.map_, obj.method_name, None
+    if isinstance(obj, SegmentedMap):
         return obj, "", None
     raise ValueError(f"cannot export {type(obj).__name__}: expected a fitted mlcal calibrator, a "
                      "CalibratedModel or a calibration map (StepMap, LinearMap, SigmoidMap, ...)")
@@ -183,7 +194,19 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
     k = n_classes_of(m)
     if k is not None:
         meta["mlcal_n_classes"] = k
-    if calibrated is None:
+    segmented = getattr(m, "kind", None) == "segmented"
+    if segmented:
+        meta["mlcal_segment_columns"] = json.dumps(m.column_names)
+        meta["mlcal_unseen"] = m.unseen
+    if segmented and calibrated is None:
+        graph, used["search"] = segmented_graph(m, np_dtype, index_search)
+        imports = {"": int(opset), "ai.onnx.ml": SEGMENTED_ML_OPSET}
+        ir_version = 0
+        doc = ("mlcal segmented calibration map: scores [N] and one [N] input per segment "
+               f"column ({', '.join(m.column_names)}) -> p_calibrated [N]. NaN scores give "
+               "NaN; an unseen segment gets the shared map" + (
+                   "" if m.unseen == "shared" else " -- here NaN (unseen='raise')") + ".")
+    elif calibrated is None:
         g = GraphBuilder("mlcal_")
         p = build_map(g, "scores")
         g.rename(p, "p_calibrated")

@@ -104,3 +104,56 @@ def test_raise_gives_nan_and_wide_integer_keys_are_exact():
     assert (expected == 0).any() and (expected == 1).any()
     assert np.abs(got - expected).max() <= error_bound(step)
     assert np.array_equal(got[expected == 0], expected[expected == 0])
+
+
+def _model_data(seed=7, n=3000):
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame({"a": rng.normal(size=n), "b": rng.normal(size=n),
+                      "tier": rng.integers(0, 3, n), "country": rng.choice(COUNTRIES, n)})
+    shift = X["country"].map(dict(zip(COUNTRIES, [0.6, -0.5, 0.0, 0.4]))).to_numpy()
+    y = (rng.random(n) < 1 / (1 + np.exp(-(1.3 * X["a"] - 0.8 * X["b"] + 0.2 * X["tier"]
+                                             + shift)))).astype(int)
+    return X, y
+
+
+@pytest.mark.parametrize("case", ["named", "named-with-segment-feature", "array",
+                                  "pipeline-per-column"])
+def test_fused_with_the_base_model(case):
+    """A CalibratedModel with segment columns: the base model's graph feeds the map. The
+    segment columns are extra [N, 1] inputs, or the base model's own per-column input where
+    it reads the column ('tier' is a feature and a segment column); a base exported with a
+    tensor input X keeps it."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from mlcal.onnx import input_feeds
+
+    X, y = _model_data()
+    segments = ["country", "tier"]
+    if case == "array":   # fitted on an array: no feature names
+        base = LogisticRegression().fit(X[["a", "b", "tier"]].to_numpy()[:1000], y[:1000])
+        segments = ["country"]
+    elif case == "pipeline-per-column":
+        base = make_pipeline(ColumnTransformer([("num", StandardScaler(), ["a", "b", "tier"])]),
+                             LogisticRegression()).fit(X[["a", "b", "tier"]][:1000], y[:1000])
+    else:
+        cols = ["a", "b"] if case == "named" else ["a", "b", "tier"]
+        base = LogisticRegression().fit(X[cols][:1000], y[:1000])
+    model = mlcal.CalibratedModel(base, "platt", segment_columns=segments).fit(
+        X[1000:2000], y[1000:2000])
+    test = X[2000:].copy()
+    test.loc[test.index[::7], "country"] = "PT"   # unseen
+    onx = to_onnx(model, X=test[:5] if case == "pipeline-per-column" else None)
+    names = [i.name for i in onx.graph.input]
+    assert names == (["a", "b", "tier", "country"] if case == "pipeline-per-column"
+                     else ["X", *segments])
+    sess = ort.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+    label, proba = sess.run(None, input_feeds(onx, test))
+    expected = model.predict_proba(test)
+    # the base model's graph adds its own rounding to the score (skl2onnx's logistic
+    # regression); the map's bound applies to the calibration stage alone
+    err = np.abs(proba - expected).max()
+    assert err < 1e-9, err
+    assert np.array_equal(label, model.predict(test))

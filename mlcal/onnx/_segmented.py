@@ -186,3 +186,45 @@ def _register_bound() -> None:
 
 
 _register_bound()
+
+
+# -- fused with the base model ---------------------------------------------------------------
+def segment_inputs(graph, g: GraphBuilder, m: SegmentedMap) -> list[str]:
+    """One [N] tensor per segment column for the map's nodes: the base graph's own input of
+    that name when it has one (a column the base model reads, [N, 1], reshaped; an integral
+    float input is cast to int64), else a new graph input of that name, [N, 1], of the key
+    type. Appends the new inputs to ``graph``."""
+    from onnx import helper
+
+    existing = {vi.name: vi for vi in graph.input}
+    flat = g.const(np.array([-1], dtype=np.int64), "flat")
+    out = []
+    for name, t in m.columns:
+        want = SEGMENT_INPUT_TYPES[t]
+        if name not in existing:
+            graph.input.append(helper.make_tensor_value_info(name, want, [None, 1]))
+        x = g.op("Reshape", [name, flat], f"segment_{t}")
+        have = existing[name].type.tensor_type.elem_type if name in existing else want
+        if have != want:
+            if t != "integer" or have not in (TensorProto.FLOAT, TensorProto.DOUBLE):
+                raise ValueError(f"segment column {name!r} is a graph input of ONNX type "
+                                 f"{TensorProto.DataType.Name(have)}; its keys are {t}s")
+            x = g.op("Cast", [x], "segment_int", to=TensorProto.INT64)
+        out.append(x)
+    return out
+
+
+def compose_segmented(base, m: SegmentedMap, classes, threshold: float, dtype: np.dtype,
+                      method):
+    """The base model's graph followed by the segmented map (its score column and the segment
+    inputs); outputs ``label`` and ``probabilities`` as for any binary CalibratedModel.
+    Returns ``(graph, index search used)``."""
+    from mlcal.onnx._compose import _attach, _detach_outputs, classifier_outputs, score_column
+
+    graph, score_vi = _detach_outputs(base)
+    g = GraphBuilder("mlcal_")
+    scores = score_column(g, score_vi, dtype)
+    p, used = segmented_nodes(g, scores, segment_inputs(graph, g, m), m, dtype, method)
+    label, proba, label_type = classifier_outputs(g, p, classes, threshold, dtype)
+    _attach(graph, g, label, proba, label_type, dtype, 2)
+    return graph, used

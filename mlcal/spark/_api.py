@@ -16,12 +16,15 @@ from mlcal.segmented_map import SEGMENTED_KIND, SegmentedMap
 from mlcal.spark._expressions import expit_column, map_column
 from mlcal.spark._grid import grid_error
 from mlcal.spark._segmented import segmented_column
+from mlcal.spark._segmented_fit import fit_segmented
 from mlcal.spark._stats import DEFAULT_MAX_DISTINCT, collect_statistics
 
 
 def fit(df: DataFrame, score_col: str, label_col: str, method: str | BaseCalibrator = "isotonic",
         weight_col: str | None = None, grid=None, *,
-        max_distinct: int | None = DEFAULT_MAX_DISTINCT, **params: Any) -> BaseCalibrator:
+        max_distinct: int | None = DEFAULT_MAX_DISTINCT,
+        segment_columns: Sequence[str] | None = None,
+        **params: Any) -> BaseCalibrator | SegmentedCalibrator:
     """Fit a calibrator on a Spark DataFrame: statistics in Spark, the fit on the driver.
 
     A frame of at most ``max_distinct`` rows is collected as it is (one Arrow transfer, no
@@ -48,6 +51,12 @@ def fit(df: DataFrame, score_col: str, label_col: str, method: str | BaseCalibra
         a :class:`~mlcal.spark.ScoreGridWarning` is issued.
     max_distinct : int or None, default=1_000_000
         Most distinct scores aggregated exactly; ``None`` never switches to a grid.
+    segment_columns : sequence of str, optional
+        Fit a :class:`~mlcal.SegmentedCalibrator` (``method`` is its shared method, ``params``
+        its parameters; ``n_folds`` defaults to None here) from per-segment statistics
+        aggregated in Spark: equal to the in-memory fit with the same parameters to rounding,
+        see :mod:`mlcal.spark._segmented_fit` and docs/segments.md. ``grid`` and
+        ``max_distinct`` do not apply.
     **params
         Parameters of ``method`` when it is a name.
 
@@ -60,6 +69,11 @@ def fit(df: DataFrame, score_col: str, label_col: str, method: str | BaseCalibra
         ``grid_error_`` is the largest oscillation of the fitted map over a grid cell, which
         bounds ``|predict(s) - predict(cell midpoint of s)|`` for every score in the range.
     """
+    if segment_columns is not None:
+        if grid is not None:
+            raise ValueError("grid does not apply with segment_columns")
+        return fit_segmented(df, score_col, label_col, segment_columns, method, weight_col,
+                             **params)
     if isinstance(method, BaseCalibrator):
         if params:
             raise TypeError("pass parameters either on the calibrator or as keywords, not both")

@@ -50,10 +50,12 @@ from mlcal._optional import require
 
 require("onnx", "onnx")
 
+import json  # noqa: E402
 import sys  # noqa: E402
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
+import pandas as pd  # noqa: E402
 from onnx import helper  # noqa: E402
 
 from mlcal.onnx._bounds import error_bound
@@ -63,6 +65,8 @@ from mlcal.onnx._graph import ONNX_FLOAT_TYPES, GraphBuilder
 from mlcal.onnx._maps import map_nodes
 from mlcal.onnx import _multiclass  # noqa: F401  (registers the multiclass builders and bounds)
 from mlcal.onnx._search import SEARCH_METHODS
+from mlcal.onnx._segmented import (ML_OPSET as SEGMENTED_ML_OPSET, compose_segmented,
+                                   segmented_graph)
 
 DEFAULT_OPSET = 17
 MIN_OPSET = 13   # Clip/Unsqueeze/ReduceSum/Squeeze take their bounds and axes as inputs from 13
@@ -103,6 +107,14 @@ def _unpack(obj):
             raise ValueError(f"cannot export an unfitted {type(obj).__name__}; fit it first")
         return obj.map_, obj.document_method, None
     if isinstance(obj, CalibrationMap):   # whether its type has an ONNX builder: map_subgraph
+        return obj, "", None
+    from mlcal.calibrators.segmented import SegmentedCalibrator
+    from mlcal.maps.segmented import SegmentedMap
+
+    if isinstance(obj, SegmentedCalibrator):
+        obj._check_fitted()
+        return obj.map_, obj.method_name, None
+    if isinstance(obj, SegmentedMap):
         return obj, "", None
     raise ValueError(f"cannot export {type(obj).__name__}: expected a fitted mlcal calibrator, a "
                      "CalibratedModel or a calibration map (StepMap, LinearMap, SigmoidMap, ...)")
@@ -198,7 +210,19 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
     k = n_classes_of(m)
     if k is not None:
         meta["mlcal_n_classes"] = k
-    if calibrated is None:
+    segmented = getattr(m, "kind", None) == "segmented"
+    if segmented:
+        meta["mlcal_segment_columns"] = json.dumps(m.column_names)
+        meta["mlcal_unseen"] = m.unseen
+    if segmented and calibrated is None:
+        graph, used["search"] = segmented_graph(m, np_dtype, index_search)
+        imports = {"": int(opset), "ai.onnx.ml": SEGMENTED_ML_OPSET}
+        ir_version = 0
+        doc = ("mlcal segmented calibration map: scores [N] and one [N] input per segment "
+               f"column ({', '.join(m.column_names)}) -> p_calibrated [N]. NaN scores give "
+               "NaN; an unseen segment gets the shared map" + (
+                   "" if m.unseen == "shared" else " -- here NaN (unseen='raise')") + ".")
+    elif calibrated is None:
         g = GraphBuilder("mlcal_")
         p = build_map(g, "scores")
         g.rename(p, "p_calibrated")
@@ -215,9 +239,19 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
                f"p_calibrated [N, {k}], rows summing to 1. A row with a NaN or infinite score "
                "gives a NaN row.")
     else:
+        if segmented and X is not None:   # the base model's part of the frame
+            base_X = calibrated._split_segments(X)[0]
+            X = base_X if isinstance(base_X, pd.DataFrame) else None
         base = convert_base(calibrated.base_estimator, calibrated.score_source_, np_dtype,
                             int(opset), X=X)
-        if k is None:
+        if segmented:
+            names = getattr(calibrated.base_estimator, "feature_names_in_", None)
+            if X is None and names is not None:   # the tensor X holds these columns
+                meta["mlcal_base_columns"] = json.dumps([str(c) for c in names])
+            graph, used["search"] = compose_segmented(base, m, calibrated.classes_,
+                                                      calibrated.threshold, np_dtype,
+                                                      index_search)
+        elif k is None:
             graph = compose(base, build_map, calibrated.classes_, calibrated.threshold,
                             np_dtype)
         else:
@@ -230,6 +264,8 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
         # skl2onnx declares the lowest version its ops need; every op it emitted for target
         # `opset` keeps its meaning at `opset`, so declaring `opset` is exact
         imports[""] = int(opset)
+        if segmented:
+            imports["ai.onnx.ml"] = max(imports.get("ai.onnx.ml", 0), SEGMENTED_ML_OPSET)
         ir_version = base.ir_version
         meta.update(mlcal_score_source=calibrated.score_source_,
                     mlcal_base_model=type(calibrated.base_estimator).__name__)
@@ -237,6 +273,10 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
             meta["mlcal_threshold"] = repr(float(calibrated.threshold))
         inputs = ("X [N, n_features]" if X is None
                   else "one [N, 1] input per column (" + ", ".join(map(str, X.columns)) + ")")
+        if segmented:
+            inputs += (" and the segment column(s) " + ", ".join(m.column_names)
+                       + " [N, 1] (an unseen segment gets the shared map" +
+                       ("" if m.unseen == "shared" else ", here NaN (unseen='raise')") + ")")
         doc = (f"mlcal calibrated classifier: {inputs} -> label [N], probabilities "
                "[N, 2] = [1 - p, p]. NaN scores give NaN probabilities." if k is None else
                f"mlcal calibrated multiclass classifier: {inputs} -> label [N] (class of "
@@ -270,6 +310,15 @@ def input_feeds(model: onnx.ModelProto, X) -> dict:
     if len(inputs) == 1 and inputs[0].name == "X" and not (
             isinstance(X, pd.DataFrame) and list(X.columns) == ["X"]):
         return {"X": np.asarray(X, dtype=types["X"])}
+    segments = _metadata_list(model, "mlcal_segment_columns")
+    if "X" in types and segments and isinstance(X, pd.DataFrame) and "X" not in X.columns:
+        # a fused segmented model with a tensor base input: X gets the base model's columns
+        # (recorded at export), else the frame's other columns, as CalibratedModel does
+        base = _metadata_list(model, "mlcal_base_columns")
+        feeds = {"X": np.asarray(X[base] if base else X.drop(columns=segments),
+                                 dtype=types["X"])}
+        feeds.update({n: X[n].to_numpy().astype(types[n]).reshape(-1, 1) for n in segments})
+        return feeds
     if not isinstance(X, pd.DataFrame):
         raise ValueError(f"this model has one input per column {list(types)}; pass a "
                          "DataFrame with those columns")
@@ -278,6 +327,13 @@ def input_feeds(model: onnx.ModelProto, X) -> dict:
         raise ValueError(f"the data has no column(s) {missing} that the ONNX model needs; "
                          f"its inputs are {list(types)}")
     return {n: X[n].to_numpy().astype(t).reshape(-1, 1) for n, t in types.items()}
+
+
+def _metadata_list(model: onnx.ModelProto, key: str) -> list[str]:
+    for entry in model.metadata_props:
+        if entry.key == key:
+            return list(json.loads(entry.value))
+    return []
 
 
 def save(model: onnx.ModelProto, path: str, *, overwrite: bool = False) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -10,15 +10,21 @@ from sklearn.base import clone
 
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.catalog import get_calibrator
+from mlcal.calibrators.segmented import SegmentedCalibrator
 from mlcal.maps import CalibrationMap, map_from_dict
+from mlcal.maps.segmented import SEGMENTED_KIND, SegmentedMap
 from mlcal.spark._expressions import expit_column, map_column
 from mlcal.spark._grid import grid_error
+from mlcal.spark._segmented import segmented_column
+from mlcal.spark._segmented_fit import fit_segmented
 from mlcal.spark._stats import DEFAULT_MAX_DISTINCT, collect_statistics
 
 
 def fit(df: DataFrame, score_col: str, label_col: str, method: str | BaseCalibrator = "isotonic",
         weight_col: str | None = None, grid=None, *,
-        max_distinct: int | None = DEFAULT_MAX_DISTINCT, **params: Any) -> BaseCalibrator:
+        max_distinct: int | None = DEFAULT_MAX_DISTINCT,
+        segment_columns: Sequence[str] | None = None,
+        **params: Any) -> BaseCalibrator | SegmentedCalibrator:
     """Fit a calibrator on a Spark DataFrame: statistics in Spark, the fit on the driver.
 
     A frame of at most ``max_distinct`` rows is collected as it is (one Arrow transfer, no
@@ -45,6 +51,12 @@ def fit(df: DataFrame, score_col: str, label_col: str, method: str | BaseCalibra
         a :class:`~mlcal.spark.ScoreGridWarning` is issued.
     max_distinct : int or None, default=1_000_000
         Most distinct scores aggregated exactly; ``None`` never switches to a grid.
+    segment_columns : sequence of str, optional
+        Fit a :class:`~mlcal.SegmentedCalibrator` (``method`` is its shared method, ``params``
+        its parameters; ``n_folds`` defaults to None here) from per-segment statistics
+        aggregated in Spark: equal to the in-memory fit with the same parameters to rounding,
+        see :mod:`mlcal.spark._segmented_fit` and docs/segments.md. ``grid`` and
+        ``max_distinct`` do not apply.
     **params
         Parameters of ``method`` when it is a name.
 
@@ -57,6 +69,11 @@ def fit(df: DataFrame, score_col: str, label_col: str, method: str | BaseCalibra
         ``grid_error_`` is the largest oscillation of the fitted map over a grid cell, which
         bounds ``|predict(s) - predict(cell midpoint of s)|`` for every score in the range.
     """
+    if segment_columns is not None:
+        if grid is not None:
+            raise ValueError("grid does not apply with segment_columns")
+        return fit_segmented(df, score_col, label_col, segment_columns, method, weight_col,
+                             **params)
     if isinstance(method, BaseCalibrator):
         if params:
             raise TypeError("pass parameters either on the calibrator or as keywords, not both")
@@ -76,28 +93,39 @@ def fit(df: DataFrame, score_col: str, label_col: str, method: str | BaseCalibra
     return cal
 
 
-def _as_map(calibrator) -> CalibrationMap:
-    if isinstance(calibrator, BaseCalibrator):
+def _as_map(calibrator) -> CalibrationMap | SegmentedMap:
+    if isinstance(calibrator, (BaseCalibrator, SegmentedCalibrator)):
         calibrator._check_fitted()
         return calibrator.map_
     if isinstance(calibrator, dict):
+        if calibrator.get("type") == SEGMENTED_KIND:
+            return SegmentedMap.from_dict(calibrator)
         return map_from_dict(calibrator)
-    if isinstance(calibrator, CalibrationMap):
+    if isinstance(calibrator, (CalibrationMap, SegmentedMap)):
         return calibrator
     raise TypeError(f"calibrated_column needs a fitted binary calibrator, a calibration map or "
                     f"a map dict, got {type(calibrator).__name__}")
 
 
-def calibrated_column(calibrator: BaseCalibrator | CalibrationMap | dict,
-                      score_col: str | Column, *, exact: bool = False) -> Column:
+def calibrated_column(calibrator: BaseCalibrator | SegmentedCalibrator | CalibrationMap |
+                      SegmentedMap | dict, score_col: str | Column, *, exact: bool = False,
+                      segment_columns: Sequence[str | Column] | None = None) -> Column:
     """The calibrated probability of ``score_col`` as a Spark SQL expression (no UDF).
 
     Parameters
     ----------
-    calibrator : BaseCalibrator, CalibrationMap or dict
-        A fitted binary calibrator, its ``map_``, or a map's ``to_dict()``.
+    calibrator : BaseCalibrator, SegmentedCalibrator, CalibrationMap, SegmentedMap or dict
+        A fitted binary or segmented calibrator, its ``map_``, or a map's ``to_dict()``.
     score_col : str or Column
         The uncalibrated scores (cast to double).
+    segment_columns : sequence of str or Column, optional
+        Segmented maps only: the segment columns, one per ``map_.column_names`` entry and in
+        that order; default: the columns of those names. A row whose segment was not fitted
+        (or holds a null or NaN segment value) gets the shared map's probability bit for bit,
+        or, under ``unseen="raise"``, fails the Spark job with an error naming the key
+        (``raise_error``). A column of another type than its keys' (a number for string keys,
+        a string for integer keys, a non-integral float, ...) fails it too, by name; see
+        docs/segments.md.
     exact : bool, default=False
         ``False`` (the fast default): the logistic function that ends a sigmoid or beta map
         (Platt, beta, Platt on log-odds, temperature scaling) or an offset map (whose inner map stays exact) is evaluated with Spark's
@@ -121,4 +149,13 @@ def calibrated_column(calibrator: BaseCalibrator | CalibrationMap | dict,
     s = (F.col(score_col) if isinstance(score_col, str) else score_col).cast("double")
     finite = ~(F.isnan(s) | (F.abs(s) == float("inf")))
     u = expit_column(s) if m.input_transform == "sigmoid" else s
+    if isinstance(m, SegmentedMap):
+        names = m.column_names if segment_columns is None else list(segment_columns)
+        if len(names) != len(m.column_names):
+            raise ValueError(f"segment_columns has {len(names)} column(s); this map keys on "
+                             f"{len(m.column_names)}: {m.column_names}")
+        cols = [F.col(c) if isinstance(c, str) else c for c in names]
+        return F.when(s.isNotNull() & finite, segmented_column(m, u, cols, exact))
+    if segment_columns is not None:
+        raise ValueError(f"segment_columns is for segmented maps; this is a {m.kind!r} map")
     return F.when(s.isNotNull() & finite, map_column(m, u, exact))

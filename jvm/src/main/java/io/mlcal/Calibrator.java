@@ -173,7 +173,9 @@ public final class Calibrator {
         }
         CalibrationMap map;
         try {
-            map = Maps.fromDoc(doc.get("map"));
+            // a segmented map takes segment values besides the score: not a Maps kind
+            map = SegmentedMap.KIND.equals(method) ? SegmentedMap.fromDoc(doc.get("map"))
+                    : Maps.fromDoc(doc.get("map"));
         } catch (MapFormatException e) {
             throw new MapFormatException("calibrator document: " + e.getMessage());
         }
@@ -205,6 +207,10 @@ public final class Calibrator {
     }
 
     private BinaryMap binary() {
+        if (map instanceof SegmentedMap) {
+            throw new IllegalStateException("this is a segmented map: pass the segment values "
+                    + "too, predict(score, values...) or predict(scores, columns...)");
+        }
         if (!(map instanceof BinaryMap)) {
             throw new IllegalStateException("this is a " + map.kind() + " (multiclass) map: "
                     + "use predictProba(double[][]) with one column per class");
@@ -230,6 +236,45 @@ public final class Calibrator {
      */
     public double[] predict(double[] scores) {
         return binary().predict(scores);
+    }
+
+    /** Whether the map is a segmented map (scores plus segment values in). */
+    public boolean isSegmented() {
+        return map instanceof SegmentedMap;
+    }
+
+    private SegmentedMap segmented() {
+        if (!(map instanceof SegmentedMap)) {
+            throw new IllegalStateException("this " + map.kind() + " map takes no segment "
+                    + "values: use predict(double[])");
+        }
+        return (SegmentedMap) map;
+    }
+
+    /**
+     * Calibrated probability of one score in a segment (segmented maps): one value per
+     * segment column, in {@link SegmentedMap#columnNames()} order.
+     *
+     * @throws InvalidScoresException if the score is NaN or infinite
+     * @throws SegmentKeyException for a value of another type than its column's
+     * @throws UnseenSegmentException for an unseen segment under {@code unseen="raise"}
+     * @throws IllegalStateException for a map without segments
+     */
+    public double predict(double score, Object... segmentValues) {
+        return segmented().predict(score, segmentValues);
+    }
+
+    /**
+     * Calibrated probabilities of scores in segments (segmented maps): {@code columns[j][i]}
+     * is row {@code i}'s value of segment column {@code j}.
+     *
+     * @throws InvalidScoresException if the scores are empty or hold NaN or infinite values
+     * @throws SegmentKeyException for values of the wrong type or shape
+     * @throws UnseenSegmentException for an unseen segment under {@code unseen="raise"}
+     * @throws IllegalStateException for a map without segments
+     */
+    public double[] predict(double[] scores, Object[]... columns) {
+        return segmented().predict(scores, columns);
     }
 
     /**

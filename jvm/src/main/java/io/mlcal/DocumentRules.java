@@ -106,6 +106,10 @@ final class DocumentRules {
             checkMulticlass(doc, method, multi, params, map, mapDoc);
             return;
         }
+        if (map instanceof SegmentedMap) {
+            checkSegmented(doc, params, (SegmentedMap) map, mapDoc);
+            return;
+        }
         Map<String, Object> entry = binaryMethod(method);
         String name = nameOf(entry);
         List<String> allowed = new ArrayList<>(ENVELOPE);
@@ -118,6 +122,32 @@ final class DocumentRules {
         }
         String chosen = checkExtras(doc, entry, name, mapDoc, "");
         checkBinaryMap(entry, name, params, mapDoc, chosen, "");
+    }
+
+    /** mlcal's {@code SegmentedCalibrator.from_dict}: the envelope only, exactly the
+     * parameters, the same unseen policy in params and map, and a shared (inner) map that the
+     * shared method fits. */
+    @SuppressWarnings("unchecked")
+    private static void checkSegmented(Map<String, Object> doc, Map<String, Object> params,
+                                       SegmentedMap map, Map<String, Object> mapDoc) {
+        Map<String, Object> entry = TABLE.get(SegmentedMap.KIND);
+        checkFields(doc, ENVELOPE, SegmentedMap.KIND);
+        Set<Object> expected = new HashSet<>(list(entry, "param_names"));
+        if (!params.keySet().equals(expected)) {
+            List<String> names = new ArrayList<>();
+            for (Object n : list(entry, "param_names")) {
+                names.add((String) n);
+            }
+            throw error("'segmented' params must be exactly " + names);
+        }
+        checkParams(entry, SegmentedMap.KIND, params);
+        if (!map.unseen().equals(params.get("unseen"))) {
+            throw error("params say unseen=" + Maps.shortRepr(params.get("unseen"))
+                    + " but the map says '" + map.unseen() + "'");
+        }
+        Map<String, Object> shared = binaryMethod((String) params.get("method"));
+        checkBinaryMap(shared, nameOf(shared), Map.of(),
+                (Map<String, Object>) mapDoc.get("inner"), null, "shared map: ");
     }
 
     private static String kinds(Map<String, Object> entry) {

@@ -12,6 +12,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 
 /**
  * A strict JSON parser (RFC 8259) for calibrator documents, with the limits of mlcal's
@@ -39,6 +40,8 @@ public final class Json {
     public static final int BYTES_PER_CONTAINER = 16;
     public static final int BYTES_PER_STRING = 8;
     public static final int ELEMENT_SLACK = 1024;
+    /** Integers of smaller magnitude are exact in a double (2^53). */
+    static final double EXACT_INTEGER_LIMIT = 9007199254740992.0;
     /** JSON null (a Java null would be ambiguous with a missing key). */
     public static final Object NULL = new Object() {
         @Override
@@ -73,18 +76,27 @@ public final class Json {
     public static final class NumberArray extends AbstractList<Object> implements RandomAccess {
         private final double[] values;
         private final BitSet integers;
+        /** The literals of integers a double does not hold exactly (|v| >= 2^53), by index:
+         * segment keys are 64-bit integers. */
+        private final Map<Integer, String> wideIntegers;
 
         NumberArray(double[] values, BitSet integers) {
+            this(values, integers, Map.of());
+        }
+
+        NumberArray(double[] values, BitSet integers, Map<Integer, String> wideIntegers) {
             this.values = values;
             this.integers = integers;
+            this.wideIntegers = wideIntegers;
         }
 
         @Override
         public Object get(int i) {
             double v = values[i];
             boolean integer = integers.get(i);
-            String literal = integer && Math.abs(v) < 1e18 ? Long.toString((long) v)
-                    : Double.toString(v);
+            String wide = integer ? wideIntegers.get(i) : null;
+            String literal = wide != null ? wide : integer && Math.abs(v) < 1e18
+                    ? Long.toString((long) v) : Double.toString(v);
             return new Number(literal, integer, v);
         }
 
@@ -286,6 +298,7 @@ public final class Json {
             return new NumberArray(nums, integers);
         }
         nums = new double[16];
+        Map<Integer, String> wide = new TreeMap<>();
         int n = 0;
         List<Object> out = null;   // set once an item is not a number
         do {
@@ -297,11 +310,14 @@ public final class Json {
                     nums = Arrays.copyOf(nums, 2 * n);
                 }
                 integers.set(n, num.integer);
+                if (num.integer && !(Math.abs(num.value) < EXACT_INTEGER_LIMIT)) {
+                    wide.put(n, num.literal);
+                }
                 nums[n++] = num.value;
                 continue;
             }
             if (out == null) {
-                NumberArray head = new NumberArray(Arrays.copyOf(nums, n), integers);
+                NumberArray head = new NumberArray(Arrays.copyOf(nums, n), integers, wide);
                 nums = null;
                 out = new ArrayList<>(Math.max(n + 1, 10));
                 for (int i = 0; i < n; i++) {
@@ -314,7 +330,8 @@ public final class Json {
             countBoxed(v);
             out.add(v);
         } while (nextItem(']'));
-        return out != null ? out : new NumberArray(Arrays.copyOf(nums, n), integers);
+        return out != null ? out : new NumberArray(Arrays.copyOf(nums, n), integers,
+                wide.isEmpty() ? Map.of() : wide);
     }
 
     /** Step over the opening bracket; true (with {@code close} consumed) when it is empty. */

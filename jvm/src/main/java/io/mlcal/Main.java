@@ -40,15 +40,22 @@ import java.util.List;
  * <p>{@code --batch JOBS} scores many files in one JVM: each line of JOBS is
  * {@code CALIBRATOR<TAB>SCORES<TAB>OUT} with f64le scores and predictions; a job whose
  * calibrator or scores are invalid writes {@code ExceptionName: message} to {@code OUT.err}
- * instead (the parity tests use this).
+ * instead (the parity tests use this). For a segmented calibrator, SCORES is read as JSON
+ * lines (see {@link SegmentRows}).
+ *
+ * <p>A segmented calibrator (docs/segments.md) reads rows with named columns:
+ * {@code --input jsonl} (one JSON object per line) or {@code --input csv} (a header row), each
+ * holding the score column ({@code --score-column}, default {@code score}) and every segment
+ * column by name; other columns are ignored.
  */
 public final class Main {
     private Main() {
     }
 
     private static final String USAGE = "usage: java -jar mlcal-calibrator.jar CALIBRATOR.json "
-            + "SCORES [--input text|f64le] [--output text|hex|f64le] [--out FILE "
-            + "[--overwrite]] [--time REPEATS]\n       java -jar mlcal-calibrator.jar --batch JOBS\n"
+            + "SCORES [--input text|f64le|csv|jsonl] [--score-column NAME] "
+            + "[--output text|hex|f64le] [--out FILE [--overwrite]] [--time REPEATS]\n"
+            + "       java -jar mlcal-calibrator.jar --batch JOBS\n"
             + "       java -jar mlcal-calibrator.jar --kinds";
 
     public static void main(String[] args) {
@@ -62,11 +69,15 @@ public final class Main {
         String out = null;
         int repeats = 0;
         boolean overwrite = false;
+        String scoreColumn = "score";
         try {
             for (int i = 0; i < args.length; i++) {
                 String a = args[i];
                 switch (a) {
-                    case "--input": input = choice(args, ++i, "text", "f64le"); break;
+                    case "--input":
+                        input = choice(args, ++i, "text", "f64le", "csv", "jsonl");
+                        break;
+                    case "--score-column": scoreColumn = value(args, ++i); break;
                     case "--output": output = choice(args, ++i, "text", "hex", "f64le"); break;
                     case "--out": out = value(args, ++i); break;
                     case "--overwrite": overwrite = true; break;
@@ -105,6 +116,19 @@ public final class Main {
         }
         try {
             Calibrator cal = Calibrator.load(Path.of(positional.get(0)));
+            if (cal.isSegmented() || input.equals("csv") || input.equals("jsonl")) {
+                if (!cal.isSegmented() || !(input.equals("csv") || input.equals("jsonl"))) {
+                    throw new InvalidScoresException(cal.isSegmented()
+                            ? "a segmented calibrator reads rows with named columns: pass "
+                            + "--input csv or --input jsonl"
+                            : "--input csv/jsonl is for segmented calibrators");
+                }
+                SegmentRows rows = SegmentRows.read(open(positional.get(1)), input,
+                        scoreColumn, (SegmentedMap) cal.map());
+                write(cal.predict(rows.scores, rows.columns), 1, output, out, overwrite,
+                        stdout);
+                return 0;
+            }
             int width = cal.isMulticlass() ? cal.nClasses() : 1;
             double[] flat = input.equals("f64le") ? readBinary(positional.get(1), width)
                     : readText(positional.get(1), width);
@@ -115,7 +139,8 @@ public final class Main {
             }
             write(result, width, output, out, overwrite, stdout);
             return 0;
-        } catch (MapFormatException | InvalidScoresException e) {
+        } catch (MapFormatException | InvalidScoresException | SegmentKeyException
+                 | UnseenSegmentException e) {
             stderr.println("mlcal-calibrator: " + e.getClass().getSimpleName() + ": "
                     + e.getMessage());
             return 1;
@@ -138,10 +163,18 @@ public final class Main {
                 }
                 try {
                     Calibrator cal = Calibrator.load(Path.of(f[0]));
+                    if (cal.isSegmented()) {   // SCORES is JSON lines: score and segments
+                        SegmentRows rows = SegmentRows.read(open(f[1]), "jsonl", "score",
+                                (SegmentedMap) cal.map());
+                        write(cal.predict(rows.scores, rows.columns), 1, "f64le", f[2], false,
+                                null);
+                        continue;
+                    }
                     int width = cal.isMulticlass() ? cal.nClasses() : 1;
                     double[] p = predictFlat(cal, readBinary(f[1], width), width, true);
                     write(p, width, "f64le", f[2], false, null);
-                } catch (MapFormatException | InvalidScoresException e) {
+                } catch (MapFormatException | InvalidScoresException | SegmentKeyException
+                         | UnseenSegmentException e) {
                     Files.writeString(Path.of(f[2] + ".err"), e.getClass().getSimpleName()
                             + ": " + e.getMessage(), StandardOpenOption.CREATE_NEW,
                             StandardOpenOption.WRITE);

@@ -115,7 +115,7 @@ def fit_vs_memory_table(spark, n: int, methods=("isotonic", "platt"), repeats: i
 
     import mlcal.spark
     from mlcal.calibrators.catalog import get_calibrator
-    from mlcal.spark._stats import collect_statistics
+    from mlcal.spark._stats import _to_pandas, collect_statistics
 
     warnings.filterwarnings("ignore")
     df = _data(spark, n, None).select("s", "y", "w").cache()
@@ -124,14 +124,18 @@ def fit_vs_memory_table(spark, n: int, methods=("isotonic", "platt"), repeats: i
     s, y, w = (local[c].to_numpy() for c in ("s", "y", "w"))
     print(f"\n3. fit on {n:.0e} all-distinct scores vs the in-memory fit (median of {repeats})")
     print(f"{'method':<10}{'weights':<9}{'in-memory s':>12}{'spark.fit s':>12}{'ratio':>7}"
-          f"{'Spark-aggregated s':>19}{'ratio':>7}{'same JSON':>10}")
+          f"{'Spark-aggregated s':>19}{'ratio':>7}{'Arrow collect s':>16}{'empty job s':>12}"
+          f"{'same JSON':>10}")
     for method in methods:
         for weight in (None, "w"):
             wv = None if weight is None else w
             runs = {"memory": lambda: get_calibrator(method).fit(s, y, wv),
                     "spark": lambda: mlcal.spark.fit(df, "s", "y", method, weight_col=weight),
                     "aggregated": lambda: get_calibrator(method).fit(
-                        *_stats_rows(collect_statistics(df, "s", "y", weight, driver_rows=0)))}
+                        *_stats_rows(collect_statistics(df, "s", "y", weight, driver_rows=0))),
+                    "collect": lambda: _to_pandas(df.select("s", "y", *([weight] if weight
+                                                                         else []))),
+                    "empty": lambda: df.limit(0).collect()}
             times = {k: [] for k in runs}
             outs = {}
             for round_ in range(repeats + 1):
@@ -145,7 +149,7 @@ def fit_vs_memory_table(spark, n: int, methods=("isotonic", "platt"), repeats: i
             print(f"{method:<10}{'yes' if weight else 'no':<9}{med['memory']:>12.2f}"
                   f"{med['spark']:>12.2f}{med['spark'] / med['memory']:>7.1f}"
                   f"{med['aggregated']:>19.2f}{med['aggregated'] / med['memory']:>7.1f}"
-                  f"{str(same):>10}")
+                  f"{med['collect']:>16.3f}{med['empty']:>12.3f}{str(same):>10}")
     df.unpersist()
 
 

@@ -145,6 +145,50 @@ def test_auto_on_few_distinct_scores_splits_the_same_rows_as_in_memory(spark):
     assert cal.to_json() == get_calibrator("auto").fit(s, y).to_json()
 
 
+def _jobs(spark, run) -> int:
+    """The number of Spark jobs ``run()`` starts."""
+    sc = spark.sparkContext
+    group = f"mlcal-test-{np.random.default_rng().integers(1 << 62)}"
+    sc.setJobGroup(group, "counted")
+    try:
+        run()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    return len(sc.statusTracker().getJobIdsForGroup(group))
+
+
+def test_a_materialised_cache_is_collected_without_a_count_job(spark):
+    # a cached frame's plan knows its row count: one job (the Arrow collection); a frame whose
+    # size Spark does not know yet is counted first; a cached frame above the limit is
+    # aggregated in Spark without being collected
+    import mlcal.spark
+    from mlcal.spark._stats import _known_row_bound, collect_statistics
+
+    s, y = calibration_set(1500, seed=13, decimals=2)
+    expected = get_calibrator("isotonic").fit(s, y).to_json()
+    plain = _frame(spark, y=y, s=s)       # another plan (the cache serves equal plans too)
+    cached = _frame(spark, s=s, y=y).cache()
+    assert _known_row_bound(cached) is None          # not materialised yet: no trusted count
+    cached.count()
+    try:
+        assert _known_row_bound(cached) == s.size
+        assert _known_row_bound(cached.select("s").filter("s > 0.5")) == s.size   # a bound
+        assert _known_row_bound(plain) is None
+        assert _known_row_bound(spark.range(77).selectExpr("id * 2 AS x")) == 77
+        fits = {}
+        assert _jobs(spark, lambda: fits.update(c=mlcal.spark.fit(cached, "s", "y"))) == 1
+        # the count, then the collection (each with its shuffle stage under AQE)
+        assert _jobs(spark, lambda: fits.update(p=mlcal.spark.fit(plain, "s", "y"))) >= 2
+        assert fits["c"].to_json() == fits["p"].to_json() == expected
+        assert fits["c"].spark_statistics_.n_aggregated == s.size
+        st = collect_statistics(cached, "s", "y", max_distinct=1000)    # 1500 rows > 1000
+        assert st.n_rows == s.size and st.n_aggregated < s.size and st.grid is None
+        assert get_calibrator("isotonic").fit(st.scores, st.labels, st.weights).to_json() \
+            == expected
+    finally:
+        cached.unpersist()
+
+
 # -- grid mode ------------------------------------------------------------------------------
 def test_grid_fit_is_the_exact_fit_of_the_rounded_scores_and_its_bound_holds(spark):
     import mlcal.spark

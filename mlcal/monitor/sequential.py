@@ -53,7 +53,8 @@ from scipy.special import expit, logit
 
 from mlcal._validation import as_labels, as_weights, check_probabilities
 
-__all__ = ["CalibrationMonitor", "MonitorStep", "RECOMMENDATIONS", "MONITOR_FORMAT"]
+__all__ = ["CalibrationMonitor", "MonitorStep", "RECOMMENDATIONS", "MONITOR_FORMAT", "BetPlan",
+           "BatchSums", "batch_sums"]
 
 MONITOR_FORMAT = "mlcal.calibration_monitor"
 MONITOR_VERSION = 1
@@ -142,13 +143,90 @@ class MonitorStep:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
 
 
-def _batch_quality(y: np.ndarray, p: np.ndarray, w: np.ndarray, total: float) -> tuple[float, float]:
-    """Weighted 10-bin uniform ECE and mean log loss of one batch (p already clipped)."""
-    ids = np.minimum((p * 10).astype(np.int64), 9)
-    gap = np.bincount(ids, weights=w * (y - p), minlength=10)
-    ece = float(np.sum(np.abs(gap)) / total)
-    loss = -float(np.sum(w * (y * np.log(p) + (1.0 - y) * np.log1p(-p)))) / total
-    return ece, loss
+@dataclass(frozen=True)
+class BetPlan:
+    """The bets of the next batch (:meth:`CalibrationMonitor.bet_plan`), fixed before it.
+
+    Attributes
+    ----------
+    batches : int
+        Batches the monitor had seen when the plan was made.
+    first : int
+        First start batch still betting; the plan's arrays are for starts ``first..batches``.
+    offset, slope, centre : ndarray
+        Per start: the offset component's plug-in ``a`` (``logit q = logit p + a``) and the
+        shape component's ``b`` and ``c`` (``logit q = logit p + b (logit p - c)``).
+    cs_offset : float
+        The confidence sequence's alternative offset (nan before the first batch: no bet).
+    """
+
+    batches: int
+    first: int
+    offset: np.ndarray
+    slope: np.ndarray
+    centre: np.ndarray
+    cs_offset: float
+
+
+@dataclass(frozen=True)
+class BatchSums:
+    """Everything :meth:`CalibrationMonitor.absorb` needs from a batch: sums over its rows.
+
+    With ``p`` clipped to ``[EPS, 1 - EPS]``, ``x = logit(p)``, weights ``w``:
+
+    Attributes
+    ----------
+    n_rows : int
+    moments : ndarray of shape (8,)
+        ``sum w``, ``sum w y``, ``sum w p``, ``sum w r``, ``sum w r x``, ``sum w v``,
+        ``sum w v x``, ``sum w v x^2`` with ``r = y - p``, ``v = p (1 - p)``.
+    bins : ndarray of shape (3, 112)
+        Per logit bin (width 0.25 on [-14, 14]): ``sum w``, ``sum w y``, ``sum w x``.
+    ece_gaps : ndarray of shape (10,)
+        Per uniform probability bin ``min(floor(10 p), 9)``: ``sum w (y - p)``.
+    loglik : float
+        ``sum w (y log p + (1 - y) log(1 - p))``.
+    log_lr_offset, log_lr_shape : ndarray
+        Per betting start of the plan: ``sum w log(1 + lambda (y - p))`` of its bet.
+    cs_log_lr : ndarray of shape (321,) or None
+        Per offset of the confidence sequence's grid: the log bet against it (None: no bet).
+    """
+
+    n_rows: int
+    moments: np.ndarray
+    bins: np.ndarray
+    ece_gaps: np.ndarray
+    loglik: float
+    log_lr_offset: np.ndarray
+    log_lr_shape: np.ndarray
+    cs_log_lr: np.ndarray | None
+
+
+def batch_sums(plan: BetPlan, p: np.ndarray, y: np.ndarray, w: np.ndarray) -> BatchSums:
+    """:class:`BatchSums` of validated in-memory rows (``p`` in [0, 1], ``y`` 0/1, ``w``)."""
+    p = np.clip(p, EPS, 1.0 - EPS)
+    x = logit(p)
+    a, b, c = plan.offset, plan.slope, plan.centre
+    eta_off = x[None, :] + a[:, None]
+    eta_shape = x[None, :] + b[:, None] * (x[None, :] - c[:, None])
+    log_off = _row_log_lr(eta_off, x[None, :], y[None, :]) @ w
+    log_shape = _row_log_lr(eta_shape, x[None, :], y[None, :]) @ w
+    cs = None
+    if np.isfinite(plan.cs_offset):
+        eta_null = x[None, :] + _CS_GRID[:, None]
+        cs = _row_log_lr(x[None, :] + plan.cs_offset, eta_null, y[None, :]) @ w
+    v = p * (1.0 - p)
+    r = y - p
+    moments = np.array([w.sum(), w @ y, w @ p, w @ r, w @ (r * x), w @ v, w @ (v * x),
+                        w @ (v * x * x)])
+    ids = np.clip(np.searchsorted(_BIN_EDGES, x, side="right") - 1, 0, _N_BINS - 1)
+    bins = np.vstack([np.bincount(ids, weights=w, minlength=_N_BINS),
+                      np.bincount(ids, weights=w * y, minlength=_N_BINS),
+                      np.bincount(ids, weights=w * x, minlength=_N_BINS)])
+    ece_ids = np.minimum((p * 10).astype(np.int64), 9)
+    gaps = np.bincount(ece_ids, weights=w * (y - p), minlength=10)
+    loglik = float(np.sum(w * (y * np.log(p) + (1.0 - y) * np.log1p(-p))))
+    return BatchSums(int(p.shape[0]), moments, bins, gaps, loglik, log_off, log_shape, cs)
 
 
 class CalibrationMonitor:
@@ -291,51 +369,55 @@ class CalibrationMonitor:
         p = check_probabilities(p, name="p")
         y = as_labels(y, p.shape[0])
         w = as_weights(sample_weight, p.shape[0])
-        p = np.clip(p, EPS, 1.0 - EPS)
-        x = logit(p)
-        t = len(self._moments)
-        self._cache.clear()
+        plan = self.bet_plan()
+        return self.absorb(plan, batch_sums(plan, p, y, w))
 
-        # --- e-process factors, with plug-ins from batches before this one only; starts
-        # older than `active_starts` batches stop betting (a stopped martingale stays one)
+    def bet_plan(self) -> BetPlan:
+        """The bets on the next batch, fixed from the earlier batches only (predictable).
+
+        Starts older than ``active_starts`` batches stop betting (a stopped martingale stays
+        one). Every per-row quantity :meth:`absorb` needs is a sum over the batch's rows given
+        this plan, so it can be computed where the rows are (:func:`batch_sums` in memory,
+        ``mlcal.spark.monitor_batches`` in Spark)."""
+        t = len(self._moments)
         first = 0 if self.active_starts is None else max(0, t + 1 - self.active_starts)
         a, b, c = self._plugins(self._window_moments()[first:])        # k = first..t
-        eta_off = x[None, :] + a[:, None]
-        eta_shape = x[None, :] + b[:, None] * (x[None, :] - c[:, None])
+        return BetPlan(batches=t, first=first, offset=a, slope=b, centre=c,
+                       cs_offset=self._cs_plugin())
+
+    def absorb(self, plan: BetPlan, sums: BatchSums) -> MonitorStep:
+        """Add a batch given by its sums under ``plan`` (from :meth:`bet_plan` on this state)."""
+        t = len(self._moments)
+        if plan.batches != t or sums.log_lr_offset.shape != plan.offset.shape:
+            raise ValueError(f"the bet plan was made for batch {plan.batches + 1}, the monitor "
+                             f"is at batch {t + 1}")
+        if not sums.moments[0] > 0:
+            raise ValueError("the batch's total weight is 0; nothing to monitor")
+        self._cache.clear()
+        first = plan.first
         log_off = np.append(self._log_e_offset, 0.0)
         log_shape = np.append(self._log_e_shape, 0.0)
-        log_off[first:] += _row_log_lr(eta_off, x[None, :], y[None, :]) @ w
-        log_shape[first:] += _row_log_lr(eta_shape, x[None, :], y[None, :]) @ w
+        log_off[first:] += sums.log_lr_offset
+        log_shape[first:] += sums.log_lr_shape
         self._log_e_offset, self._log_e_shape = log_off.tolist(), log_shape.tolist()
-
-        # --- confidence sequence for a constant offset
-        a_cs = self._cs_plugin()
-        if np.isfinite(a_cs):
-            eta_null = x[None, :] + _CS_GRID[:, None]
-            self._cs_log_e += _row_log_lr(x[None, :] + a_cs, eta_null, y[None, :]) @ w
-
-        # --- record the batch's sufficient statistics
-        v = p * (1.0 - p)
-        r = y - p
-        self._moments.append(np.array([
-            w.sum(), w @ y, w @ p, w @ r, w @ (r * x), w @ v, w @ (v * x), w @ (v * x * x)]))
-        ids = np.clip(np.searchsorted(_BIN_EDGES, x, side="right") - 1, 0, _N_BINS - 1)
-        self._bins.append(np.vstack([np.bincount(ids, weights=w, minlength=_N_BINS),
-                                     np.bincount(ids, weights=w * y, minlength=_N_BINS),
-                                     np.bincount(ids, weights=w * x, minlength=_N_BINS)]))
+        if sums.cs_log_lr is not None:           # confidence sequence for a constant offset
+            self._cs_log_e += sums.cs_log_lr
+        self._moments.append(np.asarray(sums.moments, dtype=np.float64))
+        self._bins.append(np.asarray(sums.bins, dtype=np.float64))
         if not self.alarm and self.log_e_value >= math.log(1.0 / self.alpha):
             self.alarm, self.alarm_batch = True, t + 1
-        return self._step(p, y, w)
+        return self._step(sums)
 
-    def _step(self, p: np.ndarray, y: np.ndarray, w: np.ndarray) -> MonitorStep:
-        total = float(w.sum())
-        ece, loss = _batch_quality(y, p, w, total)
+    def _step(self, sums: BatchSums) -> MonitorStep:
+        total = float(sums.moments[0])
         start = self._change_index()
         a, se, _, _ = self._fit_window(start, with_slope=False)
         return MonitorStep(
-            batch=len(self._moments), n_rows=int(p.shape[0]), weight=total,
-            positive_rate=float(w @ y) / total, mean_forecast=float(w @ p) / total,
-            ece=ece, log_loss=loss, e_value=math.exp(min(self.log_e_value, 700.0)),
+            batch=len(self._moments), n_rows=int(sums.n_rows), weight=total,
+            positive_rate=float(sums.moments[1]) / total,
+            mean_forecast=float(sums.moments[2]) / total,
+            ece=float(np.sum(np.abs(sums.ece_gaps)) / total), log_loss=-sums.loglik / total,
+            e_value=math.exp(min(self.log_e_value, 700.0)),
             e_offset=self.e_offset, e_shape=self.e_shape, alarm=self.alarm,
             change_batch=start + 1, offset_estimate=a,
             offset_interval=(a - _Z95 * se, a + _Z95 * se), offset_cs=self.offset_cs,

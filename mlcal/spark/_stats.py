@@ -22,12 +22,12 @@ Spark's shuffle.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, NumericType
+from pyspark.sql.types import BooleanType, NumericType, StructType
 
 from mlcal._solvers.exact_sums import combine, nonnegative_expansion
 from mlcal.spark._expressions import pow2, step_lookup
@@ -58,7 +58,8 @@ class SufficientStatistics:
     n_rows : int
         Rows of the Spark DataFrame.
     n_distinct : int
-        Distinct scores in it (before any grid).
+        Distinct scores in it (before any grid). Without a grid it is counted from ``scores``
+        on first access (a sort of the rows the fit does not need).
     n_aggregated : int
         Rows collected to the driver (the aggregate's, or the frame's own).
     grid : GridInfo or None
@@ -69,16 +70,24 @@ class SufficientStatistics:
     labels: np.ndarray
     weights: np.ndarray | None
     n_rows: int
-    n_distinct: int
     n_aggregated: int
     grid: GridInfo | None
+    known_distinct: int | None = field(default=None, repr=False)
+
+    @property
+    def n_distinct(self) -> int:
+        if self.known_distinct is None:
+            if self.grid is not None:
+                raise AssertionError("grid statistics always carry the distinct count")
+            object.__setattr__(self, "known_distinct", int(np.unique(self.scores).size))
+        return self.known_distinct
 
 
-def _numeric_column(df: DataFrame, name: str, what: str, allow_bool: bool = False):
-    if not isinstance(name, str) or name not in df.columns:
+def _numeric_column(schema: StructType, name: str, what: str, allow_bool: bool = False):
+    if not isinstance(name, str) or name not in schema.fieldNames():
         raise ValueError(f"{what} column {name!r} is not in the DataFrame (columns: "
-                         f"{df.columns})")
-    dtype = df.schema[name].dataType
+                         f"{schema.fieldNames()})")
+    dtype = schema[name].dataType
     if not (isinstance(dtype, NumericType) or (allow_bool and isinstance(dtype, BooleanType))):
         raise ValueError(f"{what} column {name!r} must be numeric, got {dtype.simpleString()}")
     return F.col(name).cast("double")
@@ -220,17 +229,44 @@ def _to_pandas(frame: DataFrame) -> "pandas.DataFrame":  # noqa: F821
 
 
 def _driver_rows(df: DataFrame, s, y, w) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """The validated rows themselves, collected through Arrow (one transfer, no shuffle).
+    """The rows themselves, collected through Arrow (one transfer, no shuffle).
 
     Used for a frame of at most ``max_distinct`` rows: that is no more data than the
     aggregate could be, and fitting on the rows is by definition the in-memory fit of the same
     rows (every calibrator sees its data only through the exact, order-independent
     :func:`mlcal._solvers.ties.sort_and_collapse`), while Spark's groupBy would cost a
-    shuffle that takes several times longer than the fit itself."""
+    shuffle that takes several times longer than the fit itself.
+
+    (The transfer's cost is Spark's per-row conversion to Arrow, not its bytes: sending the
+    label as one byte, with a ``when`` mapping bad labels to a flag, measured slower.)"""
     raw = _to_pandas(df.select(s.alias("s"), y.alias("y"),
                                *([] if w is None else [w.alias("w")])))
     weights = None if w is None else raw["w"].to_numpy(np.float64)
     return raw["s"].to_numpy(np.float64), raw["y"].to_numpy(np.float64), weights
+
+
+def _known_row_bound(df: DataFrame) -> int | None:
+    """An upper bound on the rows of ``df`` that Spark already knows, without running a job,
+    or None.
+
+    Trusted only where the optimizer's row count is a count rather than an estimate: a
+    materialised cache (the cache builder counts the rows it stores; a recomputed partition
+    can only make that larger) or ``spark.range``, under any stack of projections (the same
+    rows) and filters (fewer). Anything else (files, catalog statistics that may be stale,
+    Spark Connect, another Spark version's internals) gives None and the caller counts."""
+    try:
+        node = df._jdf.queryExecution().optimizedPlan()
+        while node.getClass().getSimpleName() in ("Project", "Filter"):
+            node = node.child()
+        kind = node.getClass().getSimpleName()
+        if kind == "InMemoryRelation" and not node.cacheBuilder().isCachedColumnBuffersLoaded():
+            return None
+        if kind not in ("InMemoryRelation", "Range"):
+            return None
+        rows = node.stats().rowCount()
+        return int(str(rows.get())) if rows.isDefined() else None   # BigInt or int
+    except Exception:           # noqa: BLE001 - private API: any failure means "count"
+        return None
 
 
 def _weighted_rows(pdf) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -279,25 +315,31 @@ def collect_statistics(df: DataFrame, score_col: str, label_col: str,
     and no ``grid`` is collected as it is (see :func:`_driver_rows`), a larger one aggregated
     in Spark; 0 always aggregates in Spark.
     """
-    s = _numeric_column(df, score_col, "score")
-    y = _numeric_column(df, label_col, "label", allow_bool=True)
-    w = None if weight_col is None else _numeric_column(df, weight_col, "weight")
+    schema = df.schema          # read once: each read is a round trip to the JVM
+    s = _numeric_column(schema, score_col, "score")
+    y = _numeric_column(schema, label_col, "label", allow_bool=True)
+    w = None if weight_col is None else _numeric_column(schema, weight_col, "weight")
     if driver_rows is None:
         driver_rows = DEFAULT_MAX_DISTINCT if max_distinct is None else max_distinct
     if grid is None and driver_rows > 0:
-        n = df.count()      # the cheapest job; the validation of small frames runs locally
-        if n <= driver_rows and (max_distinct is None or n <= max_distinct):
-            # at most max_distinct rows, so at most that many distinct scores: no grid, and
-            # no distinct count needed to decide it
+        # at most `cap` rows, so at most max_distinct distinct scores: no grid, and no
+        # distinct count needed to decide it. A cached frame's plan knows its row count, so
+        # usually no Spark job runs before the collection; else the cheapest one (a count).
+        cap = driver_rows if max_distinct is None else min(driver_rows, max_distinct)
+        bound = _known_row_bound(df)
+        if bound is None:
+            bound = df.count()
+        if bound <= cap:
             scores, labels, weights = _driver_rows(df, s, y, w)
-            counts = _local_counts(scores, labels, weights)
-            if counts is None:
-                _validate(df, s, y, w, count_distinct=False)   # raises, naming the problem
-                raise ValueError("scores, labels or weights hold missing or non-finite values")
-            _check(counts, w is not None)
-            return SufficientStatistics(scores, labels, weights, n_rows=n,
-                                        n_distinct=int(np.unique(scores).size),
-                                        n_aggregated=n, grid=None)
+            if scores.size <= cap:       # else the frame changed since: aggregate in Spark
+                counts = _local_counts(scores, labels, weights)
+                if counts is None:
+                    _validate(df, s, y, w, count_distinct=False)   # raises, naming the problem
+                    raise ValueError("scores, labels or weights hold missing or non-finite "
+                                     "values")
+                _check(counts, w is not None)
+                return SufficientStatistics(scores, labels, weights, n_rows=scores.size,
+                                            n_aggregated=scores.size, grid=None)
     info = _validate(df, s, y, w, count_distinct=grid is not None)
     n = int(info["n"])
     if grid is None and max_distinct is not None and n > max_distinct:
@@ -322,13 +364,11 @@ def collect_statistics(df: DataFrame, score_col: str, label_col: str,
 def _statistics(pdf, weighted: bool, n_rows: int, grid_info: GridInfo | None,
                 n_distinct: int | None = None) -> SufficientStatistics:
     """The aggregate's rows as :class:`SufficientStatistics` (without a grid the number of
-    distinct scores is read from the aggregate itself)."""
+    distinct scores is read from the aggregate itself, when asked for)."""
     if weighted:
         rows = _weighted_rows(pdf)
     else:
         rows = (pdf["s"].to_numpy(np.float64), pdf["y"].to_numpy(np.float64),
                 pdf["n"].to_numpy(np.float64))
-    if n_distinct is None:
-        n_distinct = int(np.unique(pdf["s"].to_numpy(np.float64)).size)
-    return SufficientStatistics(*rows, n_rows=n_rows, n_distinct=n_distinct,
-                                n_aggregated=int(len(pdf)), grid=grid_info)
+    return SufficientStatistics(*rows, n_rows=n_rows, n_aggregated=int(len(pdf)),
+                                grid=grid_info, known_distinct=n_distinct)

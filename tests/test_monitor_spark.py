@@ -10,7 +10,7 @@ import pytest
 from scipy.special import expit, logit
 from support.spark import local_spark
 
-from mlcal.monitor import _BIN_EDGES, CalibrationMonitor
+from mlcal.monitor.sequential import _BIN_EDGES, CalibrationMonitor
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from scipy.special import logit
 
-from mlcal.monitor import (_BIN_EDGES, _CS_GRID, _N_BINS, EPS, BatchSums, BetPlan,
+from mlcal.monitor.sequential import (_BIN_EDGES, _CS_GRID, _N_BINS, EPS, BatchSums, BetPlan,
                            CalibrationMonitor, MonitorStep)
 from mlcal.spark._expressions import _doubles
 from mlcal.spark._stats import _count, _nonfinite, _numeric_column

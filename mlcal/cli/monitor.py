@@ -52,7 +52,26 @@ def run(args) -> int:
         mlflow.set_tracking_uri(args.tracking_uri)
     if args.window_batches < 1:
         raise ValueError("--window-batches must be at least 1")
-    frame = read_batch(args.data)
+    if (args.data is None) == (args.spark_table is None):
+        raise ValueError("give the batch as exactly one of --data FILE or --spark-table NAME")
+    update = None
+    if args.spark_table is not None:
+        if args.score_column is None:
+            raise ValueError("--spark-table needs --score-column (the probability the model "
+                             "served): the statistics are computed in Spark, where the model "
+                             "does not run")
+        from pyspark.sql import SparkSession
+
+        from mlcal.spark.monitor_batches import monitor_spark_table
+
+        table = SparkSession.builder.getOrCreate().table(args.spark_table)
+        frame, update = monitor_spark_table(table, label_col=args.label_column,
+                                            score_col=args.score_column,
+                                            weight_col=args.weight_column,
+                                            sample_rows=args.sample_rows,
+                                            what=f"Spark table {args.spark_table!r}")
+    else:
+        frame = read_batch(args.data)
     gate_options = {}
     if args.confidence is not None:
         gate_options["confidence"] = args.confidence
@@ -62,7 +81,7 @@ def run(args) -> int:
                            weight_column=args.weight_column, alpha=args.alpha,
                            window_batches=args.window_batches, max_ece=args.max_ece,
                            gate_min_rows=args.gate_min_rows, gate_options=gate_options,
-                           diagrams=args.diagrams)
+                           diagrams=args.diagrams, monitor_update=update)
     except MlflowException as exc:
         print(f"mlcal monitor: error: {exc.message}", file=sys.stderr)
         return 2
@@ -87,9 +106,16 @@ def register(sub) -> None:
                     "model's name and send it through the gate, which alone moves the alias.")
     p.add_argument("--model-uri", required=True,
                    help="models:/NAME@ALIAS (e.g. @champion) or models:/NAME/VERSION")
-    p.add_argument("--data", required=True,
+    p.add_argument("--data", default=None,
                    help="the batch: CSV or parquet (.parquet) with the model's feature columns "
                         "and the label column")
+    p.add_argument("--spark-table", default=None, metavar="NAME",
+                   help="the batch as a Spark table (instead of --data; needs --score-column): "
+                        "the monitor's statistics are computed over all its rows in Spark, and "
+                        "a sample of at most --sample-rows rows is collected for the candidate "
+                        "window and the diagrams")
+    p.add_argument("--sample-rows", type=int, default=100_000,
+                   help="rows of a --spark-table batch collected to the driver (default 100000)")
     p.add_argument("--label-column", default="y", help="label column (default: y)")
     p.add_argument("--score-column", default=None,
                    help="column holding the probabilities the model served for these rows "

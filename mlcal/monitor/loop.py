@@ -163,8 +163,15 @@ def run_batch(*, state_path: str, model_uri: str, frame, label_column: str,
               alpha: float = 0.05, window_batches: int = DEFAULT_WINDOW_BATCHES,
               max_ece: float = 0.05, gate_min_rows: int | None = None,
               gate_options: dict | None = None, build: bool = True,
-              diagrams: str = "batch") -> LoopResult:
+              diagrams: str = "batch", monitor_update=None) -> LoopResult:
     """Process one labelled batch (a DataFrame); see the module docstring.
+
+    ``monitor_update``, when given, is called as ``monitor_update(monitor, model)`` and must
+    return the :class:`~mlcal.monitor.MonitorStep` of the whole batch in place of
+    ``monitor.update(p, y, w)`` on ``frame``: the Spark route
+    (:func:`mlcal.spark.monitor_batches.monitor_spark_table`) computes the monitor's statistics
+    over every row of a table in Spark and passes a capped sample of it as ``frame``, which then
+    only feeds the candidate window and the diagrams.
 
     ``diagrams`` (``"batch"``, ``"alarm"`` or ``"off"``) selects the CORP reliability diagrams
     logged to the run (:mod:`mlcal.monitor.diagrams`).
@@ -220,7 +227,8 @@ def run_batch(*, state_path: str, model_uri: str, frame, label_column: str,
     if new:
         state = LoopState(name, version, None, 0, window_batches,
                           CalibrationMonitor(alpha=alpha), Window.empty(cols))
-    step = state.monitor.update(p, y01, w)
+    step = (state.monitor.update(p, y01, w) if monitor_update is None
+            else monitor_update(state.monitor, model))
     state.step = step.batch
     state.window = state.window.append(X, p, s, y01, w, step.batch, state.window_batches)
     _log_metrics(state, step, {"mlcal.monitor.model_uri": model_uri,

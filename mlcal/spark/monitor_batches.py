@@ -32,7 +32,10 @@ from mlcal.monitor.sequential import (_BIN_EDGES, _CS_GRID, _N_BINS, EPS, BatchS
 from mlcal.spark._expressions import _doubles
 from mlcal.spark._stats import _count, _nonfinite, _numeric_column
 
-__all__ = ["update_from_spark", "spark_batch_sums"]
+__all__ = ["update_from_spark", "spark_batch_sums", "monitor_spark_table", "DEFAULT_SAMPLE_ROWS"]
+
+#: rows of a Spark batch collected to the driver for the candidate window and the diagrams
+DEFAULT_SAMPLE_ROWS = 100_000
 
 
 @lru_cache(maxsize=1)
@@ -214,3 +217,72 @@ def update_from_spark(monitor: CalibrationMonitor, df: DataFrame, score_col: str
     """
     plan = monitor.bet_plan()
     return monitor.absorb(plan, spark_batch_sums(plan, df, score_col, label_col, weight_col))
+
+
+def _python_value(value):
+    """A class label as a plain Python value for ``F.lit`` (numpy scalars unwrapped)."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def monitor_spark_table(df: DataFrame, *, label_col: str, score_col: str,
+                        weight_col: str | None = None,
+                        sample_rows: int = DEFAULT_SAMPLE_ROWS, seed: int = 0, what: str = "table"):
+    """The Spark route of :func:`mlcal.monitor.loop.run_batch` (``mlcal monitor --spark-table``).
+
+    The monitor's statistics are computed over every row of ``df`` in Spark
+    (:func:`update_from_spark`); the labels are mapped to 0/1 against the monitored model's
+    classes in Spark (a value that is neither class, or null, fails the job naming it). Only a
+    uniform sample of at most ``sample_rows`` rows (seeded) reaches the driver: it is the batch
+    the loop keeps in its candidate window and draws diagrams from, so a candidate built after an
+    alarm is fitted and gated on sampled rows.
+
+    Parameters
+    ----------
+    df : pyspark.sql.DataFrame
+        The matured batch: the model's feature columns, ``label_col`` and ``score_col`` (the
+        probability the model served).
+    label_col, score_col : str
+        Label column (the model's class values) and served-probability column.
+    weight_col : str, optional
+        Frequency weights.
+    sample_rows : int
+        Most rows collected to the driver (default 100,000).
+    seed : int
+        Seed of the sample.
+    what : str
+        How errors name the input (e.g. the table name).
+
+    Returns
+    -------
+    (pandas.DataFrame, callable)
+        The sample, and the ``monitor_update(monitor, model)`` hook for ``run_batch``.
+    """
+    if sample_rows < 1:
+        raise ValueError(f"sample_rows must be at least 1, got {sample_rows}")
+    for col in (label_col, score_col, weight_col):
+        if col is not None and col not in df.columns:
+            raise ValueError(f"{what} has no column {col!r}; columns are {df.columns[:20]}")
+    n = df.count()
+    if n == 0:
+        raise ValueError(f"{what} has no rows")
+    sampled = df if n <= sample_rows else (
+        df.sample(withReplacement=False, fraction=min(1.0, 1.1 * sample_rows / n), seed=seed)
+          .limit(sample_rows))
+    sample = sampled.toPandas()
+
+    def update(monitor: CalibrationMonitor, model) -> MonitorStep:
+        classes = [_python_value(c) for c in model.classes_]
+        if len(classes) != 2:
+            raise ValueError(f"the monitor loop watches binary models; this one has classes "
+                             f"{classes}")
+        label = F.col(label_col)
+        y01 = (F.when(label == F.lit(classes[1]), F.lit(1))
+               .when(label == F.lit(classes[0]), F.lit(0))
+               .otherwise(F.raise_error(F.concat(
+                   F.lit(f"{what}: label column {label_col!r} holds "),
+                   F.coalesce(label.cast("string"), F.lit("null")),
+                   F.lit(f", not one of the model's classes {classes}")))))
+        batch = df.withColumn("__mlcal_y01", y01)
+        return update_from_spark(monitor, batch, score_col, "__mlcal_y01", weight_col)
+
+    return sample, update

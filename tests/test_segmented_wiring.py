@@ -56,7 +56,7 @@ def _flipped(model):
     return out
 
 
-def test_calibrate_and_log_and_gate_a_segmented_model(sqlite_tracking, data):
+def test_calibrate_and_log_and_gate_a_segmented_model(sqlite_tracking, data, tmp_path):
     import mlcal.mlflow as mlcal_mlflow
     from mlcal.mlflow import calibrate_and_log
     from mlcal.mlflow.gate import promote
@@ -112,3 +112,11 @@ def test_calibrate_and_log_and_gate_a_segmented_model(sqlite_tracking, data):
     assert next(c for c in d3.criteria if c.name == "segment_citl").passed is False
     client = mlflow.MlflowClient()
     assert str(client.get_model_version_by_alias(NAME, "champion").version) == "1"
+
+    # the monitoring loop refuses a segmented model by name (its window holds no segment keys)
+    from mlcal.monitor.loop import SegmentedModelNotMonitoredError, run_batch
+
+    with pytest.raises(SegmentedModelNotMonitoredError, match="segmented.*region"):
+        run_batch(state_path=str(tmp_path / "STATE.json"), model_uri=f"models:/{NAME}@champion",
+                  frame=test, label_column="y")
+    assert not (tmp_path / "STATE.json").exists()

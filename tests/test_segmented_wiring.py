@@ -120,3 +120,14 @@ def test_calibrate_and_log_and_gate_a_segmented_model(sqlite_tracking, data, tmp
         run_batch(state_path=str(tmp_path / "STATE.json"), model_uri=f"models:/{NAME}@champion",
                   frame=test, label_column="y")
     assert not (tmp_path / "STATE.json").exists()
+
+
+def test_reoffset_refuses_a_segmented_model_by_name(data):
+    import mlcal
+
+    blind, (X_cal, y_cal), test = data
+    model = CalibratedModel(blind, "platt", segment_columns=["region"]).fit(X_cal, y_cal)
+    with pytest.raises(ValueError, match="reoffset: segmented models"):
+        mlcal.reoffset(model, X=test.drop(columns=["y"]), y=test["y"].to_numpy())
+    with pytest.raises(ValueError, match="reoffset: segmented models"):
+        mlcal.reoffset(model, 0.3)

@@ -113,6 +113,14 @@ def test_calibrate_and_log_and_gate_a_segmented_model(sqlite_tracking, data, tmp
     client = mlflow.MlflowClient()
     assert str(client.get_model_version_by_alias(NAME, "champion").version) == "1"
 
+    # the calibration evaluator plugin scores it with the frame's segments too
+    with mlflow.start_run() as ev_run:
+        mlflow.models.evaluate(f"models:/{NAME}/1", test, targets="y", model_type="classifier",
+                               evaluators=["calibration"])
+    got = mlflow.MlflowClient().get_run(ev_run.info.run_id).data.metrics
+    assert got["calibration_ece"] == pytest.approx(ece(y_test, p_test), abs=1e-12)
+    assert got["calibration_log_loss"] == pytest.approx(log_loss(y_test, p_test), rel=1e-9)
+
     # the monitoring loop refuses a segmented model by name (its window holds no segment keys)
     from mlcal.monitor.loop import SegmentedModelNotMonitoredError, run_batch
 

@@ -17,7 +17,7 @@ from mlcal.calibrators.multiclass import (MissingClassError, MulticlassCalibrato
                                           TooFewClassesError)
 from mlcal.calibrators.multiclass_catalog import multiclass_calibrator
 from mlcal.labels import class_indices, positive_indicator
-from mlcal.maps.segment_keys import SegmentKeyError
+from mlcal.maps.segment_keys import SegmentKeyError, select_segment_columns
 
 
 def _reads_frames(est) -> bool:
@@ -129,9 +129,7 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
         if not isinstance(X, pd.DataFrame):
             raise SegmentKeyError(f"segment_columns={names}: X must be a pandas DataFrame "
                                   f"holding those columns, got {type(X).__name__}")
-        missing = [c for c in names if c not in X.columns]
-        if missing:
-            raise SegmentKeyError(f"segment column(s) {missing} are missing from X")
+        select_segment_columns(X, names, what="X")   # names the missing ones
         used = getattr(self.base_estimator, "feature_names_in_", None)
         if used is not None:   # exactly the base model's columns (segment ones included)
             absent = [str(c) for c in used if str(c) not in X.columns]

@@ -62,7 +62,7 @@ def test_segment_columns_are_read_from_the_frame(fitted):
     assert direct.to_json() == cal.to_json()
     # column order of the frame does not matter; a missing segment column is named
     assert np.array_equal(model.predict_proba(test[test.columns[::-1]])[:, 1], expected)
-    with pytest.raises(SegmentKeyError, match=r"\['tier'\] are missing from X"):
+    with pytest.raises(SegmentKeyError, match=r"X has no segment column\(s\) \['tier'\]"):
         model.predict_proba(test.drop(columns="tier"))
 
 

@@ -176,6 +176,12 @@ def reoffset(target: Any, delta: float | None = None, *, train_rate: float | Non
         target._check_fitted()
         if target._multiclass:
             raise ValueError("reoffset: multiclass models are not supported (binary only)")
+        if target.segment_columns is not None:
+            # one offset would have to move every segment's offset and the shared map's
+            # fallback for unseen segments alike; the segmented map has no such stage
+            raise ValueError(f"reoffset: segmented models (segment_columns="
+                             f"{target.segment_columns!r}) are not supported; refit the "
+                             "segmented calibrator on recent rows instead")
         d = _resolve_delta(lambda rows: target.predict_proba(rows)[:, 1], delta, train_rate,
                            target_rate, X, y, sample_weight)
         out = copy.copy(target)

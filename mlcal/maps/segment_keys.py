@@ -97,6 +97,18 @@ def _describe(v: Any) -> str:
     return f"{type(v).__name__} {short_repr(v)}"
 
 
+def select_segment_columns(frame, columns: Sequence[str], *, what: str = "data",
+                           error: type[ValueError] = SegmentKeyError):
+    """``frame[columns]`` of a DataFrame, or ``error`` naming the absent columns and the ones
+    found (the one column lookup of the model, the gate, tracking and the segment report)."""
+    columns = list(columns)
+    absent = [c for c in columns if c not in frame.columns]
+    if absent:
+        raise error(f"{what} has no segment column(s) {absent}; columns are "
+                    f"{list(frame.columns)}")
+    return frame[columns]
+
+
 def segment_columns_of(segments: Any) -> tuple[list[str], list[np.ndarray]]:
     """``(names, columns)`` of a segment input: a pandas DataFrame (its columns), a pandas
     Series (its name, or ``"segment"``), a 1-D array-like (one column ``"segment"``) or a 2-D

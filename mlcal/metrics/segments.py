@@ -186,29 +186,25 @@ def _python(v):
 
 def _segment_frame(segments, n: int):
     """The segment keys as a DataFrame of n rows (column names kept, else ``segment`` or
-    ``segment_<j>``)."""
+    ``segment_<j>``: :func:`mlcal.maps.segment_keys.segment_columns_of` reads them)."""
     import pandas as pd
 
-    if isinstance(segments, pd.DataFrame):
-        frame = segments.reset_index(drop=True)
-    elif isinstance(segments, pd.Series):
-        frame = segments.reset_index(drop=True).to_frame(
-            name=segments.name if segments.name is not None else "segment")
-    else:
-        arr = np.asarray(segments, dtype=object)
-        if arr.ndim == 1:
-            frame = pd.DataFrame({"segment": arr})
-        elif arr.ndim == 2:
-            frame = pd.DataFrame({f"segment_{j}": arr[:, j] for j in range(arr.shape[1])})
-        else:
-            raise SegmentReportError(f"segments must be 1-D or 2-D, got shape {arr.shape}")
-    if frame.shape[1] == 0:
-        raise SegmentReportError("segments has no columns")
-    if frame.shape[0] != n:
-        raise SegmentLengthError(f"length mismatch: {n} probabilities but {frame.shape[0]} "
+    from mlcal.maps.segment_keys import SegmentKeyError, segment_columns_of
+
+    if not isinstance(segments, (pd.DataFrame, pd.Series, np.ndarray)):
+        segments = np.asarray(segments, dtype=object)   # (as before: a list as objects)
+    try:
+        names, cols = segment_columns_of(segments)
+    except SegmentKeyError as exc:
+        raise SegmentReportError(str(exc)) from None
+    rows = {len(c) for c in cols}
+    if rows != {n}:
+        raise SegmentLengthError(f"length mismatch: {n} probabilities but {rows.pop()} "
                                  "segment rows")
-    frame.columns = [str(c) for c in frame.columns]
-    return frame
+    # a Series keeps its dtype (a categorical sorts by its categories); arrays as objects
+    return pd.DataFrame({name: (c.reset_index(drop=True) if isinstance(c, pd.Series) else
+                                np.asarray(c, dtype=object))
+                         for name, c in zip(names, cols)})
 
 
 def _segment_codes(frame, missing: str) -> tuple[np.ndarray, list[dict]]:
@@ -519,10 +515,7 @@ def write_segment_artifacts(report: SegmentReport, folder: str,
 
 def segment_keys(frame, columns: Sequence[str], *, what: str = "data"):
     """The columns ``columns`` of a DataFrame, or a ``SegmentReportError`` naming the missing
-    ones."""
-    columns = list(columns)
-    absent = [c for c in columns if c not in frame.columns]
-    if absent:
-        raise SegmentReportError(f"{what} has no segment column(s) {absent}; columns are "
-                                 f"{list(frame.columns)}")
-    return frame[columns]
+    ones (:func:`mlcal.maps.segment_keys.select_segment_columns`)."""
+    from mlcal.maps.segment_keys import select_segment_columns
+
+    return select_segment_columns(frame, columns, what=what, error=SegmentReportError)

@@ -18,6 +18,7 @@ from mlcal.metrics import METRIC_NAMES, calibration_diagnostics, calibration_rep
 from mlcal.model import CalibratedModel
 from mlcal.mlflow.tracking_segments import (check_segments, log_segment_report,
                                             resolve_segments)
+from mlcal.maps.segmented import SEGMENTED_KIND
 from mlcal.metrics.segments import DEFAULT_MIN_SEGMENT_ROWS
 
 ARTIFACT_DIR = "calibration"
@@ -178,7 +179,12 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
         if calibrator is not None:
             files.append(os.path.join(tmp, f"{prefix}calibration_map.png"))
             s_map, y_map = map_data if map_data is not None else (None, None)
-            plot_map(calibrator, scores=s_map, y=y_map, path=files[-1])
+            if calibrator.map_.kind == SEGMENTED_KIND:
+                # one curve per segment would not fit one plot: draw the shared map
+                plot_map(calibrator.map_.inner, scores=s_map, y=y_map, path=files[-1],
+                         title="shared map (before the per-segment adjustments)")
+            else:
+                plot_map(calibrator, scores=s_map, y=y_map, path=files[-1])
         for f in files:
             mlflow.log_artifact(f, artifact_path=artifact_dir)
     if html_report:
@@ -198,6 +204,20 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
     _log_segments(report, y, p_after, segments, prefix, artifact_dir, min_segment_rows, n_bins,
                   strategy)
     return report
+
+
+def _model_segment_columns(calibrator, model_columns, report_columns):
+    """The segment columns of the model :func:`calibrate_and_log` fits: ``model_columns``, or
+    for a :class:`~mlcal.calibrators.segmented.SegmentedCalibrator` the report's
+    ``segment_columns`` (a segmented calibrator with neither is a named error)."""
+    from mlcal.calibrators.segmented import SegmentedCalibrator
+
+    if model_columns is not None or not isinstance(calibrator, SegmentedCalibrator):
+        return model_columns
+    if report_columns is None:
+        raise ValueError("a SegmentedCalibrator needs the columns that name each row's "
+                         "segment: pass model_segment_columns (or segment_columns)")
+    return report_columns
 
 
 def _log_segments(report, y, p, segments, prefix, artifact_dir, min_segment_rows, n_bins,
@@ -247,7 +267,7 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="auto", X_eval
                       strategy: str = "uniform", run_name: str | None = None,
                       segments=None, segment_columns=None,
                       min_segment_rows: float = DEFAULT_MIN_SEGMENT_ROWS,
-                      **log_model_kwargs) -> CalibrationRun:
+                      model_segment_columns=None, **log_model_kwargs) -> CalibrationRun:
     """Fit a :class:`CalibratedModel`, evaluate it, and log metrics, plots and the model.
 
     Uses the active run, or starts (and ends) one named ``run_name``. The run gets the params
@@ -301,6 +321,13 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="auto", X_eval
         the keys (they stay model inputs; keys that are not features go in ``segments``).
     min_segment_rows : float, default=100
         Smaller segments are reported but not chosen as the worst.
+    model_segment_columns : list of str, optional
+        Fit a segmented model: the columns of ``X_cal`` (and ``X_eval``) that name each row's
+        segment (:class:`CalibratedModel`'s ``segment_columns``; docs/segments.md). Defaults
+        to ``segment_columns`` when ``calibrator`` is a
+        :class:`~mlcal.calibrators.segmented.SegmentedCalibrator`. The held-out metrics are
+        then those of :meth:`CalibratedModel.predict_calibrated` (each row through its
+        segment's adjustment).
     """
     import mlflow
 
@@ -332,8 +359,11 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="auto", X_eval
         evaluated_on, source = "evaluation set", "held-out"
     if segments is not None:   # a segment of min_segment_rows among the evaluation rows
         check_segments(segments, len(segments), min_segment_rows)
-    model = CalibratedModel(base_estimator, calibrator, score=score, threshold=threshold)
+    model = CalibratedModel(base_estimator, calibrator, score=score, threshold=threshold,
+                            segment_columns=_model_segment_columns(
+                                calibrator, model_segment_columns, segment_columns))
     model.fit(X_cal, y_cal, sample_weight=sample_weight)
+    segmented = model.segment_columns is not None
     X_e, y_e = (X_cal, y_cal) if X_eval is None else (X_eval, y_eval)
     scores = model.predict_uncalibrated(X_e)
     multiclass = len(model.classes_) > 2
@@ -344,7 +374,7 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="auto", X_eval
     else:
         y01 = positive_indicator(y_e, model.classes_, name="y_eval")
         p_before = naive_probability(scores, model.score_source_)
-        p_after = model.calibrator_.predict(scores)
+        p_after = model.predict_calibrated(X_e)[1]   # (a segmented model reads its segments)
 
     started = mlflow.active_run() is None
     run = mlflow.start_run(run_name=run_name) if started else mlflow.active_run()
@@ -356,7 +386,9 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="auto", X_eval
                   "holdout": holdout if evaluated_on.startswith("held-out") else 0,
                   **{f"calibrator.{k}": v for k, v in cal.get_params(deep=False).items()}}
         mlflow.log_params({f"mlcal.{prefix}{k}": v for k, v in params.items()})
-        if X_eval is None or multiclass:   # (no map plot for a multiclass calibrator)
+        if segmented:   # a segmented map has no one curve over the score to scatter under
+            map_data = None
+        elif X_eval is None or multiclass:   # (no map plot for a multiclass calibrator)
             map_data = (scores, y01)
         else:
             y_cal01 = positive_indicator(y_cal, model.classes_, name="y_cal")  # fit checked it

@@ -88,6 +88,11 @@ def resolve_version(client, uri: str) -> tuple[str, str | None, str]:
     return name, alias, version
 
 
+class SegmentedModelNotMonitoredError(ValueError):
+    """The monitored version is a segmented model (``segment_columns``): the loop's window
+    holds numeric features only and its candidates are score-only maps, so it refuses it."""
+
+
 def feature_columns(model, frame, exclude: set[str]) -> list[str]:
     """The base model's input columns: ``feature_names_in_`` when it has them, else every column
     of the batch but the label, score and weight columns."""
@@ -199,6 +204,13 @@ def run_batch(*, state_path: str, model_uri: str, frame, label_column: str,
     if getattr(model, "_multiclass", False):
         raise ValueError(f"models:/{name}/{version} is multiclass; the loop monitors binary "
                          "models")
+    if getattr(model, "segment_columns", None):
+        raise SegmentedModelNotMonitoredError(
+            f"models:/{name}/{version} is segmented (segment columns "
+            f"{list(model.segment_columns)}); the loop keeps numeric feature windows and "
+            "re-offsets or re-fits one score-only map, neither of which carries segment keys, "
+            "so it does not monitor segmented models. Track per-segment calibration with "
+            "mlcal.metrics.segment_report, or gate new versions with max_segment_citl")
     for col in [label_column, score_column, weight_column]:
         if col is not None and col not in frame.columns:
             raise ValueError(f"the batch has no column {col!r}; columns are "

@@ -308,12 +308,13 @@ class MatrixScaling(StructuredMatrixScaling):
 
     document_method = "multiclass-matrix"
     mix_uniform = False
+    #: parameters of documents written before issue 26 (the ODIR fit), accepted and ignored on
+    #: load (the stored map is what loads; a refit uses this class's penalties)
+    legacy_document_params = ("bias_penalty",)
 
     @classmethod
     def _params_from_document(cls, params: dict) -> dict:
-        # documents written before issue 26 carry the ODIR 'bias_penalty'; their fitted map is
-        # what loads (a refit uses this class's penalties)
-        return {k: v for k, v in params.items() if k != "bias_penalty"}
+        return {k: v for k, v in params.items() if k not in cls.legacy_document_params}
 
     def complexity(self) -> float:
         K = self.map_.n_classes

@@ -368,3 +368,14 @@ def test_a_process_forked_after_a_fit_can_fit_again():
         child = {name: pool.apply_async(_fit_in_child, (name,)).get(timeout=300)
                  for name in "tvm"}
     assert child == parent
+
+
+def test_matrix_documents_written_before_issue_26_still_load():
+    # the ODIR fit wrote 'bias_penalty'; the stored map is what loads
+    z, y, w = _data(n=600, K=3, seed=13)
+    cal = MatrixScaling().fit(z, y, sample_weight=w)
+    doc = cal.to_dict()
+    doc["params"] = {"off_diagonal_penalty": 0.01, "bias_penalty": 0.01, "input_kind": "auto"}
+    back = mlcal.MulticlassCalibrator.from_json(json.dumps(doc))
+    assert isinstance(back, MatrixScaling) and back.off_diagonal_penalty == 0.01
+    np.testing.assert_array_equal(back.predict_proba(z), cal.predict_proba(z))

@@ -20,8 +20,9 @@ Methods (all given the probability rows): mlcal ``auto`` (multiclass auto, defau
 candidates), ``temperature``, ``ts-mix``, ``svs``, ``sms``, ``vector``, ``matrix``,
 ``ovr-auto`` (one-vs-rest binary auto); scikit-learn's ``CalibratedClassifierCV`` on a frozen
 prefit model (``FrozenEstimator``) with ``method="sigmoid"``, ``"isotonic"`` and, where the
-installed version has it, ``"temperature"``; ``uncalibrated``. probmetrics and netcal are not
-run: both need torch (with its CUDA wheels), too heavy a dependency for a dev-only peer here.
+installed version has it, ``"temperature"``; ``uncalibrated``; where probmetrics is
+installed (an optional peer: it needs torch), its ``svs`` and ``sms`` with their defaults as
+``pm-svs`` and ``pm-sms`` (a note is printed when it is missing).
 
 Per task every method is ranked on held-out log loss (true-class probability clipped at 1e-15)
 and on the Brier score (1 = best, ties averaged); a method that fails on a task takes the worst
@@ -60,7 +61,15 @@ MLCAL = {"auto": lambda: MULTICLASS_METHODS["auto"](input_kind="probabilities"),
          "ovr-auto": lambda: OneVsRest("auto", input_kind="probabilities")}
 SKLEARN = [m for m in ("sigmoid", "isotonic", "temperature")
            if m in CalibratedClassifierCV._parameter_constraints["method"][0].options]
-METHODS = list(MLCAL) + [f"sk-{m}" for m in SKLEARN] + ["uncalibrated"]
+try:   # optional peer (needs torch): run in the peers environment
+    from probmetrics.calibrators import get_calibrator as _probmetrics_calibrator
+except ImportError:
+    _probmetrics_calibrator = None
+#: probmetrics' SVS and SMS with their defaults (quiet), when installed
+PEERS = {} if _probmetrics_calibrator is None else {
+    f"pm-{m}": (lambda m=m: _probmetrics_calibrator(m, **{f"{m}_print_init_info": False}))
+    for m in ("svs", "sms")}
+METHODS = list(MLCAL) + list(PEERS) + [f"sk-{m}" for m in SKLEARN] + ["uncalibrated"]
 QUICK = {"sizes": (200, 1000), "classes": (5, 10, 20, 50), "seeds": 1, "n_test": 5000,
          "bases": ("LR", "NB")}
 FULL = {"sizes": (200, 1000, 5000), "classes": (5, 10, 20, 50, 100), "seeds": 3,
@@ -119,7 +128,7 @@ def predict_all(s_cal, y_cal, s_test) -> tuple[dict[str, np.ndarray | str], dict
     seconds = {}
     both = np.vstack([s_cal, s_test])   # the stub serves calibration and test rows by index
     fits = {name: (lambda make=make: make().fit(s_cal, y_cal).predict_proba(s_test))
-            for name, make in MLCAL.items()}
+            for name, make in {**MLCAL, **PEERS}.items()}
     for method in SKLEARN:
         def sk(method=method):
             cal = CalibratedClassifierCV(FrozenEstimator(StoredScores(both).fit(None, y_cal)),
@@ -211,6 +220,9 @@ def main(argv=None) -> None:
     for key in ("seeds", "sizes", "classes"):
         if getattr(args, key):
             cfg[key] = getattr(args, key)
+    if not PEERS:
+        print("note: probmetrics is not installed; its SVS and SMS peers are skipped (run in "
+              "the peers environment to include them)")
     start = time.perf_counter()
     out = run(cfg)
     print(report(out))

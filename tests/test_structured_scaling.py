@@ -335,3 +335,24 @@ def test_letter_like_naive_bayes_26_classes_converges_and_beats_temperature():
         cal = make().fit(s_cal, y_cal)
         assert cal.n_iter_ < 1000
         assert _mean_nll(cal.predict_proba(s_te), y_te) <= reference, make.__name__
+
+
+def test_naive_bayes_log_probabilities_down_to_minus_1e16_fit_as_logits():
+    """Issue 26: GaussianNB's log-probabilities reach -1e16 here; from 1/T = 1 Newton's first
+    step was so far off that the temperature fit (and the pre-step of every scaling) failed.
+    Every scaling now fits, and the temperature is the NLL's minimiser (checked with numpy)."""
+    X, y = load_digits(return_X_y=True)
+    X_tr, X_cal, y_tr, y_cal = train_test_split(X, y, train_size=0.4, stratify=y,
+                                                random_state=0)
+    logp = GaussianNB(var_smoothing=1e-15).fit(X_tr, y_tr).predict_log_proba(X_cal)
+    assert logp.min() < -1e15
+    for name in ("temperature", "ts-mix", "vector", "matrix", "svs", "sms"):
+        cal = MULTICLASS_METHODS[name](input_kind="logits").fit(logp, y_cal)
+        assert np.all(np.isfinite(cal.predict_proba(logp))), name
+    beta = 1.0 / TemperatureScaling(input_kind="logits").fit(logp, y_cal).map_.temperature
+
+    def nll(b):
+        z = b * logp
+        return float(np.mean(logsumexp(z, axis=1) - z[np.arange(len(y_cal)), y_cal]))
+
+    assert nll(beta) <= min(nll(beta * 0.99), nll(beta * 1.01))

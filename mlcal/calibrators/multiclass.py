@@ -459,6 +459,20 @@ def _fix_bias_shift(H: np.ndarray, start: int) -> None:
     H[start:, start:] += float(np.sum(np.diag(H)[start:])) / K
 
 
+#: a row spread (max - min score) above which temperature scaling starts at 1 / spread, not 1
+LARGE_SPREAD = 1e6
+
+
+def _initial_inverse_temperature(x: np.ndarray) -> float:
+    """Newton's start for ``1/T``: 1, unless some row spans more than :data:`LARGE_SPREAD`
+    (naive-Bayes log-probabilities reach -1e16): from 1 the first Newton step there is so far
+    off that no halving of it decreases the objective (issue 26); ``1 / spread`` puts the
+    largest logit gap at 1. Normal logits and floored log-probabilities (spread below ~700)
+    start at 1 as before, so their fits are unchanged."""
+    spread = float(np.max(np.max(x, axis=1) - np.min(x, axis=1)))
+    return 1.0 if spread <= LARGE_SPREAD else 1.0 / spread
+
+
 class TemperatureScaling(_SoftmaxScaling):
     """Temperature scaling, ``softmax(x / T)`` with one parameter ``T > 0`` (Guo et al. 2017).
 
@@ -496,7 +510,7 @@ class TemperatureScaling(_SoftmaxScaling):
                                  "positive (the scores are anti-correlated with the labels)")
             return SoftmaxAffineMap(np.ones(K), zero, 1.0 / float(theta[0]), inp)
 
-        return evaluate, np.array([1.0]), build, _newton
+        return evaluate, np.array([_initial_inverse_temperature(x)]), build, _newton
 
     def complexity(self) -> float:
         return 1.0

@@ -58,18 +58,17 @@ def _digits_naive_bayes(n_cal=100):
 
 
 def test_where_vector_and_matrix_scaling_overfit_auto_is_no_worse_than_temperature():
-    # Gaussian naive Bayes on digits, 10 calibration rows per class: the per-class maps
-    # separate the calibration rows (their likelihood has no finite optimum)
+    # Gaussian naive Bayes on digits, 10 calibration rows per class: the former unpenalised
+    # per-class maps separated the calibration rows and failed to converge; since issue 26
+    # vector and matrix scaling are penalised towards temperature scaling and converge
     s, y, s_te, y_te = _digits_naive_bayes()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # one-vs-rest auto's classes with too few rows
         auto = MulticlassAuto(candidates=["temperature", "vector", "matrix",
                                           "one-vs-rest:auto"], input_kind="logits").fit(s, y)
-    for cls in (VectorScaling, MatrixScaling):
-        with pytest.raises(ValueError, match="did not converge"):
-            cls(input_kind="logits").fit(s, y)
     status = {r["method"]: r["status"] for r in auto.selection_["candidates"]}
-    assert status["vector"].startswith("failed") and status["matrix"].startswith("failed")
+    assert not status["vector"].startswith("failed")
+    assert not status["matrix"].startswith("failed")
     temperature = TemperatureScaling(input_kind="logits").fit(s, y)
     assert _held_out_nll(auto.predict_proba(s_te), y_te) <= \
         _held_out_nll(temperature.predict_proba(s_te), y_te)
@@ -133,12 +132,12 @@ def test_one_vs_rest_auto_choice_keeps_each_class_fit_info():
     lambda d: d["fit_info"]["candidates"][0].update(method="nope"),
     lambda d: d["fit_info"].update(input_kind="auto"),
     lambda d: d["fit_info"].update(extra=1),
-    lambda d: d["fit_info"].update(chosen="one-vs-rest:platt"),   # the map is softmax-affine
+    lambda d: d["fit_info"].update(chosen="one-vs-rest:isotonic"),   # the map is softmax-affine
 ])
 def test_malformed_fit_info_is_refused_on_load(tamper):
     s, y = _distorted(300, seed=5)
     doc = json.loads(MulticlassAuto(candidates=["temperature", "vector",
-                                                "one-vs-rest:platt"]).fit(s, y).to_json())
+                                                "one-vs-rest:isotonic"]).fit(s, y).to_json())
     assert doc["fit_info"]["chosen"] == "vector"   # so the last case names another map
     tamper(doc)
     with pytest.raises(CalibratorFormatError):

@@ -14,13 +14,20 @@ from mlcal._solvers.detmath import det_exp, det_log
 
 
 @njit(cache=True, nogil=True)
-def _affine_row(x, i, W, b, inv_t, z):
-    K = W.shape[0]
+def _affine_row(x, i, WT, b, inv_t, z):
+    """``z = (W x_i) * inv_t + b`` from ``WT = W.T`` (contiguous). Each ``z[k]`` is summed over
+    ``j`` in ascending order from 0.0, as a dot product per class would be (the same bits), but
+    with ``k`` innermost: independent accumulators the compiler vectorises (a reduction it may
+    not reorder is not), about 4x faster at K = 100."""
+    K = WT.shape[0]
     for k in range(K):
-        acc = 0.0
-        for j in range(K):
-            acc += W[k, j] * x[i, j]
-        z[k] = acc * inv_t + b[k]
+        z[k] = 0.0
+    for j in range(K):
+        xj = x[i, j]
+        for k in range(K):
+            z[k] += WT[j, k] * xj
+    for k in range(K):
+        z[k] = z[k] * inv_t + b[k]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -45,8 +52,9 @@ def softmax_affine(x, W, b, temperature):
     out = np.empty((n, K))
     z = np.empty(K)
     inv_t = 1.0 / temperature
+    WT = np.ascontiguousarray(W.T)
     for i in range(n):
-        _affine_row(x, i, W, b, inv_t, z)
+        _affine_row(x, i, WT, b, inv_t, z)
         row = out[i]
         _, s = _shifted_exp(z, row)
         for k in range(K):
@@ -78,8 +86,9 @@ def nll_and_gradient(x, y, w, W, b, full):
     db = np.zeros(K)
     total = 0.0
     wsum = 0.0
+    WT = np.ascontiguousarray(W.T)
     for i in range(n):
-        _affine_row(x, i, W, b, 1.0, z)
+        _affine_row(x, i, WT, b, 1.0, z)
         m, s = _shifted_exp(z, p)
         c = y[i]
         total += w[i] * (m + det_log(s) - z[c])

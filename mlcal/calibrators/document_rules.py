@@ -145,7 +145,9 @@ def method_table() -> dict[str, dict[str, Any]]:
                                            else (cls.map_type,))],
             "weights": cls.weights_shape,
             "extras": list(cls.document_extras),
-            "param_names": sorted(cls._get_param_names()),
+            # legacy names: older documents of the method still load (their map is what counts)
+            "param_names": sorted([*cls._get_param_names(),
+                                   *getattr(cls, "legacy_document_params", ())]),
             "params": {k: [c.spec() for c in v] for k, v in sorted(constraints.items())
                        if k != "calibrator"}}
     return table

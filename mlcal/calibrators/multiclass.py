@@ -1,5 +1,5 @@
-"""Multiclass calibrators: one-vs-rest over any binary method, and temperature, vector and
-matrix scaling.
+"""Multiclass calibrators: one-vs-rest over any binary method, and temperature scaling (vector
+and matrix scaling, regularised towards it, are in :mod:`mlcal.calibrators.structured_scaling`).
 
 Every multiclass calibrator takes an (n, K) score matrix (one column per class: probabilities
 or logits) and class indices ``y`` in ``0 .. K-1``, and fits one multiclass map
@@ -25,8 +25,7 @@ from sklearn.exceptions import NotFittedError
 from mlcal._solvers.convex_newton import newton
 from mlcal._solvers.probability_floor import likelihood_floor
 from mlcal._solvers.softmax_affine import canonical_order, lbfgs
-from mlcal._solvers.softmax_derivatives import (matrix_objective_derivatives,
-                                                temperature_derivatives, vector_derivatives)
+from mlcal._solvers.softmax_derivatives import temperature_derivatives
 from mlcal._validation import as_weights
 from mlcal.calibrators._params import (Constraint, Options, Real, short_repr,
                                        validate_params)
@@ -460,6 +459,20 @@ def _fix_bias_shift(H: np.ndarray, start: int) -> None:
     H[start:, start:] += float(np.sum(np.diag(H)[start:])) / K
 
 
+#: a row spread (max - min score) above which temperature scaling starts at 1 / spread, not 1
+LARGE_SPREAD = 1e6
+
+
+def _initial_inverse_temperature(x: np.ndarray) -> float:
+    """Newton's start for ``1/T``: 1, unless some row spans more than :data:`LARGE_SPREAD`
+    (naive-Bayes log-probabilities reach -1e16): from 1 the first Newton step there is so far
+    off that no halving of it decreases the objective (issue 26); ``1 / spread`` puts the
+    largest logit gap at 1. Normal logits and floored log-probabilities (spread below ~700)
+    start at 1 as before, so their fits are unchanged."""
+    spread = float(np.max(np.max(x, axis=1) - np.min(x, axis=1)))
+    return 1.0 if spread <= LARGE_SPREAD else 1.0 / spread
+
+
 class TemperatureScaling(_SoftmaxScaling):
     """Temperature scaling, ``softmax(x / T)`` with one parameter ``T > 0`` (Guo et al. 2017).
 
@@ -497,123 +510,16 @@ class TemperatureScaling(_SoftmaxScaling):
                                  "positive (the scores are anti-correlated with the labels)")
             return SoftmaxAffineMap(np.ones(K), zero, 1.0 / float(theta[0]), inp)
 
-        return evaluate, np.array([1.0]), build, _newton
+        return evaluate, np.array([_initial_inverse_temperature(x)]), build, _newton
 
     def complexity(self) -> float:
         return 1.0
 
 
-class VectorScaling(_SoftmaxScaling):
-    """Vector scaling, ``softmax(diag(d) x + b)``: a scale and an offset per class (Guo et al.
-    2017), fitted by weighted maximum likelihood without regularisation. On separable data
-    the likelihood has no finite maximiser; the fit then stops where the remaining possible
-    decrease of the mean NLL is below 1e-14 (a finite, very sharp map).
-
-    Parameters
-    ----------
-    input_kind : {"auto", "probabilities", "logits"}, default="auto"
-
-    Attributes
-    ----------
-    map_ : SoftmaxAffineMap
-        ``weights`` is the diagonal ``d``.
-    objective_ : float
-    """
-
-    document_method = "multiclass-vector"
-    weights_shape = "diagonal"
-
-    def __init__(self, input_kind: str = "auto"):
-        self.input_kind = input_kind
-
-    def _problem(self, x, y, w, K):
-        def evaluate(theta, hessian):
-            f, g, H = vector_derivatives(x, y, w, theta[:K].copy(), theta[K:].copy(), hessian)
-            if hessian:
-                _fix_bias_shift(H, K)
-            return f, g, H
-
-        def build(theta, inp):
-            return SoftmaxAffineMap(theta[:K].copy(), theta[K:].copy(), 1.0, inp)
-
-        return evaluate, np.concatenate([np.ones(K), np.zeros(K)]), build, _newton
-
-    def complexity(self) -> float:
-        K = self.map_.n_classes   # K scales and K biases, less the biases' common shift
-        return float(2 * K - 1)
-
-
-class MatrixScaling(_SoftmaxScaling):
-    """Matrix scaling, ``softmax(W x + b)`` with a full K x K matrix, with the ODIR
-    regulariser (Kull et al. 2019): the minimised objective is
-
-    ``NLL + off_diagonal_penalty / (K (K-1)) * sum_{k != j} W_kj^2
-    + bias_penalty / K * sum_k b_k^2``
-
-    where NLL is the weighted *mean* negative log-likelihood. The diagonal is free, so the
-    penalty pulls the map towards vector scaling, not towards a constant. Fitted by Newton's
-    method with the exact Hessian up to K = 22 (:data:`MAX_NEWTON_PARAMETERS`), by L-BFGS
-    above. As the diagonal is free, on calibration rows that a per-class scaling of the scores
-    already separates the objective has no finite minimiser and the fit stops, like
-    :class:`VectorScaling`, once the remaining possible decrease is below 1e-14.
-
-    Parameters
-    ----------
-    off_diagonal_penalty : float, default=1e-2
-    bias_penalty : float, default=1e-2
-    input_kind : {"auto", "probabilities", "logits"}, default="auto"
-
-    Attributes
-    ----------
-    map_ : SoftmaxAffineMap
-    objective_ : float
-        The regularised objective at the optimum.
-    """
-
-    _parameter_constraints = {"off_diagonal_penalty": [Real(0.0)], "bias_penalty": [Real(0.0)]}
-    document_method = "multiclass-matrix"
-    weights_shape = "matrix"
-
-    def __init__(self, off_diagonal_penalty: float = 1e-2, bias_penalty: float = 1e-2,
-                 input_kind: str = "auto"):
-        self.off_diagonal_penalty = off_diagonal_penalty
-        self.bias_penalty = bias_penalty
-        self.input_kind = input_kind
-
-    def _problem(self, x, y, w, K):
-        off = 1.0 - np.eye(K)
-        lam = float(self.off_diagonal_penalty) / (K * (K - 1))
-        mu = float(self.bias_penalty) / K
-
-        penalty_diag = np.concatenate([2.0 * lam * off.reshape(-1), np.full(K, 2.0 * mu)])
-        use_newton = K * K + K <= MAX_NEWTON_PARAMETERS
-
-        def evaluate(theta, hessian):
-            W, b, f, g, H = matrix_objective_derivatives(x, y, w, theta, hessian, use_newton)
-            Wo = W * off
-            f += lam * float(np.sum(Wo * Wo)) + mu * float(np.sum(b * b))
-            g = g + penalty_diag * theta
-            if hessian:
-                H[np.diag_indices_from(H)] += penalty_diag
-                if mu == 0.0:
-                    _fix_bias_shift(H, K * K)
-            return f, g, H
-
-        def build(theta, inp):
-            return SoftmaxAffineMap(theta[:K * K].reshape(K, K).copy(), theta[K * K:].copy(),
-                                    1.0, inp)
-
-        return (evaluate, np.concatenate([np.eye(K).reshape(-1), np.zeros(K)]), build,
-                _newton if use_newton else _lbfgs)
-
-    def complexity(self) -> float:
-        K = self.map_.n_classes   # the penalty shrinks the off-diagonal, but they are free
-        return float(K * K + K - 1)
-
-
 _CATALOG_NAMES = ("MULTICLASS_METHODS", "multiclass_calibrator", "multiclass_document_class",
                   "register_multiclass_method", "_DOCUMENT_CLASSES", "TemperatureMixScaling",
-                  "StructuredVectorScaling", "StructuredMatrixScaling")
+                  "StructuredVectorScaling", "StructuredMatrixScaling", "VectorScaling",
+                  "MatrixScaling")
 
 
 def __getattr__(name: str) -> Any:

@@ -12,10 +12,10 @@ module importing them back (issue 27: no import cycles). The names are also impo
 from __future__ import annotations
 
 from mlcal.calibrators.catalog import get_calibrator
-from mlcal.calibrators.multiclass import (MatrixScaling, MulticlassCalibrator, OneVsRest,
-                                          TemperatureScaling, VectorScaling)
-from mlcal.calibrators.structured_scaling import (StructuredMatrixScaling,
-                                                  StructuredVectorScaling, TemperatureMixScaling)
+from mlcal.calibrators.multiclass import MulticlassCalibrator, OneVsRest, TemperatureScaling
+from mlcal.calibrators.structured_scaling import (MatrixScaling, StructuredMatrixScaling,
+                                                  StructuredVectorScaling, TemperatureMixScaling,
+                                                  VectorScaling)
 
 #: multiclass method names accepted by :func:`multiclass_calibrator` (besides binary names);
 #: ``"auto"`` (:class:`~mlcal.calibrators.multiclass_auto.MulticlassAuto`) adds itself

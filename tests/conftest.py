@@ -120,3 +120,14 @@ def _no_mlflow_environment_leaks():
     for key in [k for k in os.environ if k.startswith("MLFLOW_") and k not in before]:
         del os.environ[key]
     os.environ.update(before)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for every Spark test module this process runs (test_spark,
+    test_spark_mlflow, test_offset_spark): each used to start and stop its own."""
+    from support.spark import local_spark
+
+    session = local_spark()
+    yield session
+    session.stop()

@@ -1,8 +1,15 @@
-"""Shared fixtures, and the ``integration`` marker for the slow end-to-end modules."""
+"""Shared fixtures, the ``integration`` marker for the slow end-to-end modules, and the order
+in which pytest-xdist hands test files to its workers."""
 
+import os
+import shutil
+import subprocess
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # modules that start servers, processes, virtual environments or whole pipelines: marked
 # ``integration`` so that ``pytest -m "not integration"`` is a fast inner loop (the full suite,
@@ -14,10 +21,80 @@ INTEGRATION_MODULES = {
 }
 
 
+# the modules that take longest (measured with --durations), handed out first under
+# ``-n N --dist loadfile --no-loadscope-reorder`` so that no long module starts last and leaves
+# the other workers idle (longest-first scheduling); the rest follow in their usual order
+SLOW_FIRST = ("test_dockerfile", "test_java_evaluator", "test_quickstart", "test_spark",
+              "test_spark_mlflow", "test_mlflow_serve", "test_docs_examples", "test_warmup",
+              "test_cpu_determinism", "test_report_browser", "test_boosted_models",
+              "test_multiclass_serve", "test_kernel_cache", "test_hostile_documents",
+              "test_examples", "test_registry_concurrency", "test_spark_segmented",
+              "test_gate_server", "test_example_monitor_month", "test_monitor_spark",
+              "test_multicalibration_spark", "test_monitor_loop", "test_segmented_flavor",
+              "test_docs_site")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if Path(str(item.fspath)).stem in INTEGRATION_MODULES:
             item.add_marker(pytest.mark.integration)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # only under xdist (every worker sorts the same way, so their collections agree);
+        # a serial run keeps pytest's own order
+        rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+        items.sort(key=lambda item: rank.get(Path(str(item.fspath)).stem, len(rank)))
+
+
+@contextmanager
+def _exclusive(lock_path: Path):
+    """Hold an exclusive lock on ``lock_path`` (between xdist workers; no-op without fcntl)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: one process per run there
+        yield
+        return
+    with open(lock_path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _run_temp_root(tmp_path_factory) -> Path:
+    """A folder shared by every worker of this run (the per-worker base temps' parent under
+    xdist; this process's base temp otherwise)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _missing_jdk() -> str | None:
+    for tool in ("java", "javac", "jar"):
+        if shutil.which(tool) is None:
+            return (f"{tool} is not installed: the Java evaluator tests need a JDK 11+ (e.g. "
+                    "apt-get install default-jdk-headless)")
+    return None
+
+
+@pytest.fixture(scope="session")
+def jar(tmp_path_factory) -> Path:
+    """The Java evaluator's jar, built from jvm/src with the system JDK (``jvm/build.sh``) once
+    per test run: under xdist the first worker to need it builds it into a folder every worker
+    shares, the others wait on a lock and reuse it."""
+    reason = _missing_jdk()
+    if reason:
+        if os.environ.get("MLCAL_REQUIRE_JAVA"):
+            pytest.fail(f"{reason} (MLCAL_REQUIRE_JAVA is set)")
+        pytest.skip(reason)
+    shared = _run_temp_root(tmp_path_factory)
+    out = shared / "jvm"
+    built = out / "mlcal-calibrator.jar"
+    with _exclusive(shared / "jvm.lock"):
+        if not built.is_file():
+            proc = subprocess.run(["bash", str(ROOT / "jvm" / "build.sh"), str(out)],
+                                  capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 0, proc.stderr
+    return built
 
 
 @pytest.fixture()
@@ -56,3 +133,15 @@ def without_output_floor(monkeypatch):
     import mlcal.calibrators.base as base
 
     monkeypatch.setattr(base, "data_floor", lambda w: 0.0)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for every Spark test module this process runs (test_spark,
+    test_spark_mlflow, test_offset_spark, test_spark_segmented, test_monitor_spark,
+    test_multicalibration_spark): each used to start and stop its own."""
+    from support.spark import local_spark
+
+    session = local_spark()
+    yield session
+    session.stop()

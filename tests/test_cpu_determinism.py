@@ -50,8 +50,11 @@ def test_probe_covers_every_registered_method(host_hashes):
 
 
 def test_json_identical_on_an_emulated_baseline_cpu(host_hashes):
-    # numba's cache for the baseline CPU, kept between runs (compiling everything takes ~30 s)
-    cache = Path(tempfile.gettempdir()) / "mlcal-tests-numba-x86-64"
+    # numba's cache for the baseline CPU, kept between runs (compiling everything takes ~30 s);
+    # one per user (another user's folder is not writable). Concurrent runs may share it: numba
+    # writes each cache file to a temporary name and renames it into place.
+    user = os.getuid() if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
+    cache = Path(tempfile.gettempdir()) / f"mlcal-tests-numba-x86-64-{user}"
     cache.mkdir(exist_ok=True)
     emulated = _probe({**BASELINE_CPU, "NUMBA_CACHE_DIR": str(cache)})
     differing = sorted(k for k in host_hashes if emulated.get(k) != host_hashes[k])

@@ -23,7 +23,6 @@ import numpy as np
 import pytest
 
 from tests.hostile.make_documents import BOMB_BYTES, MULTICLASS, generate
-from tests.test_java_evaluator import jar  # noqa: F401  (the session's evaluator jar)
 
 ROOT = Path(__file__).resolve().parents[1]
 #: per-case bounds: generous (a valid 8 MiB document loads in well under a second here)
@@ -104,7 +103,7 @@ def test_python_loader_names_every_problem_within_bounds(corpus):
                for r in bombs if "zeros" not in r["name"]), [r["message"] for r in bombs]
 
 
-def test_java_evaluator_agrees_within_a_small_heap(corpus, jar, tmp_path):  # noqa: F811
+def test_java_evaluator_agrees_within_a_small_heap(corpus, jar, tmp_path):  # jar: conftest.py
     cases, results, work = corpus
     lines = [f"{c['path']}\t{work / f's{i}.bin'}\t{tmp_path / f'o{i}.bin'}"
              for i, c in enumerate(cases)]

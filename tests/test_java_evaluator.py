@@ -1,7 +1,7 @@
 """Parity of the Java evaluator (``jvm/``) with mlcal's Python ``predict``/``predict_proba``.
 
-The jar is built once per session with the system JDK (``jvm/build.sh``: javac + jar, nothing
-downloaded) and every case is scored by the real JVM; outputs must be bit-identical (float64
+The jar is built once per test run with the system JDK (the ``jar`` fixture in conftest.py runs
+``jvm/build.sh``: javac + jar, nothing downloaded) and every case is scored by the real JVM; outputs must be bit-identical (float64
 bit patterns) to Python's. Without ``javac`` the module is skipped, unless
 ``MLCAL_REQUIRE_JAVA=1`` (set by ``.ci/run``) makes a missing JDK a failure.
 """
@@ -9,8 +9,6 @@ bit patterns) to Python's. Without ``javac`` the module is skipped, unless
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -27,31 +25,7 @@ from mlcal.maps import (BETA_EPS, BetaMap, LinearMap, MapFormatError, Multiclass
                         SoftmaxAffineMap, StepMap, map_from_dict)
 from tests.support.synthetic import calibration_set
 
-JVM_DIR = Path(__file__).resolve().parents[1] / "jvm"
 TINY = 5e-324
-
-
-def _missing_jdk() -> str | None:
-    for tool in ("java", "javac", "jar"):
-        if shutil.which(tool) is None:
-            return (f"{tool} is not installed: the Java evaluator tests need a JDK 11+ (e.g. "
-                    "apt-get install default-jdk-headless)")
-    return None
-
-
-@pytest.fixture(scope="session")
-def jar(tmp_path_factory) -> Path:
-    """The evaluator jar, built from jvm/src into a session temp dir."""
-    reason = _missing_jdk()
-    if reason:
-        if os.environ.get("MLCAL_REQUIRE_JAVA"):
-            pytest.fail(f"{reason} (MLCAL_REQUIRE_JAVA is set)")
-        pytest.skip(reason)
-    out = tmp_path_factory.mktemp("jvm")
-    proc = subprocess.run(["bash", str(JVM_DIR / "build.sh"), str(out)], capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return out / "mlcal-calibrator.jar"
 
 
 def java(jar: Path, *args, stdin: str | None = None) -> subprocess.CompletedProcess:

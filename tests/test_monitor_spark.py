@@ -8,16 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy.special import expit, logit
-from support.spark import local_spark
 
 from mlcal.monitor.sequential import _BIN_EDGES, CalibrationMonitor
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = local_spark()
-    yield session
-    session.stop()
 
 
 def _flat(doc, prefix=""):

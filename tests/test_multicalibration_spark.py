@@ -7,19 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from support.spark import local_spark
 from test_multicalibration import _segment_data
 
 from mlcal.multicalibration import Multicalibration
 
 pytest.importorskip("pyspark")
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = local_spark()
-    yield session
-    session.stop()
 
 
 def test_spark_column_is_bit_identical_to_python(spark):

@@ -13,12 +13,12 @@ from mlcal.maps import BetaMap, LinearMap, SigmoidMap, StepMap
 from mlcal.maps.offset import OffsetMap
 from mlcal.maps.reoffset import reoffset
 from tests.support.synthetic import calibration_set
-from tests.test_java_evaluator import (_python_rejects, assert_bits_equal, jar,  # noqa: F401
-                                       probe_scores, run_batch)
+from tests.test_java_evaluator import (_python_rejects, assert_bits_equal, probe_scores,
+                                       run_batch)
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")   # huge probe scores
-def test_offset_calibrators_are_bit_identical(jar, tmp_path):  # noqa: F811
+def test_offset_calibrators_are_bit_identical(jar, tmp_path):
     rng = np.random.default_rng(11)
     s, y = calibration_set(400, seed=4, link_power=2.0)
     cases, expected, names = [], [], []
@@ -46,7 +46,7 @@ def test_offset_calibrators_are_bit_identical(jar, tmp_path):  # noqa: F811
     assert any((e == 0.0).any() and (e == 1.0).any() for e in expected)
 
 
-def test_offset_documents_python_refuses_java_refuses(jar, tmp_path):  # noqa: F811
+def test_offset_documents_python_refuses_java_refuses(jar, tmp_path):
     inner = SigmoidMap(-2.0, 0.1).to_dict()
     good = OffsetMap(SigmoidMap(-2.0, 0.1), 0.5).to_dict()
     s, y = calibration_set(200, seed=8)

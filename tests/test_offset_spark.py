@@ -7,20 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from support.spark import local_spark
 
 from mlcal._solvers.detmath import det_log1p_array, det_log_array
 from mlcal.maps import BetaMap, LinearMap, SigmoidMap, StepMap
 from mlcal.maps.offset import OffsetMap
 
 pytest.importorskip("pyspark")
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = local_spark()
-    yield session
-    session.stop()
 
 
 def _bits(a) -> np.ndarray:

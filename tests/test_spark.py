@@ -13,20 +13,12 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 import pytest
-from support.spark import local_spark
 from support.synthetic import calibration_set
 
 from mlcal._solvers.detmath import det_expit_array, det_log1p_array, det_log_array
 from mlcal._solvers.exact_sums import combine, nonnegative_expansion
 from mlcal.calibrators.catalog import available_calibrators, get_calibrator
 from mlcal.maps import BETA_EPS, BetaMap, LinearMap, SigmoidMap, StepMap
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = local_spark()
-    yield session
-    session.stop()
 
 
 def _frame(spark, **cols):

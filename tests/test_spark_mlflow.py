@@ -10,20 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from sklearn.linear_model import LogisticRegression
-from support.spark import local_spark
 
 from mlcal.datasets import make_circular
 from mlcal.model import CalibratedModel
 
 FAST_REQS = ["scikit-learn", "numpy", "pandas"]  # explicit: skips slow requirement inference
 RESULT_TYPE = "struct<p_calibrated: double, label: bigint, score_uncalibrated: double>"
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = local_spark()
-    yield session
-    session.stop()
 
 
 @pytest.mark.parametrize("method", ["isotonic", "platt"])

@@ -8,20 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from support.spark import local_spark
 
 import mlcal
 from mlcal.maps import BetaMap, StepMap
 from mlcal.maps.segmented import SegmentedMap
 
 pytest.importorskip("pyspark")
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = local_spark()
-    yield session
-    session.stop()
 
 
 def _bits(a) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""A local Spark session for the tests (one per test module), or a skip with the reason.
+"""A local Spark session for the tests (conftest.py's `spark` fixture: one per test process), or a
+skip with the reason.
 
 Spark needs a Java runtime. Without one the Spark tests are skipped, unless
 ``MLCAL_REQUIRE_JAVA=1`` (set in CI), where a missing Java or pyspark is a failure.

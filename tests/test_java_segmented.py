@@ -16,8 +16,7 @@ import mlcal
 from mlcal.maps import BetaMap, SigmoidMap, StepMap
 from mlcal.maps.segment_keys import SegmentKeyError
 from mlcal.maps.segmented import SegmentedMap, UnseenSegmentError
-from tests.test_java_evaluator import (_python_rejects, assert_bits_equal, jar,  # noqa: F401
-                                       java, run_batch)
+from tests.test_java_evaluator import _python_rejects, assert_bits_equal, java, run_batch
 
 COUNTRIES = np.array(["FR", "DE", "IT", "ES", "é\u00fc \"q\", x"])
 
@@ -60,7 +59,7 @@ def _jsonl(scores, seg) -> str:
     return "\n".join(rows) + "\n"
 
 
-def _batch(jar, tmp_path, cases):  # noqa: F811
+def _batch(jar, tmp_path, cases):
     """run_batch with JSON-lines inputs (the evaluator's batch mode reads a segmented
     calibrator's rows as JSON lines)."""
     out = []
@@ -90,7 +89,7 @@ def _edge_scores(rng, n):
     return np.concatenate([fixed, rng.random(n - fixed.size)])
 
 
-def test_fitted_segmented_calibrators_are_bit_identical(jar, tmp_path):  # noqa: F811
+def test_fitted_segmented_calibrators_are_bit_identical(jar, tmp_path):
     rng = np.random.default_rng(5)
     cases, expected, names = [], [], []
     for i, (method, params) in enumerate([("platt", {}), ("isotonic", {}), ("beta", {}),
@@ -145,7 +144,7 @@ def _doc(m, method="beta", unseen=None):
             "map": m.to_dict()}
 
 
-def test_unseen_raise_and_typed_keys_raise_as_in_python(jar, tmp_path):  # noqa: F811
+def test_unseen_raise_and_typed_keys_raise_as_in_python(jar, tmp_path):
     cal = _fit("platt", seed=3, unseen="raise")
     x = np.array([0.2, 0.4, 0.6])
     ok = pd.DataFrame({"country": ["FR", "DE", "IT"], "tier": [0, 1, -1],
@@ -243,7 +242,7 @@ TAMPERED = {
 }
 
 
-def test_tampered_documents_python_refuses_java_refuses(jar, tmp_path):  # noqa: F811
+def test_tampered_documents_python_refuses_java_refuses(jar, tmp_path):
     cal = _fit("platt", seed=4)
     texts = {name: _tampered(cal, change) for name, (change, _) in TAMPERED.items()}
     texts["duplicate JSON key"] = cal.to_json().replace(
@@ -264,7 +263,7 @@ def test_tampered_documents_python_refuses_java_refuses(jar, tmp_path):  # noqa:
     assert not isinstance(_batch(jar, tmp_path / "ok", [(cal.to_json(), x, seg)])[0], str)
 
 
-def test_command_line_reads_csv_and_json_lines_by_column_name(jar, tmp_path):  # noqa: F811
+def test_command_line_reads_csv_and_json_lines_by_column_name(jar, tmp_path):
     cal = _fit("beta", seed=6)
     rng = np.random.default_rng(8)
     x = _edge_scores(rng, 60)

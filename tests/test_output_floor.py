@@ -15,7 +15,7 @@ import pytest
 
 import mlcal
 from mlcal.maps import BetaMap, MapFormatError, SigmoidMap, map_from_dict
-from tests.test_java_evaluator import assert_bits_equal, jar, run_batch  # noqa: F401
+from tests.test_java_evaluator import assert_bits_equal, run_batch
 
 PARAMETRIC = ("platt", "platt-logit", "temperature", "beta")
 
@@ -160,7 +160,7 @@ def test_onnx_export_clips_like_predict(dtype):
             assert np.array_equal(got[at_floor], want[at_floor])
 
 
-def test_java_evaluator_clips_bit_for_bit(jar, tmp_path):  # noqa: F811
+def test_java_evaluator_clips_bit_for_bit(jar, tmp_path):
     maps = _floored_maps()
     s, y = forest_scores(600, 0)
     fitted = [mlcal.get_calibrator(m).fit(s, y) for m in PARAMETRIC + ("isotonic",)]

@@ -33,6 +33,9 @@ every method gives.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 import dataclasses
 from functools import singledispatch
 
@@ -40,6 +43,24 @@ import numpy as np
 
 from mlcal._solvers.ties import exact_group_sums
 from mlcal.maps import BETA_EPS, BetaMap, CalibrationMap, LinearMap, SigmoidMap, StepMap
+
+
+#: rows the weights stand for, when a fit is given aggregated rows (the Spark routes collect
+#: one row per distinct (score, label[, weight]) with a count folded into its weight); None: the
+#: weights' own nonzero entries are the rows
+_REPRESENTED_ROWS: ContextVar[float | None] = ContextVar("mlcal_represented_rows", default=None)
+
+
+@contextmanager
+def represented_rows(n: float | None):
+    """Within the block, :func:`data_floor` counts ``n`` rows with positive weight instead of
+    the nonzero entries of the weights it is given: a fit on aggregated rows then gets the floor
+    of the rows they aggregate (``None`` changes nothing)."""
+    token = _REPRESENTED_ROWS.set(None if n is None else float(n))
+    try:
+        yield
+    finally:
+        _REPRESENTED_ROWS.reset(token)
 
 
 def data_floor(w: np.ndarray) -> float:
@@ -56,7 +77,8 @@ def data_floor(w: np.ndarray) -> float:
         The floor, in ``(0, 1/4]``.
     """
     w = np.ascontiguousarray(w, dtype=np.float64)
-    count = float(np.count_nonzero(w))
+    rows = _REPRESENTED_ROWS.get()
+    count = float(np.count_nonzero(w)) if rows is None else rows
     # the correctly rounded total (numba kernel): the same bits in any row order, on any CPU
     total = float(exact_group_sums(w, np.zeros(1, dtype=np.int64))[0]) if w.size else 0.0
     return 1.0 / (2.0 * (max(count, total) + 1.0))

@@ -10,6 +10,7 @@ from sklearn.base import clone
 
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.catalog import get_calibrator
+from mlcal.calibrators.output_floor import represented_rows
 from mlcal.calibrators.segmented import SegmentedCalibrator
 from mlcal.maps import CalibrationMap, map_from_dict
 from mlcal.maps.segmented import SEGMENTED_KIND, SegmentedMap
@@ -86,7 +87,8 @@ def fit(df: DataFrame, score_col: str, label_col: str, method: str | BaseCalibra
     cal._validate_params()
     stats = collect_statistics(df, score_col, label_col, weight_col, grid=grid,
                                max_distinct=max_distinct)
-    cal.fit(stats.scores, stats.labels, stats.weights)
+    with represented_rows(stats.n_weighted_rows):     # the floor of the rows aggregated
+        cal.fit(stats.scores, stats.labels, stats.weights)
     cal.spark_statistics_ = stats
     if stats.grid is not None:
         cal.grid_error_ = grid_error(cal.map_, stats.grid)

@@ -24,6 +24,7 @@ import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from mlcal.calibrators.output_floor import represented_rows
 from mlcal.calibrators.segmented import SegmentedCalibrator
 from mlcal.spark._stats import _numeric_column, _to_pandas
 
@@ -40,12 +41,13 @@ def fit_segmented(df: DataFrame, score_col: str, label_col: str,
     params.setdefault("n_folds", None)
     cal = SegmentedCalibrator(method, **params)
     cal._validate_params()
-    s = _numeric_column(df, score_col, "score")
-    y = _numeric_column(df, label_col, "label", allow_bool=True)
+    schema = df.schema
+    s = _numeric_column(schema, score_col, "score")
+    y = _numeric_column(schema, label_col, "label", allow_bool=True)
     keys = [F.col(c).alias(f"_seg{j}") for j, c in enumerate(names)]
     cols = [*keys, s.alias("_s"), y.alias("_y")]
     if weight_col is not None:
-        cols.append(_numeric_column(df, weight_col, "weight").alias("_w"))
+        cols.append(_numeric_column(schema, weight_col, "weight").alias("_w"))
     group = [c for c in ("_s", "_y", "_w") if c != "_w" or weight_col is not None]
     agg = df.select(*cols).groupBy(*[f"_seg{j}" for j in range(len(names))], *group) \
         .agg(F.count(F.lit(1)).alias("_n"))
@@ -56,8 +58,9 @@ def fit_segmented(df: DataFrame, score_col: str, label_col: str,
     weights = counts if weight_col is None else pdf["_w"].to_numpy(np.float64) * counts
     segments = pdf[[f"_seg{j}" for j in range(len(names))]]
     segments.columns = names
-    cal.fit(pdf["_s"].to_numpy(np.float64), pdf["_y"].to_numpy(np.float64), segments,
-            sample_weight=weights)
+    with represented_rows(float(counts[weights > 0].sum())):   # the floor of the rows
+        cal.fit(pdf["_s"].to_numpy(np.float64), pdf["_y"].to_numpy(np.float64), segments,
+                sample_weight=weights)
     cal.spark_rows_ = int(counts.sum())
     cal.spark_groups_ = int(counts.size)
     return cal

@@ -21,6 +21,7 @@ Spark's shuffle.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass, field
 
@@ -64,6 +65,9 @@ class SufficientStatistics:
         Rows collected to the driver (the aggregate's, or the frame's own).
     grid : GridInfo or None
         The grid the scores were rounded to (``None``: exact).
+    n_weighted_rows : int or None
+        Rows with positive weight when ``scores`` are aggregated (the output floor counts them,
+        as the in-memory fit does); ``None`` when the rows are the frame's own.
     """
 
     scores: np.ndarray
@@ -73,6 +77,7 @@ class SufficientStatistics:
     n_aggregated: int
     grid: GridInfo | None
     known_distinct: int | None = field(default=None, repr=False)
+    n_weighted_rows: int | None = None
 
     @property
     def n_distinct(self) -> int:
@@ -358,7 +363,8 @@ def collect_statistics(df: DataFrame, score_col: str, label_col: str,
         grid_info = make_grid(grid, float(info["s_min"]), float(info["s_max"]))
         key = _grid_key(s, grid_info, float(info["s_min"]), float(info["s_max"]))
     pdf = _aggregate(df, key, y, w)
-    return _statistics(pdf, w is not None, n, grid_info, n_distinct)
+    stats = _statistics(pdf, w is not None, n, grid_info, n_distinct)
+    return dataclasses.replace(stats, n_weighted_rows=int(info["n_pos"]) + int(info["n_neg"]))
 
 
 def _statistics(pdf, weighted: bool, n_rows: int, grid_info: GridInfo | None,

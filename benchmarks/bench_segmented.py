@@ -30,6 +30,12 @@ EPS = 1e-15
 
 
 def simulate(scenario: str, n_segments: int, rows: int, seed: int):
+    """Scores, labels, segment keys and the fit-rows mask of one draw (see the module doc)."""
+    return simulate_with_truth(scenario, n_segments, rows, seed)[:4]
+
+
+def simulate_with_truth(scenario: str, n_segments: int, rows: int, seed: int):
+    """:func:`simulate` plus each row's true probability (the oracle's prediction)."""
     rng = np.random.default_rng(seed)
     sizes = np.exp(rng.uniform(np.log(20), np.log(4000), n_segments))
     sizes = np.maximum(np.round(sizes / sizes.sum() * rows), 2).astype(int)
@@ -42,7 +48,7 @@ def simulate(scenario: str, n_segments: int, rows: int, seed: int):
     y = (rng.random(code.size) < expit(a[code] * x + d[code])).astype(int)
     seg = np.array([f"g{i}" for i in range(n_segments)])[code]
     train = rng.random(code.size) < 0.5
-    return expit(0.8 * x), y, seg, train
+    return expit(0.8 * x), y, seg, train, expit(a[code] * x + d[code])
 
 
 def log_loss(y, p):

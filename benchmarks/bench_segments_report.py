@@ -1,0 +1,236 @@
+"""Segmented calibration, issue #30's measurement: per method, the held-out global log loss,
+the worst segment's calibration error and the fit time, with ratios measured in the same run.
+
+    python benchmarks/bench_segments_report.py [--rows 20000] [--repeats 1] [--real-repeats 10]
+        [--big] [--big-rows 1000000] [--with-multicalibration WORKTREE]
+
+Methods: the global ``auto`` map (``mlcal.AutoCalibrator``, no segments: the log-loss
+reference), mlcal's ``SegmentedCalibrator`` variants, probcal's ``SegmentedCalibrator``,
+Meta's MCGrad (the segment as its categorical feature), and ``mlcal.Multicalibration`` (boosted
+corrections on the segment and ``logit(score)``) when ``mlcal.multicalibration`` imports; the
+peers are optional (a printed note when missing), see ``bench_segmented.contenders``.
+
+Worst-segment error (:func:`mlcal.metrics.segment_report` on the held-out rows): among segments
+with at least ``--min-rows`` held-out rows (default 100 simulated, 30 real; smaller segments
+are too noisy to rank), the largest ``|observed rate - mean prediction|`` ("worst |O-E|") and
+the largest segment ECE (10 equal-width bins; "worst ECE"). Both include sampling noise (a
+perfectly calibrated model's |O-E| has standard deviation ``sqrt(p(1-p)/n)``, 0.05 at 100 rows),
+which is why the simulated scenarios also show the **oracle** (the true probabilities): the
+floor no method can beat on average.
+
+Data. Simulated: ``bench_segmented.simulate`` (scenarios offsets, slopes, confounded, null;
+half the rows fit, half score). Real (no download; both ship inside installed packages):
+
+* ``diabetes``: scikit-learn's bundled diabetes data (442 patients, BSD-3 licence with
+  scikit-learn; Efron et al. 2004). Label: disease progression above its median; segment:
+  ``sex`` (2 values); the base model is a logistic regression on the nine other features.
+* ``gapminder``: the Gapminder extract bundled with plotly (1,704 country-years, MIT licence with
+  plotly; data from gapminder.org, CC BY 4.0). Label: life expectancy above 60 years; segment:
+  ``continent`` (5 values); base model: logistic regression on log GDP per capita, year and
+  log population (not the continent).
+
+Each real set is split at random into thirds (base model, calibration, held out), repeated
+``--real-repeats`` times; the tables show means over the splits.
+
+``--big``: one fit each at ``--big-rows`` simulated rows (offsets scenario, ``--big-segments``
+segments) of mlcal's SegmentedCalibrator (``beta`` and the default ``auto``, cross-fitted and
+in-sample), probcal and MCGrad, with the ratio of each fit time to MCGrad's (issue #30: within
+3x). MCGrad may take many minutes there; ``--big-skip mcgrad`` leaves it out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import mlcal  # noqa: E402
+from bench_segmented import contenders, log_loss, simulate_with_truth  # noqa: E402
+from mlcal.metrics import segment_report  # noqa: E402
+
+GLOBAL = "global auto"
+
+
+def worst_segment_errors(y, p, seg, min_rows: int) -> tuple[float, float]:
+    """(worst |O - E|, worst ECE) among the segments with at least ``min_rows`` rows."""
+    eligible = segment_report(y, p, seg, min_segment_rows=min_rows).eligible
+    return (max(abs(s["citl"]) for s in eligible), max(s["ece"] for s in eligible))
+
+
+def add_multicalibration(runs: dict, worktree: str | None) -> None:
+    """Add ``mlcal.Multicalibration`` when ``mlcal.multicalibration`` imports (optionally found
+    in another worktree's ``mlcal`` package: only that subpackage is taken from there)."""
+    if worktree:
+        mlcal.__path__.append(os.path.join(os.path.abspath(worktree), "mlcal"))
+    try:
+        from mlcal.multicalibration import Multicalibration
+    except ImportError as exc:
+        print(f"note: mlcal.multicalibration does not import ({exc}); its rows are skipped")
+        return
+
+    def run(s, y, g, st, gt):
+        return Multicalibration(random_state=0).fit(s, y, {"segment": g}).predict(
+            st, {"segment": gt})
+
+    runs["multicalibration"] = run
+
+
+def methods(args) -> dict:
+    runs = {GLOBAL: lambda s, y, g, st, gt: mlcal.AutoCalibrator().fit(s, y).predict(st)}
+    runs.update({k: v for k, v in contenders().items() if k in args.methods})
+    add_multicalibration(runs, args.with_multicalibration)
+    return runs
+
+
+def real_sets():
+    """Yield (name, base-model features, labels, segment keys) of each packaged real set."""
+    from sklearn.datasets import load_diabetes
+
+    d = load_diabetes(as_frame=True)
+    X = d.data
+    yield ("diabetes", X.drop(columns="sex").to_numpy(),
+           (d.target > d.target.median()).to_numpy().astype(int),
+           np.where(X["sex"].to_numpy() > 0, "s1", "s0"))
+    try:
+        import plotly.data
+        gm = plotly.data.gapminder()
+    except ImportError:
+        print("note: plotly is not installed; the gapminder set is skipped")
+        return
+    feats = np.column_stack([np.log(gm["gdpPercap"]), gm["year"], np.log(gm["pop"])])
+    yield ("gapminder", feats, (gm["lifeExp"] > 60).to_numpy().astype(int),
+           gm["continent"].to_numpy().astype(str))
+
+
+def real_draws(repeats: int):
+    """Per real set, ``repeats`` random thirds: base-model scores for calibration and held-out
+    rows."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    for name, X, y, seg in real_sets():
+        draws = []
+        for r in range(repeats):
+            part = np.random.default_rng(1000 + r).integers(0, 3, y.size)
+            base = make_pipeline(StandardScaler(), LogisticRegression()).fit(
+                X[part == 0], y[part == 0])
+            s = base.predict_proba(X)[:, 1]
+            draws.append((s, y, seg, part == 1, part == 2, None))
+        yield name, draws
+
+
+def simulated_draws(args):
+    for scenario in ("offsets", "slopes", "confounded", "null"):
+        draws = []
+        for r in range(args.repeats):
+            s, y, g, train, truth = simulate_with_truth(scenario, args.segments, args.rows, r)
+            draws.append((s, y, g, train, ~train, truth))
+        yield scenario, draws
+
+
+def evaluate(label: str, draws, runs: dict, min_rows: int) -> None:
+    acc = {k: [] for k in runs}
+    oracle = []
+    for s, y, g, fit, test, truth in draws:
+        if truth is not None:
+            oracle.append((log_loss(y[test], truth[test]),
+                           *worst_segment_errors(y[test], truth[test], g[test], min_rows)))
+        for name, run in runs.items():
+            t0 = time.perf_counter()
+            p = np.asarray(run(s[fit], y[fit], g[fit], s[test], g[test]), dtype=float)
+            secs = time.perf_counter() - t0
+            acc[name].append((log_loss(y[test], p),
+                              *worst_segment_errors(y[test], p, g[test], min_rows), secs))
+    ref = np.mean(acc[GLOBAL], axis=0)
+    rows = [(name, *np.mean(v, axis=0)) for name, v in acc.items()]
+    if oracle:
+        rows.append(("oracle (truth)", *np.mean(oracle, axis=0), np.nan))
+    for name, ll, citl, ece, secs in rows:
+        print(f"{label:11} {name:18} {ll:9.5f} {ll / ref[0]:8.4f} {citl:10.4f} {ece:10.4f} "
+              f"{secs:8.2f} {secs / ref[3]:8.1f}", flush=True)
+
+
+def big(args) -> None:
+    from bench_segmented import simulate
+
+    s, y, g, train = simulate("offsets", args.big_segments, args.big_rows, seed=0)
+    print(f"\nfit time at {y.size} rows, {args.big_segments} segments (offsets scenario, "
+          f"one fit each)", flush=True)
+    fits = {
+        "mlcal beta cv": lambda: mlcal.SegmentedCalibrator("beta").fit(s, y, g),
+        "mlcal beta in-sam": lambda: mlcal.SegmentedCalibrator("beta", n_folds=None).fit(
+            s, y, g),
+    }
+    peers = contenders()
+    for name in ("probcal", "mcgrad"):
+        if name in peers and name not in args.big_skip:
+            # fit, then predict ten rows (the fit is the cost)
+            fits[name] = (lambda run: lambda: run(s, y, g, s[:10], g[:10]))(peers[name])
+    # the slowest mlcal variants last, so the ratio to MCGrad is printed early
+    fits["mlcal auto in-sam"] = lambda: mlcal.SegmentedCalibrator("auto", n_folds=None).fit(
+        s, y, g)
+    fits["mlcal auto cv"] = lambda: mlcal.SegmentedCalibrator().fit(s, y, g)
+    small = simulate("offsets", 5, 2000, seed=99)     # compile the kernels untimed
+    for method in ("beta", "auto"):
+        mlcal.SegmentedCalibrator(method).fit(*small[:3])
+    times = {}
+    for name, fit in fits.items():
+        if name in args.big_skip:
+            continue
+        t0 = time.perf_counter()
+        fit()
+        times[name] = time.perf_counter() - t0
+        ratio = times[name] / times["mcgrad"] if "mcgrad" in times else np.nan
+        print(f"{name:18} {times[name]:9.1f} s   x MCGrad {ratio:6.2f}", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=20_000)
+    ap.add_argument("--segments", type=int, default=60)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--real-repeats", type=int, default=10)
+    ap.add_argument("--min-rows", type=int, default=100, help="simulated sets")
+    ap.add_argument("--real-min-rows", type=int, default=30)
+    ap.add_argument("--methods", nargs="*", default=["mlcal offsets", "mlcal in-sample",
+                                                     "mlcal +slopes", "mlcal auto", "probcal",
+                                                     "mcgrad"])
+    ap.add_argument("--no-simulated", action="store_true")
+    ap.add_argument("--no-real", action="store_true")
+    ap.add_argument("--with-multicalibration", metavar="WORKTREE", default=None)
+    ap.add_argument("--big", action="store_true")
+    ap.add_argument("--big-only", action="store_true")
+    ap.add_argument("--big-rows", type=int, default=1_000_000)
+    ap.add_argument("--big-segments", type=int, default=50)
+    ap.add_argument("--big-skip", nargs="*", default=[])
+    args = ap.parse_args()
+    runs = methods(args)
+    if not args.big_only:
+        draw = next(simulated_draws(argparse.Namespace(segments=5, rows=2000, repeats=1)))[1][0]
+        s, y, g, fit, test, _ = draw      # compile the kernels untimed
+        for run in runs.values():
+            run(s[fit], y[fit], g[fit], s[test], g[test])
+        print(f"{'set':11} {'method':18} {'log loss':>9} {'x global':>8} {'worst|O-E|':>10} "
+              f"{'worst ECE':>10} {'fit s':>8} {'x global':>8}")
+    if not (args.no_simulated or args.big_only):
+        print(f"# simulated: {args.rows} rows, {args.segments} segments, {args.repeats} "
+              f"draw(s); segments with >= {args.min_rows} held-out rows")
+        for scenario, draws in simulated_draws(args):
+            evaluate(scenario, draws, runs, args.min_rows)
+    if not (args.no_real or args.big_only):
+        print(f"# real: {args.real_repeats} random splits into thirds; segments with >= "
+              f"{args.real_min_rows} held-out rows")
+        for name, draws in real_draws(args.real_repeats):
+            evaluate(name, draws, runs, args.real_min_rows)
+    if args.big or args.big_only:
+        big(args)
+
+
+if __name__ == "__main__":
+    main()

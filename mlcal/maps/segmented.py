@@ -353,3 +353,52 @@ class SegmentedMap:
 
     def __hash__(self) -> int:
         return hash(repr(self.to_dict()))
+
+
+@dataclass(frozen=True)
+class LookupStep:
+    """One column of the exact key lookup that ONNX and Spark SQL build (see
+    :func:`lookup_plan`): the column's sorted distinct key values ``uniques`` map to ``codes``;
+    from the second column on, the previous index ``i`` and this column's code ``c`` are combined
+    as ``i * len(uniques) + c`` and looked up in ``combined`` -> ``target`` (absent: unseen)."""
+
+    uniques: list
+    codes: list
+    combined: list | None = None
+    target: list | None = None
+
+
+def lookup_plan(m: "SegmentedMap") -> list[LookupStep]:
+    """The integer lookups that take a row's typed segment values to its index into
+    ``m.keys`` (the ONNX and Spark SQL routes build their ops from it; no hashing, no float
+    keys). One column: the value's code is the segment's index. Several: each column's value
+    becomes its position among the column's distinct values; positions are combined one column
+    at a time (mixed radix) and looked up among the key prefixes that exist, the last lookup
+    giving the index. Every intermediate number is below (prefixes x distinct values), so it
+    stays well inside int64."""
+    types = m.column_types
+    steps: list[LookupStep] = []
+    prefixes: dict[tuple, int] = {}
+    for j in range(len(types)):
+        uniques = sorted({k[j] for k in m.keys})
+        # one column: straight to the segment index; else the value's position in uniques
+        codes = ([m.keys.index((v,)) for v in uniques] if len(types) == 1
+                 else list(range(len(uniques))))
+        if j == 0:
+            prefixes = {(v,): i for i, v in enumerate(uniques)}
+            steps.append(LookupStep(uniques, codes))
+            continue
+        position = {v: i for i, v in enumerate(uniques)}
+        last = j == len(types) - 1
+        new: dict[tuple, int] = {}
+        combined, target = [], []
+        for key_index, k in enumerate(m.keys):
+            prefix = k[:j + 1]
+            if prefix in new and not last:
+                continue
+            new[prefix] = key_index if last else len(new)
+            combined.append(prefixes[k[:j]] * len(uniques) + position[k[j]])
+            target.append(new[prefix])
+        steps.append(LookupStep(uniques, codes, combined, target))
+        prefixes = new
+    return steps

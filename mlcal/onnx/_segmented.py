@@ -25,7 +25,7 @@ from onnx import TensorProto
 
 from mlcal.onnx._graph import GraphBuilder
 from mlcal.onnx._maps import map_subgraph, sigmoid_nodes
-from mlcal.maps.segmented import SegmentedMap
+from mlcal.maps.segmented import SegmentedMap, lookup_plan
 
 #: ai.onnx.ml opset of the LabelEncoder nodes
 ML_OPSET = 2
@@ -54,34 +54,18 @@ def segment_index_nodes(g: GraphBuilder, m: SegmentedMap, inputs: list[str]) -> 
         minus_one = g.const(np.int64(-1), "minus_one")
         zero = g.const(np.int64(0), "zero_i")
     index = ""
-    prefixes: dict[tuple, int] = {}
-    for j, (x, t) in enumerate(zip(inputs, types)):
-        uniques = sorted({k[j] for k in m.keys})
-        codes = [m.keys.index((v,)) for v in uniques] if len(types) == 1 else \
-            list(range(len(uniques)))
-        code = _encoder(g, x, uniques, t, codes, f"segment_code{j}")
+    for j, (x, t, step) in enumerate(zip(inputs, types, lookup_plan(m))):
+        code = _encoder(g, x, step.uniques, t, step.codes, f"segment_code{j}")
         if j == 0:
-            prefixes = {(v,): i for i, v in enumerate(uniques)}
             index = code
             continue
-        position = {v: i for i, v in enumerate(uniques)}
-        last = j == len(types) - 1
-        new: dict[tuple, int] = {}
-        combined, target = [], []
-        for key_index, k in enumerate(m.keys):
-            p = k[:j + 1]
-            if p in new and not last:
-                continue
-            new[p] = key_index if last else len(new)
-            combined.append(prefixes[k[:j]] * len(uniques) + position[k[j]])
-            target.append(new[p])
         missing = g.op("Or", [g.op("Less", [index, zero]), g.op("Less", [code, zero])],
                        f"segment_miss{j}")
-        mixed = g.op("Add", [g.op("Mul", [index, g.const(np.int64(len(uniques)), "radix")]),
+        mixed = g.op("Add", [g.op("Mul", [index, g.const(np.int64(len(step.uniques)),
+                                                          "radix")]),
                              code], f"segment_mixed{j}")
         mixed = g.op("Where", [missing, minus_one, mixed], f"segment_key{j}")
-        index = _encoder(g, mixed, combined, "integer", target, f"segment_prefix{j}")
-        prefixes = new
+        index = _encoder(g, mixed, step.combined, "integer", step.target, f"segment_prefix{j}")
     return index
 
 

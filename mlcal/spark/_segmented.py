@@ -28,7 +28,7 @@ from typing import Sequence
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from mlcal.maps.segmented import SegmentedMap
+from mlcal.maps.segmented import SegmentedMap, lookup_plan
 from mlcal.spark._expressions import _doubles, _expit, _let, log1p_column, log_column, map_column
 
 _INTEGRAL_TYPES = ("tinyint", "smallint", "int", "bigint")
@@ -94,31 +94,15 @@ def segment_index_column(m: SegmentedMap, segment_cols: Sequence[Column]) -> Col
     """The row's index into ``m.keys`` (bigint), or null for an unseen segment."""
     types = m.column_types
     index: Column | None = None
-    prefixes: dict[tuple, int] = {}
-    for j, (col, name, t) in enumerate(zip(segment_cols, m.column_names, types)):
-        uniques = sorted({k[j] for k in m.keys})
-        # one column: straight to the segment index; else the value's position in uniques
-        codes = [m.keys.index((v,)) for v in uniques] if len(types) == 1 else \
-            range(len(uniques))
-        code = F.try_element_at(_lookup_map(uniques, t, codes), typed_key(col, name, t))
+    for j, (col, name, t, step) in enumerate(zip(segment_cols, m.column_names, types,
+                                                   lookup_plan(m))):
+        code = F.try_element_at(_lookup_map(step.uniques, t, step.codes),
+                                typed_key(col, name, t))
         if j == 0:
-            prefixes = {(v,): i for i, v in enumerate(uniques)}
             index = code
             continue
-        position = {v: i for i, v in enumerate(uniques)}
-        last = j == len(types) - 1
-        new: dict[tuple, int] = {}
-        combined, target = [], []
-        for key_index, k in enumerate(m.keys):
-            p = k[:j + 1]
-            if p in new and not last:
-                continue
-            new[p] = key_index if last else len(new)
-            combined.append(prefixes[k[:j]] * len(uniques) + position[k[j]])
-            target.append(new[p])
-        table = _lookup_map(combined, "integer", target)
-        index = F.try_element_at(table, index * F.lit(len(uniques)) + code)
-        prefixes = new
+        table = _lookup_map(step.combined, "integer", step.target)
+        index = F.try_element_at(table, index * F.lit(len(step.uniques)) + code)
     return index
 
 

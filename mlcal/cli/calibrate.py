@@ -82,7 +82,15 @@ def run(args) -> int:
                                  f"{model_classes}); mlcal calibrates the probability of the "
                                  "model's second class")
         seg_cols = parse_columns(args.segment_columns)
+        if args.segmented and not seg_cols:
+            raise ValueError("--segmented needs --segment-columns: the columns that name each "
+                             "row's segment")
         cols = _feature_columns(frame, args.label_column, info, base, exclude=seg_cols or ())
+        if args.segmented:   # the model reads its segment from its input: keep those columns
+            cols = [*cols, *(c for c in seg_cols if c not in cols)]
+            missing = [c for c in seg_cols if c not in frame.columns]
+            if missing:
+                raise ValueError(f"{args.data} has no segment column(s) {missing}")
         evaluation = {}
         if args.eval_data:
             ev = read_frame(args.eval_data)
@@ -90,6 +98,8 @@ def run(args) -> int:
             if missing:
                 raise ValueError(f"{args.eval_data} has no column(s) {missing}")
             evaluation = {"X_eval": ev[cols], "y_eval": ev[args.label_column].to_numpy()}
+        if args.segmented:
+            evaluation["model_segment_columns"] = seg_cols
         if seg_cols:
             from mlcal.metrics.segments import segment_keys
 
@@ -97,6 +107,11 @@ def run(args) -> int:
             evaluation["segments"] = segment_keys(source, seg_cols, what=name)
             evaluation["min_segment_rows"] = args.min_segment_rows
         cal = get_calibrator(args.method, **_parse_params(args.param))
+        if args.segmented:
+            from mlcal.calibrators.segmented import SegmentedCalibrator
+
+            cal = SegmentedCalibrator(cal, unseen=args.unseen_segments,
+                                      min_rows_for_slope=args.min_rows_for_slope)
         holdout = 0.0 if args.eval_data else args.holdout
         result = calibrate_and_log(base, frame[cols], y, calibrator=cal, score=args.score,
                                    holdout=holdout, holdout_seed=args.holdout_seed,
@@ -166,6 +181,17 @@ def register(sub) -> None:
                         "segments keyed by these columns of the evaluation data (they need not "
                         "be model features): calibration/segment_report.json and .csv and the "
                         "segment_worst_* run metrics")
+    p.add_argument("--segmented", action="store_true",
+                   help="fit a segmented calibrator (mlcal.SegmentedCalibrator): the --method "
+                        "map shared by all rows plus a per-segment logit offset, shrunk by "
+                        "empirical Bayes, with segments keyed by --segment-columns (read from "
+                        "the model's input when it predicts, so they join its signature)")
+    p.add_argument("--unseen-segments", choices=("shared", "raise"), default="shared",
+                   help="with --segmented: a segment not seen in fitting gets the shared map "
+                        "(default) or is an error")
+    p.add_argument("--min-rows-for-slope", type=int, default=None, metavar="N",
+                   help="with --segmented: segments of at least N rows also get a shrunk "
+                        "per-segment slope (default: offsets only)")
     p.add_argument("--min-segment-rows", type=int, default=100,
                    help="with --segment-columns: smaller segments are reported but never the "
                         "worst (default 100)")

@@ -162,8 +162,10 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
                         if math.isfinite(v)})
     if calibrator is not None:
         mp = calibrator.map_
+        # the parameters as the saved document records them (JSON-ready: a segmented
+        # calibrator's shared method given as an estimator is recorded by its name)
         report["calibrator"] = {"method": calibrator.method_name,
-                                "params": calibrator.get_params(deep=False),
+                                "params": calibrator.to_dict()["params"],
                                 "map_type": mp.kind, "map_size": int(mp.size),
                                 "input_transform": mp.input_transform}
         selection = getattr(calibrator, "selection_", None)

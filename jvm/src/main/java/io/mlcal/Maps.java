@@ -82,11 +82,6 @@ public final class Maps {
         @SuppressWarnings("unchecked")
         Map<String, Object> doc = (Map<String, Object>) node;
         Object kind = doc.get("type");
-        if ("multicalibration".equals(kind)) {   // reads segment features besides the score
-            throw new MapFormatException("a multicalibration map (boosted trees over the score "
-                    + "and segment features) is not supported by this evaluator; score it with "
-                    + "mlcal in Python or export it to ONNX (mlcal.multicalibration.onnx_export)");
-        }
         if (!(kind instanceof String) || !TYPES.containsKey(kind)) {
             throw new MapFormatException("unknown map type " + shortRepr(kind)
                     + "; expected one of " + pyList(kinds()));

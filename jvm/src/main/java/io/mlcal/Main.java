@@ -41,7 +41,8 @@ import java.util.List;
  * {@code CALIBRATOR<TAB>SCORES<TAB>OUT} with f64le scores and predictions; a job whose
  * calibrator or scores are invalid writes {@code ExceptionName: message} to {@code OUT.err}
  * instead (the parity tests use this). For a segmented or multicalibration calibrator, SCORES
- * is read as JSON lines (see {@link SegmentRows}).
+ * is read as JSON lines (see {@link SegmentRows}), unless the map reads no column besides the
+ * score (a multicalibration map fitted without features).
  *
  * <p>A segmented calibrator (docs/segments.md) or a multicalibration calibrator
  * (docs/multicalibration.md) reads rows with named columns: {@code --input jsonl} (one JSON
@@ -174,7 +175,8 @@ public final class Main {
                 }
                 try {
                     Calibrator cal = Calibrator.load(Path.of(f[0]));
-                    if (cal.readsColumns()) {   // SCORES is JSON lines: score and columns
+                    if (!cal.columnNames().isEmpty()) {   // SCORES is JSON lines: score and
+                        // columns (a multicalibration map of the score alone reads f64le)
                         SegmentRows rows = SegmentRows.read(open(f[1]), "jsonl", "score",
                                 (ColumnMap) cal.map());
                         write(cal.predict(rows.scores, rows.columns), 1, "f64le", f[2], false,

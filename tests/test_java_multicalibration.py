@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 from csv import QUOTE_NONNUMERIC
 
 import numpy as np
@@ -488,3 +489,108 @@ def test_a_map_of_the_score_alone_reads_plain_scores(jar, tmp_path):
     assert [int(h, 16) for h in proc.stdout.split()] == cal.predict(x).view(np.uint64).tolist()
     proc = java(jar, path, "-", stdin="1.5\n")
     assert proc.returncode == 1 and "probabilities in [0, 1]" in proc.stderr
+
+
+HARNESS = r"""
+import io.mlcal.Calibrator;
+import java.math.BigInteger;
+import java.nio.file.Path;
+
+public class Harness {
+    static String hex(double v) {
+        return Long.toHexString(Double.doubleToRawLongBits(v));
+    }
+
+    static void attempt(String name, Runnable r) {
+        try {
+            r.run();
+            System.out.println(name + " ok");
+        } catch (RuntimeException e) {
+            System.out.println(name + " " + e.getClass().getSimpleName() + ": " + e.getMessage());
+        }
+    }
+
+    public static void main(String[] args) {
+        Calibrator cal = Calibrator.load(Path.of(args[0]));
+        System.out.println(String.join(",", cal.columnNames()));
+        double[] s = {0.3, 0.0, 1.0, 0.77, 5e-324};
+        Object[][] cols = {
+            {"north", "east", "west", "south", "x"},
+            {0.5, -1, true, 0.1, 2.5f},
+            {2L, 2, new BigInteger("2"), 2.0, new BigInteger("100000000000000000000")},
+            {true, false, "False", "True", true},
+            {1, 3.5f, BigInteger.ONE.shiftLeft(70), 1e16, (short) 7}};
+        double[] p = cal.predict(s, cols);
+        StringBuilder sb = new StringBuilder();
+        for (int i = 0; i < s.length; i++) {
+            Object[] row = new Object[cols.length];
+            for (int j = 0; j < cols.length; j++) {
+                row[j] = cols[j][i];
+            }
+            sb.append(hex(p[i])).append(i + 1 < s.length ? "," : "");
+            if (cal.predict(s[i], row) != p[i]) {
+                throw new AssertionError("row " + i + ": one-row predict differs");
+            }
+        }
+        System.out.println(sb);
+        attempt("string-in-numeric", () -> cal.predict(0.5, "north", "1.5", 2L, true, 1.0));
+        attempt("null-category", () -> cal.predict(0.5, null, 0.5, 2L, true, 1.0));
+        attempt("nan-numeric", () -> cal.predict(0.5, "north", 0.5, 2L, true, Double.NaN));
+        attempt("four-columns", () -> cal.predict(0.5, "north", 0.5, 2L, true));
+        attempt("score-above-1", () -> cal.predict(1.5, "north", 0.5, 2L, true, 1.0));
+        attempt("score-nan", () -> cal.predict(Double.NaN, "north", 0.5, 2L, true, 1.0));
+        attempt("score-only-call", () -> cal.predict(0.5));
+    }
+}
+"""
+
+
+def test_java_api_reads_typed_values_as_python_does(jar, tmp_path):
+    """The library call with Java-typed values (Long, Integer, Short, BigInteger, Float,
+    Double, Boolean, String) equals Python's predict on the same Python values, row by row and
+    as a batch; bad values throw where Python raises."""
+    doc = _doc(seed=17)
+    cal = mlcal.load_calibrator(json.dumps(doc))
+    (tmp_path / "mc.json").write_text(json.dumps(doc))
+    (tmp_path / "Harness.java").write_text(HARNESS)
+    # single-file source launch: the harness is compiled in memory against the jar
+    proc = subprocess.run(["java", "-cp", str(jar), str(tmp_path / "Harness.java"),
+                           str(tmp_path / "mc.json")], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == ",".join(FEATURES)
+    frame = pd.DataFrame({
+        "region": np.array(["north", "east", "west", "south", "x"], dtype=object),
+        "age": np.array([0.5, -1, True, 0.1, 2.5], dtype=object),
+        "tier": np.array([2, 2, 2, 2.0, 10 ** 20], dtype=object),
+        "flag": np.array([True, False, "False", "True", True], dtype=object),
+        "income": np.array([1, 3.5, 2 ** 70, 1e16, 7], dtype=object)})
+    s = np.array([0.3, 0.0, 1.0, 0.77, 5e-324])
+    p = cal.predict(s, frame)
+    assert [int(h, 16) for h in lines[1].split(",")] == p.view(np.uint64).tolist()
+    # the typed values matter: 2, "2" and BigInteger 2 share a code, 2.0 and 10**20 take
+    # "other"; "False" is the code of False
+    x = cal.map_.feature_matrix(s, frame)
+    tier = cal.map_.features[3]
+    assert tier.name == "tier" and x[0, 3] == x[1, 3] == x[2, 3] == tier.categories.index("2")
+    assert x[3, 3] == x[4, 3] == len(tier.categories)
+    assert x[1, 4] == x[2, 4] != x[0, 4]
+    results = dict(line.split(" ", 1) for line in lines[2:])
+    assert results["string-in-numeric"].startswith("InvalidFeaturesException: numeric "
+                                                   "feature 'age' is not numeric")
+    python_refuses = {
+        "null-category": (frame.assign(region=[None] * 5), "missing values"),
+        "nan-numeric": (frame.assign(income=[np.nan] * 5), "non-finite"),
+        "four-columns": (frame.drop(columns="income"), None),
+    }
+    for name, (f, phrase) in python_refuses.items():
+        with pytest.raises(ValueError):
+            cal.predict(s, f)
+        assert results[name].startswith("InvalidFeaturesException: "), results[name]
+        assert phrase is None or phrase in results[name], results[name]
+    for name, x in (("score-above-1", 1.5), ("score-nan", np.nan)):
+        with pytest.raises(ValueError):
+            cal.predict(np.full(5, x), frame)
+        assert results[name].startswith("InvalidScoresException: "), results[name]
+    assert results["score-only-call"].startswith("IllegalStateException: "), results

@@ -207,7 +207,8 @@ def test_float_categories_are_read_as_python_repr(jar, tmp_path):
     m = _float_category_map(known)
     doc = {"format": "mlcal-calibrator", "format_version": 1, "mlcal_version": "0.1.0",
            "method": "multicalibration", "params": {}, "map": m.to_dict()}
-    above = np.nextafter(known, np.inf)
+    with np.errstate(over="ignore"):   # the largest double's neighbour is inf: dropped
+        above = np.nextafter(known, np.inf)
     values = np.concatenate([known, unknown, above[np.isfinite(above)]]).astype(object)
     # integers and booleans in the same column: "3" and "True" are not the floats' texts
     values = np.concatenate([values, np.array([3, 0, True, False, -7, 10 ** 20], dtype=object)])
@@ -594,3 +595,26 @@ def test_java_api_reads_typed_values_as_python_does(jar, tmp_path):
             cal.predict(np.full(5, x), frame)
         assert results[name].startswith("InvalidScoresException: "), results[name]
     assert results["score-only-call"].startswith("IllegalStateException: "), results
+
+
+def test_mlcal_evaluate_scores_a_score_only_map_and_names_missing_features(tmp_path, capsys):
+    """The command line the hostile corpus runs on every valid document: a multicalibration map
+    of the score alone is evaluated; one with features names the columns it lacks."""
+    from mlcal.cli import main
+
+    rng = np.random.default_rng(41)
+    n = 3000
+    s = rng.random(n)
+    y = (rng.random(n) < s ** 1.4).astype(int)
+    pd.DataFrame({"score": s, "y": y}).to_csv(tmp_path / "data.csv", index=False)
+    score_only = Multicalibration(max_iter=5, validation_fraction=None).fit(s, y)
+    mlcal.save_calibrator(score_only, tmp_path / "a.json")
+    assert main(["evaluate", "--calibrator", str(tmp_path / "a.json"), "--data",
+                 str(tmp_path / "data.csv")]) == 0
+    assert "multicalibration map" in capsys.readouterr().out
+    with_features = Multicalibration(max_iter=5, validation_fraction=None).fit(
+        s, y, {"g": rng.choice(["a", "b"], n)})
+    mlcal.save_calibrator(with_features, tmp_path / "b.json")
+    assert main(["evaluate", "--calibrator", str(tmp_path / "b.json"), "--data",
+                 str(tmp_path / "data.csv")]) == 2
+    assert "missing column(s) ['g']" in capsys.readouterr().err

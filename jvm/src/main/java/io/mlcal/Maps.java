@@ -12,6 +12,12 @@ import java.util.TreeMap;
  *
  * <p>Adding a map kind is one class with a static {@code fromDoc(doc, where, common)} reader
  * and one {@link #register} line in the static block below.
+ *
+ * <p>The maps that read named columns besides the score ({@link SegmentedMap},
+ * {@link MulticalibrationMap}: {@link ColumnMap}s) are not kinds of this table, as they are not
+ * in mlcal's {@code MAP_TYPES} ({@code map_from_dict} refuses them, so does {@link #fromDoc}):
+ * {@link Calibrator} reads each from its own calibrator document ({@code "segmented"},
+ * {@code "multicalibration"}).
  */
 public final class Maps {
     private Maps() {

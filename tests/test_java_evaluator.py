@@ -513,20 +513,3 @@ def test_registered_map_kinds_match_python(jar):
     assert proc.returncode == 0, proc.stderr
     from mlcal.maps import MAP_TYPES
     assert sorted(proc.stdout.split()) == sorted(MAP_TYPES)
-
-
-def test_multicalibration_documents_are_refused_by_name(jar, tmp_path):
-    """The evaluator does not score maps over segment features; it says so instead of failing
-    on an 'unknown map type'."""
-    from mlcal.multicalibration import Multicalibration
-
-    rng = np.random.default_rng(0)
-    s = rng.uniform(0.05, 0.95, 2000)
-    y = (rng.random(2000) < s).astype(float)
-    cal = Multicalibration(max_iter=3, validation_fraction=None).fit(
-        s, y, {"segment": rng.choice(["a", "b"], 2000)})
-    path = tmp_path / "multi.json"
-    path.write_text(cal.to_json())
-    proc = java(jar, path, "-", stdin="0.5\n")
-    assert proc.returncode != 0
-    assert "multicalibration map" in proc.stderr and "not supported" in proc.stderr

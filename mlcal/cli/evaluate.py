@@ -66,8 +66,9 @@ def run(args) -> int:
                          f"{args.calibrator} holds a binary one ({type(cal).__name__})")
     data = read_columns(args.data, [args.score_column, args.label_column])
     scores = np.asarray(data[args.score_column], dtype=float)
-    # the uncalibrated probability the map itself starts from
-    before = apply_input_transform(scores, cal.map_.input_transform)
+    # the uncalibrated probability the map itself starts from (a multicalibration map has no
+    # input transform: it takes probabilities, and raises naming its feature columns)
+    before = apply_input_transform(scores, getattr(cal.map_, "input_transform", "identity"))
     report = calibration_report(binary_label_column(data, args), before, cal.predict(scores),
                                 n_bins=args.n_bins, strategy=args.strategy)
     if args.json:

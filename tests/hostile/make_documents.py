@@ -36,7 +36,8 @@ MULTICLASS = ("multiclass-one-vs-rest", "multiclass-temperature", "multiclass-ve
 
 
 def fitted_documents() -> dict[str, dict]:
-    """A fitted document of every registered binary method and every multiclass method."""
+    """A fitted document of every registered binary method, every multiclass method and
+    multicalibration (of the score alone)."""
     import mlcal
     from mlcal.calibrators.multiclass import (MatrixScaling, OneVsRest, TemperatureScaling,
                                               VectorScaling)
@@ -70,6 +71,14 @@ def fitted_documents() -> dict[str, dict]:
                                                                          "one-vs-rest:isotonic"],
                                                              n_folds=3))):
             docs[name] = cal.fit(logits, yk).to_dict()
+    # multicalibration fitted without segment features: its document reads the score alone,
+    # so every loader and the command line can score it (and its map, placed in the other
+    # documents, must be refused there)
+    from mlcal.multicalibration import Multicalibration
+
+    docs["multicalibration"] = Multicalibration(max_iter=4, max_depth=2, min_hessian_leaf=2.0,
+                                                validation_fraction=None).fit(s, y).to_dict()
+    assert len(docs["multicalibration"]["map"]["trees"]) >= 2
     return docs
 
 
@@ -267,6 +276,20 @@ def _mutations(name: str, doc: dict, pool: dict[str, dict]
         edited("decreasing-map", "error" if rules["monotone"] else "load",
                lambda d: d.update(map=mono))
     m = doc["map"]
+    if m["type"] == "multicalibration":
+        tree = m["trees"][0]
+        edited("mc-root-left-itself", "error",
+               lambda d: d["map"]["trees"][0]["left"].__setitem__(0, 0))
+        edited("mc-threshold-string", "error",
+               lambda d: d["map"]["trees"][0]["threshold"].__setitem__(0, "0.5"))
+        edited("mc-leaf-value-huge", "load",
+               lambda d: d["map"]["trees"][0]["value"].__setitem__(-1, 1e300))
+        edited("mc-tree-too-many-nodes", "error", lambda d: d["map"]["trees"][0].update(
+            feature=[-1] * 70_000))
+        edited("mc-trees-repeated", "load", lambda d: d["map"].update(
+            trees=[tree] * 2000))
+        edited("mc-categorical-score", "error", lambda d: d["map"]["features"][0].update(
+            kind="categorical", categories=["a"]))
     if m["type"] in ("step", "linear"):
         edited("values-one-longer", "error", lambda d: d["map"]["values"].append(0.5))
         edited("values-above-1", "error", lambda d: d["map"]["values"].__setitem__(-1, 1.5))

@@ -92,6 +92,8 @@ def run(cases: list[dict], work: Path, data_csv: Path) -> list[dict]:
             k = getattr(cal.map_, "n_classes", None)
             res["n_classes"] = k
             probe = BINARY_PROBE if k is None else rng.normal(0.0, 2.0, (4, k))
+            if cal.map_.kind == "multicalibration":   # takes probabilities only
+                probe = np.clip(BINARY_PROBE, 0.0, 1.0)
             np.ascontiguousarray(cal.predict(probe) if k is None else cal.predict_proba(probe),
                                  dtype="<f8").tofile(work / f"p{i}.bin")
             del cal

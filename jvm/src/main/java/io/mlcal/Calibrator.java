@@ -173,9 +173,15 @@ public final class Calibrator {
         }
         CalibrationMap map;
         try {
-            // a segmented map takes segment values besides the score: not a Maps kind
-            map = SegmentedMap.KIND.equals(method) ? SegmentedMap.fromDoc(doc.get("map"))
-                    : Maps.fromDoc(doc.get("map"));
+            // segmented and multicalibration maps take named columns besides the score: not
+            // Maps kinds (mlcal's map_from_dict refuses them too)
+            if (SegmentedMap.KIND.equals(method)) {
+                map = SegmentedMap.fromDoc(doc.get("map"));
+            } else if (MulticalibrationMap.KIND.equals(method)) {
+                map = multicalibrationMap(doc.get("map"));
+            } else {
+                map = Maps.fromDoc(doc.get("map"));
+            }
         } catch (MapFormatException e) {
             throw new MapFormatException("calibrator document: " + e.getMessage());
         }
@@ -184,6 +190,17 @@ public final class Calibrator {
         // the map must be one the method fits; fields, parameters and extras as mlcal checks
         DocumentRules.check(doc, (String) method, params, map);
         return new Calibrator((String) method, map);
+    }
+
+    /** The map of a {@code "multicalibration"} document (mlcal's {@code
+     * Multicalibration.from_dict}: the map must have that type before it is read). */
+    private static CalibrationMap multicalibrationMap(Object raw) {
+        if (!(raw instanceof Map) || !MulticalibrationMap.KIND.equals(((Map<?, ?>) raw)
+                .get("type"))) {
+            throw new MapFormatException("a '" + MulticalibrationMap.KIND + "' calibrator holds "
+                    + "a '" + MulticalibrationMap.KIND + "' map");
+        }
+        return MulticalibrationMap.fromDoc(raw);
     }
 
     /** The fitting method ({@code "isotonic"}, ...), or null for a bare map document. */
@@ -207,9 +224,10 @@ public final class Calibrator {
     }
 
     private BinaryMap binary() {
-        if (map instanceof SegmentedMap) {
-            throw new IllegalStateException("this is a segmented map: pass the segment values "
-                    + "too, predict(score, values...) or predict(scores, columns...)");
+        if (map instanceof ColumnMap) {
+            throw new IllegalStateException("this is a " + map.kind() + " map: pass its "
+                    + "columns " + ((ColumnMap) map).columnNames() + " too, "
+                    + "predict(score, values...) or predict(scores, columns...)");
         }
         if (!(map instanceof BinaryMap)) {
             throw new IllegalStateException("this is a " + map.kind() + " (multiclass) map: "
@@ -225,6 +243,9 @@ public final class Calibrator {
      * @throws IllegalStateException for a multiclass map
      */
     public double predict(double score) {
+        if (map instanceof ColumnMap && ((ColumnMap) map).columnNames().isEmpty()) {
+            return ((ColumnMap) map).predict(score);   // a map of the score alone
+        }
         return binary().predict(score);
     }
 
@@ -235,6 +256,9 @@ public final class Calibrator {
      * @throws IllegalStateException for a multiclass map
      */
     public double[] predict(double[] scores) {
+        if (map instanceof ColumnMap && ((ColumnMap) map).columnNames().isEmpty()) {
+            return ((ColumnMap) map).predict(scores);   // a map of the score alone
+        }
         return binary().predict(scores);
     }
 
@@ -243,21 +267,34 @@ public final class Calibrator {
         return map instanceof SegmentedMap;
     }
 
-    private SegmentedMap segmented() {
-        if (!(map instanceof SegmentedMap)) {
+    /** Whether the map reads named columns besides the score (a segmented or
+     * multicalibration map): {@link #columnNames()} gives them. */
+    public boolean readsColumns() {
+        return map instanceof ColumnMap;
+    }
+
+    /** The columns the map reads besides the score (empty for a score-only map). */
+    public java.util.List<String> columnNames() {
+        return map instanceof ColumnMap ? ((ColumnMap) map).columnNames() : java.util.List.of();
+    }
+
+    private ColumnMap segmented() {
+        if (!(map instanceof ColumnMap)) {
             throw new IllegalStateException("this " + map.kind() + " map takes no segment "
                     + "values: use predict(double[])");
         }
-        return (SegmentedMap) map;
+        return (ColumnMap) map;
     }
 
     /**
-     * Calibrated probability of one score in a segment (segmented maps): one value per
-     * segment column, in {@link SegmentedMap#columnNames()} order.
+     * Calibrated probability of one score in a segment (segmented maps) or with its segment
+     * features (multicalibration maps): one value per column, in {@link #columnNames()} order.
      *
      * @throws InvalidScoresException if the score is NaN or infinite
      * @throws SegmentKeyException for a value of another type than its column's
      * @throws UnseenSegmentException for an unseen segment under {@code unseen="raise"}
+     * @throws InvalidFeaturesException for missing, non-finite or mistyped features
+     *     (multicalibration maps)
      * @throws IllegalStateException for a map without segments
      */
     public double predict(double score, Object... segmentValues) {
@@ -265,12 +302,15 @@ public final class Calibrator {
     }
 
     /**
-     * Calibrated probabilities of scores in segments (segmented maps): {@code columns[j][i]}
-     * is row {@code i}'s value of segment column {@code j}.
+     * Calibrated probabilities of scores in segments (segmented maps) or with their segment
+     * features (multicalibration maps): {@code columns[j][i]} is row {@code i}'s value of
+     * column {@code j}.
      *
      * @throws InvalidScoresException if the scores are empty or hold NaN or infinite values
      * @throws SegmentKeyException for values of the wrong type or shape
      * @throws UnseenSegmentException for an unseen segment under {@code unseen="raise"}
+     * @throws InvalidFeaturesException for missing, non-finite or mistyped features
+     *     (multicalibration maps)
      * @throws IllegalStateException for a map without segments
      */
     public double[] predict(double[] scores, Object[]... columns) {

@@ -110,6 +110,12 @@ final class DocumentRules {
             checkSegmented(doc, params, (SegmentedMap) map, mapDoc);
             return;
         }
+        if (map instanceof MulticalibrationMap) {
+            // mlcal's Multicalibration.from_dict: the envelope only, known valid parameters
+            checkFields(doc, ENVELOPE, MulticalibrationMap.KIND);
+            checkParams(TABLE.get(MulticalibrationMap.KIND), MulticalibrationMap.KIND, params);
+            return;
+        }
         Map<String, Object> entry = binaryMethod(method);
         String name = nameOf(entry);
         List<String> allowed = new ArrayList<>(ENVELOPE);

@@ -12,6 +12,12 @@ import java.util.TreeMap;
  *
  * <p>Adding a map kind is one class with a static {@code fromDoc(doc, where, common)} reader
  * and one {@link #register} line in the static block below.
+ *
+ * <p>The maps that read named columns besides the score ({@link SegmentedMap},
+ * {@link MulticalibrationMap}: {@link ColumnMap}s) are not kinds of this table, as they are not
+ * in mlcal's {@code MAP_TYPES} ({@code map_from_dict} refuses them, so does {@link #fromDoc}):
+ * {@link Calibrator} reads each from its own calibrator document ({@code "segmented"},
+ * {@code "multicalibration"}).
  */
 public final class Maps {
     private Maps() {
@@ -82,11 +88,6 @@ public final class Maps {
         @SuppressWarnings("unchecked")
         Map<String, Object> doc = (Map<String, Object>) node;
         Object kind = doc.get("type");
-        if ("multicalibration".equals(kind)) {   // reads segment features besides the score
-            throw new MapFormatException("a multicalibration map (boosted trees over the score "
-                    + "and segment features) is not supported by this evaluator; score it with "
-                    + "mlcal in Python or export it to ONNX (mlcal.multicalibration.onnx_export)");
-        }
         if (!(kind instanceof String) || !TYPES.containsKey(kind)) {
             throw new MapFormatException("unknown map type " + shortRepr(kind)
                     + "; expected one of " + pyList(kinds()));

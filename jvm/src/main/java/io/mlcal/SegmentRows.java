@@ -11,8 +11,8 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * Rows of a segmented calibrator's command-line input: a score and one value per segment
- * column, read by column name from JSON lines or CSV.
+ * Rows of a segmented or multicalibration calibrator's command-line input: a score and one
+ * value per segment column (segment feature), read by column name from JSON lines or CSV.
  *
  * <ul>
  * <li>{@code jsonl}: one JSON object per non-blank line; the score is a JSON number, a segment
@@ -22,7 +22,12 @@ import java.util.Map;
  * fields); the score is a decimal number, and each segment field is read by its column's
  * type: a string column takes the text as it is, an integer column a whole number, a boolean
  * column {@code true}/{@code false} (any case); an empty unquoted field is a missing value.
+ * A multicalibration map's numeric feature takes a decimal number, a categorical feature the
+ * text as it is (an empty unquoted field is a missing value, which the map refuses).
  * </ul>
+ * In JSON lines, a multicalibration map's numeric feature is a JSON number (or a boolean, read
+ * as 1 or 0) and a categorical feature any scalar, read as Python's {@code str} writes it.
+ 
  */
 final class SegmentRows {
     final double[] scores;
@@ -33,7 +38,7 @@ final class SegmentRows {
         this.columns = columns;
     }
 
-    static SegmentRows read(InputStream in, String format, String scoreColumn, SegmentedMap map)
+    static SegmentRows read(InputStream in, String format, String scoreColumn, ColumnMap map)
             throws IOException {
         List<String> names = map.columnNames();
         List<String> types = map.columnTypes();
@@ -42,9 +47,9 @@ final class SegmentRows {
         try (BufferedReader r = new BufferedReader(new InputStreamReader(in,
                 StandardCharsets.UTF_8))) {
             if (format.equals("jsonl")) {
-                readJsonLines(r, scoreColumn, names, scores, rows);
+                readJsonLines(r, scoreColumn, names, scores, rows, map);
             } else {
-                readCsv(r, scoreColumn, names, types, scores, rows);
+                readCsv(r, scoreColumn, names, types, scores, rows, map);
             }
         }
         double[] s = new double[scores.size()];
@@ -60,7 +65,7 @@ final class SegmentRows {
 
     @SuppressWarnings("unchecked")
     private static void readJsonLines(BufferedReader r, String scoreColumn, List<String> names,
-                                      List<Double> scores, List<Object[]> rows)
+                                      List<Double> scores, List<Object[]> rows, ColumnMap map)
             throws IOException {
         String line;
         int lineNo = 0;
@@ -90,8 +95,8 @@ final class SegmentRows {
             Object[] row = new Object[names.size()];
             for (int j = 0; j < row.length; j++) {
                 if (!obj.containsKey(names.get(j))) {
-                    throw new SegmentKeyException("input line " + lineNo + " has no segment "
-                            + "column '" + names.get(j) + "' (null marks a missing value)");
+                    throw map.columnError("input line " + lineNo + " has no " + word(map)
+                            + " '" + names.get(j) + "' (null marks a missing value)");
                 }
                 row[j] = obj.get(names.get(j));
             }
@@ -100,8 +105,8 @@ final class SegmentRows {
     }
 
     private static void readCsv(BufferedReader r, String scoreColumn, List<String> names,
-                                List<String> types, List<Double> scores, List<Object[]> rows)
-            throws IOException {
+                                List<String> types, List<Double> scores, List<Object[]> rows,
+                                ColumnMap map) throws IOException {
         String header = r.readLine();
         if (header == null) {
             throw new InvalidScoresException("scores is empty");
@@ -119,8 +124,8 @@ final class SegmentRows {
         for (int j = 0; j < at.length; j++) {
             at[j] = head.indexOf(names.get(j));
             if (at[j] < 0) {
-                throw new SegmentKeyException("segment column '" + names.get(j) + "' is "
-                        + "missing from the CSV header " + head);
+                throw map.columnError(word(map) + " '" + names.get(j) + "' is missing from "
+                        + "the CSV header " + head);
             }
         }
         String line;
@@ -143,21 +148,29 @@ final class SegmentRows {
             }
             Object[] row = new Object[at.length];
             for (int j = 0; j < at.length; j++) {
-                row[j] = typed(fields.get(at[j]), types.get(j), names.get(j), lineNo);
+                row[j] = typed(fields.get(at[j]), types.get(j), names.get(j), lineNo, map);
             }
             rows.add(row);
         }
     }
 
     /** A CSV field as a value of its column's type, or null when it is empty and unquoted. */
-    private static Object typed(Field f, String type, String column, int lineNo) {
+    private static Object typed(Field f, String type, String column, int lineNo,
+                                ColumnMap map) {
         if (f.text.isEmpty() && !f.quoted) {
             return null;
         }
         String t = f.text.strip();
         switch (type) {
             case "string":
+            case "categorical":
                 return f.text;
+            case "numeric":
+                if (DECIMAL.matcher(t).matches()) {
+                    return Double.parseDouble(t);   // correctly rounded, as Python's float()
+                }
+                throw map.columnError("CSV line " + lineNo + ", feature column '" + column
+                        + "': '" + f.text + "' is not a number");
             case "boolean":
                 if (t.equalsIgnoreCase("true") || t.equalsIgnoreCase("false")) {
                     return Boolean.valueOf(t.equalsIgnoreCase("true"));
@@ -176,6 +189,14 @@ final class SegmentRows {
         }
         throw new SegmentKeyException("CSV line " + lineNo + ", segment column '" + column
                 + "': '" + f.text + "' is not a " + type);
+    }
+
+    /** A decimal number as CSV writes it (no hex, no NaN/Infinity, no type suffix). */
+    private static final java.util.regex.Pattern DECIMAL = java.util.regex.Pattern.compile(
+            "[+-]?(\\d+\\.?\\d*|\\.\\d+)([eE][+-]?\\d+)?");
+
+    private static String word(ColumnMap map) {
+        return map instanceof SegmentedMap ? "segment column" : "feature column";
     }
 
     private static final class Field {

@@ -29,7 +29,7 @@ import java.util.Set;
  * <p>Not a score-only map: it is not in {@link Maps}' kind table (as in Python, where
  * {@code map_from_dict} refuses it); only a {@code "segmented"} calibrator document holds one.
  */
-public final class SegmentedMap implements CalibrationMap {
+public final class SegmentedMap implements ColumnMap {
     /** The map's kind. */
     public static final String KIND = "segmented";
     /** The types a segment column may have. */
@@ -78,13 +78,20 @@ public final class SegmentedMap implements CalibrationMap {
     }
 
     /** The segment column names, in key order. */
+    @Override
     public List<String> columnNames() {
         return List.of(names);
     }
 
     /** The segment column types ({@code "string"}, {@code "integer"}, {@code "boolean"}). */
+    @Override
     public List<String> columnTypes() {
         return List.of(types);
+    }
+
+    @Override
+    public RuntimeException columnError(String message) {
+        return new SegmentKeyException(message);
     }
 
     /** Number of segments in the table. */

@@ -234,8 +234,25 @@ class AutoCalibrator(BaseCalibrator):
         # faster); each method collapses ties with exact sums, so the maps cannot change
         order = np.argsort(s, kind="stable")
         s, z, w = s[order], z[order], w[order]
-        x, ybar, wsum = sort_and_collapse(s, z, w)
         names = self.candidate_names()
+        x, pos, neg, folds, k, unit, n_unique = self.cv_units(s, z, w, int(self.seed))
+        record = self._cross_validate(names, x, pos, neg, folds, k)
+        record["fold_unit"] = unit
+        record["n_unique"] = n_unique
+        record["chosen_params"] = self.candidate_params(record["chosen"])
+        self.chosen_ = record["chosen"]
+        self.selection_ = record
+        self.calibrator_ = self.candidate(self.chosen_).fit(s, z, w)
+        self.map_ = self.calibrator_.map_
+        self.map_reduction_ = self.calibrator_.map_reduction_
+        return self
+
+    def cv_units(self, s: np.ndarray, z: np.ndarray, w: np.ndarray, seed: int):
+        """The units the cross-validation scores, from rows sorted by score: test units ``x``
+        (points, cells or per-fold row groups) with positive and negative weights and a fold
+        each (``folds=None`` when there are too few distinct scores and no row folds), the
+        number of folds, the fold unit and the number of unique scores."""
+        x, ybar, wsum = sort_and_collapse(s, z, w)
         pos = ybar * wsum
         neg = np.maximum(wsum - pos, 0.0)
         n_unique = int(x.size)
@@ -247,21 +264,12 @@ class AutoCalibrator(BaseCalibrator):
             CELL_FOLDS if coarsened else DEFAULT_FOLDS))
         unit, folds = ("cells" if coarsened else "points"), None
         if x.size >= 2 * k:
-            folds = assign_folds(x.size, k, int(self.seed))
+            folds = assign_folds(x.size, k, seed)
         elif np.all(w == np.floor(w)) and float(np.sum(w)) <= ROW_FOLDS_MAX_ROWS:
             # too few distinct scores to hold some out: split the rows of each score instead
-            x, pos, neg, folds = row_folds(x, np.rint(pos), np.rint(neg), k, int(self.seed))
+            x, pos, neg, folds = row_folds(x, np.rint(pos), np.rint(neg), k, seed)
             unit = "rows"
-        record = self._cross_validate(names, x, pos, neg, folds, k)
-        record["fold_unit"] = unit
-        record["n_unique"] = n_unique
-        record["chosen_params"] = self.candidate_params(record["chosen"])
-        self.chosen_ = record["chosen"]
-        self.selection_ = record
-        self.calibrator_ = self.candidate(self.chosen_).fit(s, z, w)
-        self.map_ = self.calibrator_.map_
-        self.map_reduction_ = self.calibrator_.map_reduction_
-        return self
+        return x, pos, neg, folds, k, unit, n_unique
 
     def _cross_validate(self, names: list[str], x: np.ndarray, pos: np.ndarray,
                         neg: np.ndarray, folds: np.ndarray | None, k: int) -> dict[str, Any]:

@@ -49,6 +49,14 @@ DEFAULT_FOLDS = 5
 #: the weights are counts totalling at most this many rows
 ROW_FOLDS_MAX_ROWS = 10_000_000
 CELL_FOLDS = 3
+#: map kinds of few-parameter smooth maps (Platt, Platt on the log-odds, temperature, beta),
+#: and smooth methods of another map kind (the penalised 20-knot spline): on cells, these
+#: candidates' fold fits run on at most :data:`SMOOTH_FOLD_POINTS` training cells
+#: (:meth:`AutoCalibrator.fold_fit_points`). A new parametric map kind (e.g. quadratic
+#: scaling's) joins by being listed here.
+SMOOTH_MAP_KINDS = ("sigmoid", "beta")
+SMOOTH_METHODS = ("spline",)
+SMOOTH_FOLD_POINTS = 2000
 #: largest ``seed`` (exact in a double, so the Java evaluator compares it exactly too)
 MAX_SEED = 2 ** 53 - 1
 
@@ -215,6 +223,18 @@ class AutoCalibrator(BaseCalibrator):
             params["bound_smoothing"] = self.bound_smoothing
         return params
 
+    def fold_fit_points(self, name: str) -> int | None:
+        """Most training cells a fold fit of method ``name`` sees when the CV runs on cells:
+        :data:`SMOOTH_FOLD_POINTS` for :data:`SMOOTH_METHODS` and methods whose maps are all
+        of :data:`SMOOTH_MAP_KINDS` (a fit of a few parameters on 2,000 cells of consecutive
+        scores is the fit on all their rows to within the CV's noise; docs/auto.md), else
+        ``None`` (every training cell)."""
+        kinds = calibrator_class(name).map_kinds
+        if name in SMOOTH_METHODS or (kinds and all(kind in SMOOTH_MAP_KINDS
+                                                    for kind in kinds)):
+            return SMOOTH_FOLD_POINTS
+        return None
+
     # -- fitting -------------------------------------------------------------------------------
     def fit(self, scores, y, sample_weight=None) -> "AutoCalibrator":
         """Cross-validate the candidates, choose one, refit it on all the data.
@@ -236,7 +256,7 @@ class AutoCalibrator(BaseCalibrator):
         s, z, w = s[order], z[order], w[order]
         names = self.candidate_names()
         x, pos, neg, folds, k, unit, n_unique = self.cv_units(s, z, w, int(self.seed))
-        record = self._cross_validate(names, x, pos, neg, folds, k)
+        record = self._cross_validate(names, x, pos, neg, folds, k, unit)
         record["fold_unit"] = unit
         record["n_unique"] = n_unique
         record["chosen_params"] = self.candidate_params(record["chosen"])
@@ -272,7 +292,8 @@ class AutoCalibrator(BaseCalibrator):
         return x, pos, neg, folds, k, unit, n_unique
 
     def _cross_validate(self, names: list[str], x: np.ndarray, pos: np.ndarray,
-                        neg: np.ndarray, folds: np.ndarray | None, k: int) -> dict[str, Any]:
+                        neg: np.ndarray, folds: np.ndarray | None, k: int,
+                        unit: str = "points") -> dict[str, Any]:
         """CV of every candidate on test units ``x`` (points, cells or per-fold row groups)
         with positive and negative weights and a fold each; ``folds=None``: no CV possible."""
         record: dict[str, Any] = {"version": FIT_INFO_VERSION, "rule": "one-se",
@@ -299,19 +320,24 @@ class AutoCalibrator(BaseCalibrator):
             return record
         results = {}
         for name in names:
-            loss_pos, loss_neg, sizes, error = self._out_of_fold(name, x, pos, neg, folds, k)
+            loss_pos, loss_neg, sizes, error = self._out_of_fold(name, x, pos, neg, folds, k,
+                                                                     unit == "cells")
             results[name] = error if error is not None else ((loss_pos, loss_neg),
                                                              float(np.mean(sizes)))
         record.update(select_one_se(names, results, (pos, neg), float(self.se_rule)))
         return record
 
-    def _out_of_fold(self, name, x, pos, neg, folds, k):
+    def _out_of_fold(self, name, x, pos, neg, folds, k, fit_cells=False):
         """Out-of-fold per-point losses of one method (or the error that stopped it)."""
         p = np.empty(x.size)
         sizes = []
+        cap = self.fold_fit_points(name) if fit_cells else None
         for f in range(k):
             train, test = folds != f, folds == f
-            xs, ys, ws = _rows(x[train], pos[train], neg[train])
+            xt, pt, nt = x[train], pos[train], neg[train]
+            if cap is not None and xt.size > cap:
+                xt, pt, nt = coarsen(xt, pt, nt, cap)
+            xs, ys, ws = _rows(xt, pt, nt)
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")   # the refit on all data shows warnings

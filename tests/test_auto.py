@@ -99,11 +99,14 @@ def test_one_se_rule_and_its_limits():
     assert exact.chosen_ == min(rows, key=lambda r: r["cv_log_loss"])["method"]
     lenient = mlcal.get_calibrator("auto", candidates=names, se_rule=1e9).fit(s, y)
     assert lenient.chosen_ == min(rows, key=lambda r: r["complexity"])["method"] == "platt"
-    one = mlcal.get_calibrator("auto", candidates=names).fit(s, y).selection_
     best = min(rows, key=lambda r: r["cv_log_loss"])
-    within = [r for r in one["candidates"]
-              if r["cv_log_loss"] - best["cv_log_loss"] <= r["se"]]
-    assert one["chosen"] == min(within, key=lambda r: r["complexity"])["method"]
+    for rule in (None, 1.0):   # the default: half a standard error
+        params = {} if rule is None else {"se_rule": rule}
+        one = mlcal.get_calibrator("auto", candidates=names, **params).fit(s, y).selection_
+        assert one["se_rule"] == (0.5 if rule is None else rule)
+        within = [r for r in one["candidates"]
+                  if r["cv_log_loss"] - best["cv_log_loss"] <= one["se_rule"] * r["se"]]
+        assert one["chosen"] == min(within, key=lambda r: r["complexity"])["method"]
 
 
 def test_candidates_get_bound_smoothing_where_they_have_it():

@@ -28,7 +28,11 @@ from mlcal.calibrators.catalog import (available_calibrators, calibrator_class, 
 #: calibration, monotone spline, isotonic regression, ELiTE). SBB, ABB, BBQ and KDE are left
 #: out: slower than these and, in benchmarks/bench_quality.py, not better on log loss; ENIR
 #: (the same near-isotonic family as isotonic and ELiTE) had the lowest CV log loss in none of
-#: the benchmark's 55 tasks and cost 10 % of ``auto``'s fit.
+#: the benchmark's 55 tasks and cost 10 % of ``auto``'s fit. Venn-Abers as a further default
+#: changed ``auto``'s mean held-out log loss by at most 0.0002 per benchmark group (docs/auto.md).
+#: Adding a method (e.g. quadratic scaling once registered) is one entry here, plus its map kind
+#: in :data:`SMOOTH_MAP_KINDS` if it is a new few-parameter kind (for the cells' fold-fit speed),
+#: then ``python -m mlcal.calibrators.document_rules`` to regenerate the JVM rules.
 DEFAULT_CANDIDATES = ("platt", "platt-logit", "temperature", "beta", "spline", "isotonic",
                       "elite")
 #: Parameters ``auto`` sets on its candidates besides ``bound_smoothing``, both for speed at
@@ -112,7 +116,9 @@ class AutoCalibrator(BaseCalibrator):
        (:func:`assign_folds`), so ties are never split and row order cannot matter.
     2. Every candidate is fitted on K-1 folds (as weighted rows: the tie-collapsed points, which
        every registered method treats exactly as the original rows) and predicts the held-out
-       fold. Out-of-fold predictions are clipped to ``[1e-15, 1 - 1e-15]`` for scoring only.
+       fold. On cells, candidates with smooth few-parameter maps fit on the training cells
+       merged into at most :data:`SMOOTH_FOLD_POINTS` (:meth:`fold_fit_points`).
+       Out-of-fold predictions are clipped to ``[1e-15, 1 - 1e-15]`` for scoring only.
        A candidate that fails on a fold is dropped (recorded with its error).
     3. Each candidate's CV log loss is the weighted mean over all out-of-fold rows. Its noise is
        measured against the best candidate: ``se`` is the standard error of the mean of the

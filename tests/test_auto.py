@@ -447,3 +447,8 @@ def test_smooth_candidates_fit_their_folds_on_at_most_2000_cells():
     row = {r["method"]: r for r in cal.selection_["candidates"]}["beta"]
     assert row["cv_log_loss"] == pytest.approx(cv_loss(by_hand), rel=1e-12)
     assert abs(cv_loss(by_hand) - cv_loss(full)) < 1e-5
+    # still independent of the row order
+    perm = rng.permutation(s.size)
+    again = mlcal.AutoCalibrator(candidates=["beta", "isotonic"], cv_max_points=6000).fit(
+        s[perm], y[perm])
+    assert again.to_json() == cal.to_json()

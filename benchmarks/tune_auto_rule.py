@@ -157,7 +157,9 @@ def main(argv=None):
     ap.add_argument("--groups", nargs="+", default=["linear", "trees"],
                     choices=("sim", "linear", "trees"))
     ap.add_argument("--save", metavar="PATH", help="pickle the collected fits to PATH")
-    ap.add_argument("--load", metavar="PATH", help="analyse a saved collection instead")
+    ap.add_argument("--load", metavar="PATH",
+                    help="analyse a collection saved by --save instead (a pickle: load only "
+                         "files this script wrote)")
     args = ap.parse_args(argv)
     if args.load:
         with open(args.load, "rb") as fh:

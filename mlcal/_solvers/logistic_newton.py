@@ -50,6 +50,48 @@ def _loss(x, t, w, theta):
 
 
 @njit(cache=True, nogil=True)
+def _loss_probabilities(x, t, w, theta, p):
+    """:func:`_loss`, also writing each row's ``expit(z)`` into ``p`` exactly as
+    :func:`_gradient_hessian` computes it (the same ``det_exp`` value), and ``max |z|``: the
+    gradient at an accepted line-search point then costs no second exponential."""
+    total = 0.0
+    zmax = 0.0
+    for i in range(x.shape[0]):
+        z = 0.0
+        for j in range(x.shape[1]):
+            z += theta[j] * x[i, j]
+        zmax = max(zmax, abs(z))
+        if z >= 0.0:
+            e = det_exp(-z)
+            total += w[i] * ((1.0 - t[i]) * z + det_log1p(e))
+            p[i] = 1.0 / (1.0 + e)
+        else:
+            e = det_exp(z)
+            total += w[i] * (det_log1p(e) - t[i] * z)
+            p[i] = e / (1.0 + e)
+    return total, zmax
+
+
+@njit(cache=True, nogil=True)
+def _gradient_hessian_from(x, t, w, p):
+    """:func:`_gradient_hessian` from the rows' probabilities (same operations, same bits)."""
+    k = x.shape[1]
+    g = np.zeros(k)
+    h = np.zeros((k, k))
+    for i in range(x.shape[0]):
+        d1 = w[i] * (p[i] - t[i])
+        d2 = w[i] * p[i] * (1.0 - p[i])
+        for j in range(k):
+            g[j] += d1 * x[i, j]
+            for m in range(j + 1):
+                h[j, m] += d2 * x[i, j] * x[i, m]
+    for j in range(k):
+        for m in range(j):
+            h[m, j] = h[j, m]
+    return g, h
+
+
+@njit(cache=True, nogil=True)
 def _gradient_hessian(x, t, w, theta):
     k = x.shape[1]
     g = np.zeros(k)
@@ -159,11 +201,22 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
     if intercept:
         theta[-1] = start_intercept
     scale = float(np.sum(w))
-    fval = _loss(g_x, t, w, theta)
+    # ``p`` holds expit(z) at ``theta`` whenever ``cached`` (the loss at an accepted point
+    # computed it), so the next gradient needs no exponentials; bits as without the cache
+    p, trial = np.empty(t.size), np.empty(t.size)
+    fval, zmax = _loss_probabilities(g_x, t, w, theta, p)
+    cached = True
     rounding = 64.0 * t.size * EPS * (abs(fval) + scale)
-    polish, converged, zmax = 0, False, 0.0
+    polish, converged = 0, False
+
+    def loss_at(st):
+        return _loss_probabilities(g_x, t, w, theta + st * d, trial)[0]
+
     for _ in range(max_iter):
-        grad, hess, zmax = _gradient_hessian(g_x, t, w, theta)
+        if cached:
+            grad, hess = _gradient_hessian_from(g_x, t, w, p)
+        else:
+            grad, hess, zmax = _gradient_hessian(g_x, t, w, theta)
         if theta.size == 0 or float(np.max(np.abs(grad))) < tol * scale:
             converged = True
             break
@@ -174,24 +227,24 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
             # below the objective's rounding the line search cannot judge a step; this close
             # to the optimum full Newton steps converge quadratically
             theta = theta + d
+            cached = False
             polish += 1
             if polish >= POLISH_STEPS:
                 converged = True
                 break
             continue
-        found = backtrack(lambda st: _loss(g_x, t, w, theta + st * d), fval, slope, min_step)
+        found = backtrack(loss_at, fval, slope, min_step)
         if found is None:
             converged = True   # no further decrease at machine precision
             break
         step, fval = found
         theta = theta + step * d
-    _, _, zmax = _gradient_hessian(g_x, t, w, theta)
-    fval = _loss(g_x, t, w, theta)
-    # at a finite optimum the loss rises along the ray through it (convexity, zero slope at
-    # t = 1); if doubling every coefficient does not raise it, the fit stopped on the way to an
-    # optimum at infinity (separable or quasi-separable labels) where the gradient underflowed.
-    # Only asked once some |z| > SATURATED_Z (p within 2e-9 of 0 or 1): near theta = 0 the
-    # rise can be below the loss's rounding
+        p, trial = trial, p   # the accepted step was the last one evaluated
+        cached = True
+    if cached:
+        fval, zmax = _loss_probabilities(g_x, t, w, theta, trial)
+    else:
+        fval, zmax = _loss_probabilities(g_x, t, w, theta, p)
     at_infinity = zmax > SATURATED_Z and _loss(g_x, t, w, 2.0 * theta) <= fval
     coef = np.array([theta[j] / scales[j] for j in range(k)])
     b0 = float(theta[-1]) if intercept else 0.0

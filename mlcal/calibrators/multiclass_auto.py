@@ -21,7 +21,7 @@ optimum) and stay available by name. Above :data:`MAX_OVR_CLASSES` classes one-v
 structured matrix scaling are left out of the defaults for their fit time
 (docs/multiclass-scaling.md, "Multiclass auto").
 
-The default ``se_rule`` is 0 (the lowest CV log loss wins), unlike the binary ``auto``'s 1: the
+The default ``se_rule`` is 0 (the lowest CV log loss wins), unlike the binary ``auto``'s 0.5: the
 candidates are regularised towards temperature scaling already, and on the multiclass quality
 benchmark the extra conservatism of the one-SE rule cost held-out log loss.
 """

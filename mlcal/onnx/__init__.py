@@ -240,7 +240,7 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
                "gives a NaN row.")
     else:
         if segmented and X is not None:   # the base model's part of the frame
-            base_X = calibrated._split_segments(X)[0]
+            base_X = calibrated._split_columns(X)[0]
             X = base_X if isinstance(base_X, pd.DataFrame) else None
         base = convert_base(calibrated.base_estimator, calibrated.score_source_, np_dtype,
                             int(opset), X=X)

@@ -1,0 +1,129 @@
+"""CalibratedModel(feature_columns=...) with a Multicalibration calibrator (#30): the feature
+columns are read from the input frame, the MLflow flavour stores the map as validated JSON
+with the feature columns in the signature and the flavour section (checked on save and load),
+a real `mlflow models serve` on 127.0.0.1 returns the same probabilities bit for bit, and the
+ONNX export fused with the base model routes every row exactly as Python does (on the graph's
+own base score) with probabilities within the standalone export's derived bound."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.special import expit
+from sklearn.linear_model import LogisticRegression
+
+import mlcal
+from mlcal.model import FeatureColumnsError
+
+mlflow = pytest.importorskip("mlflow")
+
+from mlcal.mlflow import ModelIntegrityError, load_model, save_model  # noqa: E402
+
+REQS = ["scikit-learn", "numpy", "pandas"]
+REGIONS = ["north", "south", "east", "l'ouest \"x\""]
+
+
+def _data(n=6000, seed=0):
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"a": rng.normal(size=n), "b": rng.normal(size=n),
+                       "region": rng.choice(REGIONS, n), "age": rng.uniform(18, 80, n),
+                       "member": rng.random(n) < 0.4})
+    shift = df["region"].map(dict(zip(REGIONS, [0.9, -0.7, 0.0, 0.4]))).to_numpy() \
+        + 0.03 * (df["age"].to_numpy() - 50) + 0.5 * df["member"].to_numpy()
+    y = (rng.random(n) < expit(1.2 * df["a"] - 0.8 * df["b"] + shift)).astype(int)
+    return df, y
+
+
+FEATURES = ["region", "age", "member"]
+
+
+def _multical():
+    return mlcal.Multicalibration(max_iter=40, learning_rate=0.3, max_depth=3)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    df, y = _data()
+    base = LogisticRegression().fit(df[["a", "b"]][:2000], y[:2000])
+    model = mlcal.CalibratedModel(base, _multical(), feature_columns=FEATURES).fit(
+        df[2000:4000], y[2000:4000])
+    return model, df, y
+
+
+def test_feature_columns_are_read_from_the_frame(fitted):
+    model, df, y = fitted
+    cal = model.calibrator_
+    assert isinstance(cal, mlcal.Multicalibration) and cal.n_iter_ > 0
+    assert cal.map_.feature_names == FEATURES
+    assert [f.kind for f in cal.map_.features] == ["score", "categorical", "numeric",
+                                                   "categorical"]
+    # the same as composing the parts by hand
+    base = model.base_estimator
+    direct = _multical().fit(base.predict_proba(df[["a", "b"]][2000:4000])[:, 1],
+                             y[2000:4000], df[FEATURES][2000:4000])
+    assert direct.to_json() == cal.to_json()
+    test = df[4000:]
+    expected = direct.predict(base.predict_proba(test[["a", "b"]])[:, 1], test[FEATURES])
+    assert np.array_equal(model.predict_proba(test)[:, 1], expected)
+    # the frame's column order does not matter
+    assert np.array_equal(model.predict_proba(test[test.columns[::-1]])[:, 1], expected)
+    # the features matter: the map moves the base probabilities by region
+    assert np.abs(expected - model.predict_uncalibrated(test)).max() > 0.05
+    with pytest.raises(ValueError, match=r"X has no feature column\(s\) \['age'\]"):
+        model.predict_proba(test.drop(columns="age"))
+
+
+def test_multicalibration_by_name_and_without_features():
+    df, y = _data(seed=1, n=3000)
+    base = LogisticRegression().fit(df[["a", "b"]][:1000], y[:1000])
+    named = mlcal.CalibratedModel(base, "multicalibration", feature_columns=["region"]).fit(
+        df[1000:2000], y[1000:2000])
+    assert named.calibrator_.get_params() == mlcal.Multicalibration().get_params()
+    # no feature columns: corrections along the score only; the base gets every column
+    base_all = LogisticRegression().fit(df[["a", "b"]].to_numpy()[:1000], y[:1000])
+    plain = mlcal.CalibratedModel(base_all, _multical()).fit(
+        df[["a", "b"]].to_numpy()[1000:2000], y[1000:2000])
+    assert plain.calibrator_.map_.feature_names == []
+    s = base_all.predict_proba(df[["a", "b"]].to_numpy()[2000:])[:, 1]
+    assert np.array_equal(plain.predict_proba(df[["a", "b"]].to_numpy()[2000:])[:, 1],
+                          plain.calibrator_.predict(s))
+
+
+def test_feature_columns_errors_are_named(fitted):
+    from sklearn.svm import LinearSVC
+
+    model, df, y = fitted
+    base = model.base_estimator
+    rows, labels = df[2000:3000], y[2000:3000]
+    with pytest.raises(FeatureColumnsError, match="does not read them"):
+        mlcal.CalibratedModel(base, "platt", feature_columns=["region"]).fit(rows, labels)
+    with pytest.raises(FeatureColumnsError, match="does not read them"):
+        mlcal.CalibratedModel(base, mlcal.SegmentedCalibrator("platt"),
+                              feature_columns=["region"]).fit(rows, labels)
+    with pytest.raises(FeatureColumnsError, match="not both"):
+        mlcal.CalibratedModel(base, _multical(), segment_columns=["region"],
+                              feature_columns=["age"]).fit(rows, labels)
+    with pytest.raises(ValueError, match=r"X has no feature column\(s\) \['height'\]"):
+        mlcal.CalibratedModel(base, _multical(), feature_columns=["height"]).fit(rows, labels)
+    with pytest.raises(ValueError, match="feature_columns must be a non-empty list"):
+        mlcal.CalibratedModel(base, _multical(), feature_columns=[]).fit(rows, labels)
+    with pytest.raises(Exception, match="X must be a pandas DataFrame"):
+        model.predict_proba(df.to_numpy())
+    # a numeric feature holding text is named
+    bad = df[4000:4010].astype({"age": object})
+    bad.loc[bad.index[0], "age"] = "old"
+    with pytest.raises(ValueError, match="numeric feature 'age' is not numeric"):
+        model.predict_proba(bad)
+    # multicalibration reads probabilities: a decision-function base is refused by name
+    svc = LinearSVC().fit(df[["a", "b"]][:1000], y[:1000])
+    with pytest.raises(FeatureColumnsError, match="score source is 'decision_function'"):
+        mlcal.CalibratedModel(svc, _multical(), feature_columns=["region"]).fit(rows, labels)
+    # binary only
+    y3 = np.arange(3000) % 3
+    base3 = LogisticRegression().fit(df[["a", "b"]][:3000], y3)
+    with pytest.raises(FeatureColumnsError, match="binary models only; this base model has 3"):
+        mlcal.CalibratedModel(base3, _multical(), feature_columns=["region"]).fit(
+            df[:3000], y3)

@@ -127,3 +127,112 @@ def test_feature_columns_errors_are_named(fitted):
     with pytest.raises(FeatureColumnsError, match="binary models only; this base model has 3"):
         mlcal.CalibratedModel(base3, _multical(), feature_columns=["region"]).fit(
             df[:3000], y3)
+
+
+def test_mlflow_round_trip_keeps_the_feature_columns(fitted, tmp_path):
+    model, df, _ = fitted
+    path = tmp_path / "saved"
+    save_model(model, str(path), input_example=df[:5], pip_requirements=REQS)
+    mlmodel = mlflow.models.Model.load(str(path))
+    sig = {spec.name: spec.type.name for spec in mlmodel.signature.inputs.inputs}
+    assert sig["region"] == "string" and sig["age"] == "double" and sig["member"] == "boolean"
+    conf = mlmodel.flavors["mlcal"]
+    assert conf["feature_columns"] == FEATURES and "segment_columns" not in conf
+    assert conf["calibration_method"] == "multicalibration"
+    assert conf["map_type"] == "multicalibration"
+    doc = json.loads((path / "calibrator.json").read_text())   # JSON, not pickle
+    assert doc["method"] == "multicalibration" and doc["map"]["type"] == "multicalibration"
+    loaded = load_model(str(path))
+    assert loaded.feature_columns == FEATURES
+    test = df[4000:]
+    assert np.array_equal(loaded.predict_proba(test), model.predict_proba(test))
+    pyfunc = mlflow.pyfunc.load_model(str(path))
+    out = pyfunc.predict(test)
+    assert np.array_equal(out["p_calibrated"].to_numpy(), model.predict_proba(test)[:, 1])
+    assert np.array_equal(out["label"].to_numpy(), model.predict(test))
+    # an edited map (one leaf value) is refused by the integrity check
+    doc["map"]["trees"][0]["value"][-1] += 1.0
+    (path / "calibrator.json").write_text(json.dumps(doc))
+    with pytest.raises(ModelIntegrityError, match="calibrator.json was changed"):
+        load_model(str(path))
+
+
+def test_an_inconsistent_artifact_is_refused_even_with_fresh_digests(fitted, tmp_path):
+    """MLmodel's feature_columns must repeat the map's features: rewrite one and reseal the
+    directory (as an attacker with write access could), and loading still refuses it."""
+    import yaml
+
+    from mlcal.calibrators.base import CalibratorFormatError
+    from mlcal.mlflow.integrity import seal
+
+    model, df, _ = fitted
+    path = tmp_path / "saved"
+    save_model(model, str(path), input_example=df[:5], pip_requirements=REQS)
+    mlmodel = path / "MLmodel"
+    doc = yaml.safe_load(mlmodel.read_text())
+    doc["flavors"]["mlcal"]["feature_columns"] = ["region", "age"]
+    mlmodel.write_text(yaml.safe_dump(doc))
+    flavors = yaml.safe_load(mlmodel.read_text())["flavors"]
+    seal(str(path), flavors)
+    doc["flavors"] = flavors
+    mlmodel.write_text(yaml.safe_dump(doc))
+    with pytest.raises(CalibratorFormatError, match="reads feature columns .* but the MLmodel "
+                                                    "file says"):
+        load_model(str(path))
+
+
+def test_a_signature_without_or_mistyping_a_feature_column_is_refused(fitted, tmp_path):
+    model, df, _ = fitted
+    with pytest.raises(ValueError, match="signature has no feature column 'age'"):
+        save_model(model, str(tmp_path / "m"), input_example=df.drop(columns="age")[:5],
+                   pip_requirements=REQS)
+    assert not (tmp_path / "m").exists()
+    with pytest.raises(ValueError, match="feature column 'age' is numeric but the signature "
+                                         "types it 'string'"):
+        save_model(model, str(tmp_path / "m"), input_example=df.astype({"age": str})[:5],
+                   pip_requirements=REQS)
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.fixture(scope="module")
+def served(fitted, tmp_path_factory):
+    from support.serving import LocalServer
+
+    model, df, _ = fitted
+    root = tmp_path_factory.mktemp("serve_multicalibration")
+    path = root / "model"
+    save_model(model, str(path), input_example=df[:3], pip_requirements=REQS)
+    server = LocalServer(str(path), log_path=str(root / "server.log")).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def test_served_predictions_read_the_feature_columns(fitted, served):
+    from support.http import post
+
+    model, df, _ = fitted
+    rows = df[4000:4300].copy()
+    rows.loc[rows.index[:5], "region"] = "atlantis"   # unseen category: the "other" code
+    body = {"dataframe_split": {"columns": list(rows.columns),
+                                "data": rows.astype(object).to_numpy().tolist()}}
+    status, text = post(f"{served}/invocations", json.dumps(body))
+    assert status == 200, text
+    got = pd.DataFrame(json.loads(text)["predictions"])
+    local = model.predict_proba(rows)[:, 1]
+    assert np.array_equal(got["p_calibrated"].to_numpy().view(np.int64), local.view(np.int64))
+    assert np.array_equal(got["label"].to_numpy(), model.predict(rows))
+    # records and the uncalibrated score too
+    status, text = post(f"{served}/invocations", json.dumps(
+        {"dataframe_records": rows[:20].to_dict(orient="records"),
+         "params": {"return_uncalibrated": True}}))
+    assert status == 200, text
+    got = pd.DataFrame(json.loads(text)["predictions"])
+    assert np.array_equal(got["p_calibrated"].to_numpy(), local[:20])
+    assert np.array_equal(got["score_uncalibrated"].to_numpy(),
+                          model.predict_uncalibrated(rows[:20]))
+    # a request without a feature column is the caller's error (400)
+    status, text = post(f"{served}/invocations", json.dumps(
+        {"dataframe_records": rows.drop(columns="age")[:2].to_dict(orient="records")}))
+    assert status == 400 and "age" in text, text

@@ -236,3 +236,106 @@ def test_served_predictions_read_the_feature_columns(fitted, served):
     status, text = post(f"{served}/invocations", json.dumps(
         {"dataframe_records": rows.drop(columns="age")[:2].to_dict(orient="records")}))
     assert status == 400 and "age" in text, text
+
+
+# -- ONNX, fused with the base model ---------------------------------------------------------
+def _base_scores_in_onnx(model, feeds_frame):
+    """The base model's score as its own converted graph computes it (the same nodes, so the
+    same bits, as inside the fused graph)."""
+    import onnxruntime as ort
+
+    from mlcal.onnx import input_feeds
+    from mlcal.onnx._compose import convert_base
+
+    from sklearn.pipeline import Pipeline
+
+    base_X = model._split_columns(feeds_frame)[0]
+    per_column = isinstance(model.base_estimator, Pipeline)   # the ColumnTransformer case
+    onx = convert_base(model.base_estimator, model.score_source_, np.dtype(np.float64), 17,
+                       X=base_X[:5] if per_column else None)
+    sess = ort.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = input_feeds(onx, base_X)
+    return sess.run(None, feeds)[1][:, -1].astype(np.float64)
+
+
+@pytest.mark.parametrize("case", ["named", "named-with-feature", "array",
+                                  "pipeline-per-column"])
+def test_onnx_fused_with_the_base_model(case):
+    """The base model's graph feeds the multicalibration trees: feature columns are extra
+    [N, 1] inputs (or the base model's own per-column input where it reads the column: 'age'
+    is a base feature and a multicalibration feature). Routing is exact on the graph's own
+    base score; probabilities are within the standalone export's derived bound of Python's
+    map on that score, and within 1e-9 of model.predict_proba end to end."""
+    import onnxruntime as ort
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from mlcal.multicalibration._trees import LEAF
+    from mlcal.multicalibration.onnx_export import error_bound
+    from mlcal.onnx import input_feeds, to_onnx
+
+    df, y = _data(seed=7, n=5000)
+    features = FEATURES
+    if case == "array":
+        base = LogisticRegression().fit(df[["a", "b"]].to_numpy()[:1500], y[:1500])
+        frame = df[["a", "b", *features]]
+    elif case == "pipeline-per-column":
+        base = make_pipeline(ColumnTransformer([("num", StandardScaler(), ["a", "b", "age"])]),
+                             LogisticRegression()).fit(df[["a", "b", "age"]][:1500], y[:1500])
+        frame = df
+    else:
+        cols = ["a", "b"] if case == "named" else ["a", "b", "age"]
+        base = LogisticRegression().fit(df[cols][:1500], y[:1500])
+        frame = df
+    model = mlcal.CalibratedModel(base, _multical(), feature_columns=features).fit(
+        frame[1500:3500], y[1500:3500])
+    assert len(model.calibrator_.map_.trees) > 5
+    test = frame[3500:].copy()
+    test.loc[test.index[::11], "region"] = "atlantis"   # unseen category
+    onx = to_onnx(model, X=test[:5] if case == "pipeline-per-column" else None)
+    names = [i.name for i in onx.graph.input]
+    if case == "pipeline-per-column":
+        assert names == ["a", "b", "age", "region", "member"]
+    else:
+        assert names == ["X", *features]
+    assert [o.name for o in onx.graph.output] == ["label", "probabilities", "tree_leaves"]
+    sess = ort.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+    label, proba, leaves = sess.run(None, input_feeds(onx, test))
+    # routing: exactly Python's on the graph's own base score
+    s_onnx = _base_scores_in_onnx(model, test)
+    m = model.calibrator_.map_
+    x = m.feature_matrix(s_onnx, test[features])
+    for t, tree in enumerate(m.trees):
+        node = np.zeros(len(test), dtype=np.int64)
+        for _ in range(tree.n_nodes):
+            f = tree.feature[node]
+            inner = f != LEAF
+            if not inner.any():
+                break
+            xv = x[np.arange(len(test)), np.where(inner, f, 0)]
+            go_left = np.array([
+                (xv[i] <= tree.threshold[node[i]]) if m.features[f[i]].kind != "categorical"
+                else (int(xv[i]) in tree.category_set[node[i]]) if inner[i] else False
+                for i in range(len(test))])
+            node = np.where(inner, np.where(go_left, tree.left[node], tree.right[node]), node)
+        assert np.array_equal(leaves[:, t], node), t
+    # probabilities: the standalone export's per-row bound, on the same score
+    expected = m(s_onnx, test[features])
+    err = np.abs(proba[:, 1] - expected)
+    bound = error_bound(m, s_onnx, test[features])
+    assert (err <= bound).all(), (err.max(), bound.min())
+    # end to end against Python (the base graph rounds its score its own way)
+    local = model.predict_proba(test)
+    assert np.abs(proba - local).max() < 1e-9
+    assert np.array_equal(label, model.predict(test))
+    print(case, "max error", err.max(), "bound", bound.min(), bound.max(),
+          "end-to-end", np.abs(proba - local).max())
+
+
+def test_onnx_of_a_multicalibrated_model_refuses_float32(fitted):
+    from mlcal.onnx import to_onnx
+
+    model, _, _ = fitted
+    with pytest.raises(ValueError, match="float64 graph only"):
+        to_onnx(model, dtype="float32")

@@ -331,6 +331,12 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
         return self
 
     @property
+    def _multicalibrated(self) -> bool:
+        """Whether the fitted calibrator is a Multicalibration (a map over the score and
+        feature columns, with no single curve over the score)."""
+        return _is_multicalibration(getattr(self, "calibrator_", None))
+
+    @property
     def _multiclass(self) -> bool:
         return isinstance(getattr(self, "calibrator_", None), MulticlassCalibrator)
 

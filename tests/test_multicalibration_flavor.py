@@ -33,7 +33,8 @@ def _data(n=6000, seed=0):
                        "member": rng.random(n) < 0.4})
     shift = df["region"].map(dict(zip(REGIONS, [0.9, -0.7, 0.0, 0.4]))).to_numpy() \
         + 0.03 * (df["age"].to_numpy() - 50) + 0.5 * df["member"].to_numpy()
-    y = (rng.random(n) < expit(1.2 * df["a"] - 0.8 * df["b"] + shift)).astype(int)
+    eta = 1.2 * df["a"].to_numpy() - 0.8 * df["b"].to_numpy() + shift
+    y = (rng.random(n) < expit(eta)).astype(int)
     return df, y
 
 
@@ -339,3 +340,70 @@ def test_onnx_of_a_multicalibrated_model_refuses_float32(fitted):
     model, _, _ = fitted
     with pytest.raises(ValueError, match="float64 graph only"):
         to_onnx(model, dtype="float32")
+
+
+# -- calibrate_and_log, the gate, the monitor loop -------------------------------------------
+def test_calibrate_and_log_then_the_gate_promotes_a_multicalibrated_model(sqlite_tracking):
+    """A base model blind to the region, calibrated globally (Platt) and by multicalibration
+    over the region and age: calibrate_and_log logs both (held-out metrics from
+    predict_calibrated, the segment report by region); the gate refuses the global model on
+    the worst region's calibration and promotes the multicalibrated one, recomputing its
+    probabilities through the registered artifact."""
+    from sklearn.metrics import log_loss
+
+    from mlcal.holdout import holdout_split
+    from mlcal.mlflow import calibrate_and_log
+    from mlcal.mlflow.gate import promote
+
+    name = "multical_gate"
+    df, y = _data(n=9000, seed=11)
+    df = df[["a", "b", "region"]]
+    base = LogisticRegression().fit(df[["a", "b"]][:2000], y[:2000])
+    Xc, yc = df[2000:6000].reset_index(drop=True), y[2000:6000]
+    common = dict(registered_model_name=name, pip_requirements=REQS, bundle_mlcal=False)
+    # the global model reads a and b; the region is given as the report's segments only
+    glob = calibrate_and_log(base, Xc[["a", "b"]], yc, calibrator="platt",
+                             segments=Xc["region"], **common)
+    multi = calibrate_and_log(base, Xc, yc, calibrator=_multical(), segment_columns=["region"],
+                              model_feature_columns=["region"], **common)
+    model = multi.model
+    assert model._multicalibrated and model.feature_columns == ["region"]
+    _, held = holdout_split(yc, 0.25, 0)
+    p = model.predict_proba(Xc.iloc[held])[:, 1]
+    assert multi.report["after"]["log_loss"] == pytest.approx(log_loss(yc[held], p),
+                                                              rel=1e-9)
+    assert multi.report["calibrator"]["method"] == "multicalibration"
+    assert max(multi.report["segments"]["worst"]["citl_excess"], 0.0) < \
+        glob.report["segments"]["worst"]["citl_excess"]
+    assert mlflow.MlflowClient().get_run(multi.run_id).data.params[
+        "mlcal.method"] == "multicalibration"
+    loaded = load_model(multi.model_uri)
+    assert np.array_equal(loaded.predict_proba(Xc), model.predict_proba(Xc))
+
+    holdout = df[6000:].reset_index(drop=True)
+    holdout["y"] = y[6000:]
+    gate = dict(max_ece=0.05, data=holdout, max_segment_citl=0.03, segment_columns=["region"],
+                min_segment_rows=100, report=False)
+    # (the region is not an input of version 1's signature: the gate does not pass it)
+    d = promote(name, "1", **gate)
+    assert not d.promoted
+    assert [c.name for c in d.criteria if c.passed is False] == ["segment_citl"], d.explain()
+    d = promote(name, "2", **gate)
+    assert d.promoted, d.explain()
+    # the gate scored the registered artifact exactly as the model in memory
+    from mlcal.metrics import segment_report
+
+    worst = d.as_dict()["segments"]["worst"]
+    ref = segment_report(holdout["y"].to_numpy(),
+                         model.predict_proba(holdout.drop(columns="y"))[:, 1],
+                         holdout["region"], min_segment_rows=100, simultaneous=True)
+    assert worst["label"] == ref.worst["label"]
+    assert worst["citl"] == pytest.approx(ref.worst["citl"], abs=1e-12)
+
+
+def test_reoffset_and_the_monitor_loop_refuse_a_multicalibrated_model_by_name(fitted):
+    from mlcal.maps.reoffset import reoffset
+
+    model, df, y = fitted
+    with pytest.raises(ValueError, match="multicalibrated models .* are not supported"):
+        reoffset(model, delta=0.1)

@@ -343,7 +343,8 @@ def test_onnx_of_a_multicalibrated_model_refuses_float32(fitted):
 
 
 # -- calibrate_and_log, the gate, the monitor loop -------------------------------------------
-def test_calibrate_and_log_then_the_gate_promotes_a_multicalibrated_model(sqlite_tracking):
+def test_calibrate_and_log_then_the_gate_promotes_a_multicalibrated_model(sqlite_tracking,
+                                                                         tmp_path):
     """A base model blind to the region, calibrated globally (Platt) and by multicalibration
     over the region and age: calibrate_and_log logs both (held-out metrics from
     predict_calibrated, the segment report by region); the gate refuses the global model on
@@ -400,8 +401,31 @@ def test_calibrate_and_log_then_the_gate_promotes_a_multicalibrated_model(sqlite
     assert worst["label"] == ref.worst["label"]
     assert worst["citl"] == pytest.approx(ref.worst["citl"], abs=1e-12)
 
+    # the calibration evaluator plugin scores it with the frame's feature columns
+    from sklearn.metrics import log_loss as sk_log_loss
 
-def test_reoffset_and_the_monitor_loop_refuse_a_multicalibrated_model_by_name(fitted):
+    from mlcal.metrics import ece
+
+    p_hold = model.predict_proba(holdout.drop(columns="y"))[:, 1]
+    with mlflow.start_run() as ev_run:
+        mlflow.models.evaluate(f"models:/{name}/2", holdout, targets="y",
+                               model_type="classifier", evaluators=["calibration"])
+    got = mlflow.MlflowClient().get_run(ev_run.info.run_id).data.metrics
+    assert got["calibration_ece"] == pytest.approx(ece(holdout["y"], p_hold), abs=1e-12)
+    assert got["calibration_log_loss"] == pytest.approx(sk_log_loss(holdout["y"], p_hold),
+                                                        rel=1e-9)
+
+    # the monitoring loop refuses it by name (its window keeps no feature corrections)
+    from mlcal.monitor.loop import MulticalibratedModelNotMonitoredError, run_batch
+
+    with pytest.raises(MulticalibratedModelNotMonitoredError,
+                       match=r"multicalibrated .*\['region'\]"):
+        run_batch(state_path=str(tmp_path / "STATE.json"), model_uri=f"models:/{name}@champion",
+                  frame=holdout, label_column="y")
+    assert not (tmp_path / "STATE.json").exists()
+
+
+def test_reoffset_refuses_a_multicalibrated_model_by_name(fitted):
     from mlcal.maps.reoffset import reoffset
 
     model, df, y = fitted

@@ -273,6 +273,11 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
                 f"multicalibration reads the base model's probabilities, but its score source "
                 f"is {source!r}; use a base model with predict_proba and score='auto' or "
                 "'predict_proba'")
+        if self._segment_names() is not None:
+            raise FeatureColumnsError(
+                "a Multicalibration reads feature_columns (numeric or categorical), not "
+                "segment_columns (a SegmentedCalibrator's keys); pass the columns as "
+                "feature_columns")
         cal = Multicalibration() if isinstance(c, str) else clone(c)
         X, features = self._split_columns(X)
         scores = read_scores(est, X, source)

@@ -36,6 +36,14 @@ ML_OPSET = 3
 U = 2.0 ** -53
 
 
+class BaseScoreRoundingWarning(UserWarning):
+    """A fused graph whose base model computes its score in float32 trees (XGBoost, LightGBM):
+    the runtime's score can differ from the library's by a float32 rounding, and such scores
+    are piecewise constant, so a test row's score often *equals* a tree threshold (thresholds
+    are calibration scores). Such a row may then take the other branch than in Python. The
+    routing is exact for the graph's own score; only the base score differs."""
+
+
 def _map_of(obj) -> MulticalibrationMap:
     m = getattr(obj, "map_", obj)
     if not isinstance(m, MulticalibrationMap):
@@ -240,6 +248,17 @@ def feature_inputs(graph, g, m: MulticalibrationMap) -> list[str]:
     return out
 
 
+def _reads_float32(graph, node) -> bool:
+    """Whether the tree ensemble ``node`` reads a float32 Cast (mlcal's booster conversion
+    casts the trees' input to float32, as XGBoost and LightGBM compare)."""
+    from onnx import TensorProto
+
+    producers = {o: n for n in graph.node for o in n.output}
+    src = producers.get(node.input[0])
+    return src is not None and src.op_type == "Cast" and any(
+        a.name == "to" and a.i == TensorProto.FLOAT for a in src.attribute)
+
+
 def compose_multicalibration(base, m: MulticalibrationMap, classes, threshold: float):
     """The base model's graph (float64) followed by the multicalibration map, reading its
     score column and the feature inputs (:func:`feature_inputs`); outputs ``label`` and
@@ -253,6 +272,19 @@ def compose_multicalibration(base, m: MulticalibrationMap, classes, threshold: f
 
     f64 = np.dtype(np.float64)
     graph, score_vi = _detach_outputs(base)
+    if any(n.op_type == "TreeEnsembleClassifier" and n.domain == "ai.onnx.ml"
+           and _reads_float32(graph, n) for n in graph.node) and any(
+            (t.feature == 0).any() for t in m.trees):
+        import warnings
+
+        warnings.warn(
+            "the base model's score comes from float32 trees: onnxruntime's score may differ "
+            "from the library's by a float32 rounding, and a row whose score lies on one of "
+            "the multicalibration trees' score thresholds then takes the other branch (its "
+            "probability moves by that tree's leaf difference). Routing is exact for the "
+            "graph's own score; compare with Python on the graph's scores, or calibrate a "
+            "base whose ONNX score is exact (see docs/multicalibration.md)",
+            BaseScoreRoundingWarning, stacklevel=3)
     g = GraphBuilder("mlcal_")
     scores = score_column(g, score_vi, f64)
     p, leaf = multicalibration_nodes(g, scores, feature_inputs(graph, g, m), m)

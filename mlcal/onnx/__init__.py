@@ -24,6 +24,12 @@ Graph contract
   ``scores`` [N, K], output ``p_calibrated`` [N, K]; a multiclass CalibratedModel outputs
   ``label`` [N] (``classes_[argmax]``) and ``probabilities`` [N, K]. A row holding a NaN or
   infinite score gives a NaN row. Builders and bounds: ``mlcal/onnx/_multiclass.py``.
+* Multicalibrated :class:`~mlcal.CalibratedModel` (a
+  :class:`~mlcal.multicalibration.Multicalibration` with ``feature_columns``): float64 only;
+  the base model's inputs plus one [N, 1] input per feature column (double or string; the
+  base's own input of that name where it reads the column); outputs ``label``,
+  ``probabilities`` [N, 2] and ``tree_leaves`` [N, T]. Built by
+  ``mlcal/multicalibration/onnx_export.py`` (``compose_multicalibration``).
 * NaN scores give NaN probabilities (label ``classes_[0]``), never a silent end value, and so
   do infinite scores; Python's ``predict`` keeps rejecting both with ``ValueError``.
 * Exactness (see :func:`error_bound`): in float64, step maps and linear maps are bit-identical

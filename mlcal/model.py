@@ -111,7 +111,8 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
         columns as with ``segment_columns`` (a feature column it uses is passed to it too).
         Unlike segment columns these are not segment keys (a numeric feature may take a
         different value on every row), so they are not used for per-segment reports. Needs
-        a base model whose score is a probability (``predict_proba``). See docs/segments.md.
+        a base model whose score is a probability (``predict_proba``). See
+        docs/multicalibration.md ("In a model").
 
     Attributes
     ----------
@@ -175,8 +176,9 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
 
         what = "segment_columns" if segments else "feature_columns"
         if not isinstance(X, pd.DataFrame):
-            raise SegmentKeyError(f"{what}={names}: X must be a pandas DataFrame "
-                                  f"holding those columns, got {type(X).__name__}")
+            error = SegmentKeyError if segments else ValueError
+            raise error(f"{what}={names}: X must be a pandas DataFrame "
+                        f"holding those columns, got {type(X).__name__}")
         if segments:
             select_segment_columns(X, names, what="X")   # names the missing ones
         else:

@@ -77,7 +77,7 @@ def test_feature_columns_are_read_from_the_frame(fitted):
         model.predict_proba(test.drop(columns="age"))
 
 
-def test_multicalibration_by_name_and_without_features():
+def test_multicalibration_by_name_and_without_features(tmp_path):
     df, y = _data(seed=1, n=3000)
     base = LogisticRegression().fit(df[["a", "b"]][:1000], y[:1000])
     named = mlcal.CalibratedModel(base, "multicalibration", feature_columns=["region"]).fit(
@@ -91,6 +91,15 @@ def test_multicalibration_by_name_and_without_features():
     s = base_all.predict_proba(df[["a", "b"]].to_numpy()[2000:])[:, 1]
     assert np.array_equal(plain.predict_proba(df[["a", "b"]].to_numpy()[2000:])[:, 1],
                           plain.calibrator_.predict(s))
+    # saved and served like any score-only model (no feature columns in MLmodel)
+    path = str(tmp_path / "plain")
+    save_model(plain, path, input_example=df[["a", "b"]].to_numpy()[:3], pip_requirements=REQS)
+    assert mlflow.models.Model.load(path).flavors["mlcal"]["feature_columns"] == []
+    loaded = load_model(path)
+    assert loaded.feature_columns is None and loaded._multicalibrated
+    rows = df[["a", "b"]].to_numpy()[2000:]
+    out = mlflow.pyfunc.load_model(path).predict(rows)
+    assert np.array_equal(out["p_calibrated"].to_numpy(), plain.predict_proba(rows)[:, 1])
 
 
 def test_feature_columns_errors_are_named(fitted):

@@ -11,6 +11,7 @@ from mlcal._validation import as_weights
 from mlcal.base_models.scores import (RAW_SOURCES, SCORE_SOURCES, check_not_labels,  # noqa: F401
                                classes_of, is_fitted, model_classes, read_score_matrix,
                                read_scores, resolve_source)
+from mlcal.calibrators._params import short_repr
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.catalog import get_calibrator
 from mlcal.calibrators.multiclass import (MissingClassError, MulticlassCalibrator, OneVsRest,
@@ -37,6 +38,24 @@ def _reads_frames(est) -> bool:
 class SegmentedMulticlassError(NotImplementedError):
     """``segment_columns`` was given for a multiclass base model: segmented calibration is
     binary only (the segmented map wraps one binary map)."""
+
+
+class FeatureColumnsError(ValueError):
+    """``feature_columns`` do not fit the calibrator: given for a calibrator that reads the
+    score alone, together with ``segment_columns``, for a multiclass model, or for a base
+    model whose score is not a probability (multicalibration reads probabilities)."""
+
+
+def _is_multicalibration(c) -> bool:
+    """Whether ``c`` names or is a :class:`~mlcal.multicalibration.Multicalibration` (the one
+    calibrator that reads feature columns); the module is looked up, never imported, for an
+    object (an instance implies it is loaded)."""
+    import sys
+
+    if isinstance(c, str):
+        return c == "multicalibration"
+    module = sys.modules.get("mlcal.multicalibration")
+    return module is not None and isinstance(c, module.Multicalibration)
 
 
 class CalibratedModel(ClassifierMixin, BaseEstimator):
@@ -84,6 +103,16 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
         ``SegmentedCalibrator``). The base model gets the columns it was fitted on when it
         records them (``feature_names_in_``: a segment column the base model uses is passed
         to it too), else every column except the segment columns. See docs/segments.md.
+    feature_columns : list of str, optional
+        Binary models only: columns of the input DataFrame that a
+        :class:`~mlcal.multicalibration.Multicalibration` calibrator reads besides the score
+        (numeric, or categorical: text, boolean, object or category dtype); ``calibrator`` is
+        then a ``Multicalibration`` or the name ``"multicalibration"``. The base model gets its
+        columns as with ``segment_columns`` (a feature column it uses is passed to it too).
+        Unlike segment columns these are not segment keys (a numeric feature may take a
+        different value on every row), so they are not used for per-segment reports. Needs
+        a base model whose score is a probability (``predict_proba``). See
+        docs/multicalibration.md ("In a model").
 
     Attributes
     ----------
@@ -97,16 +126,17 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, base_estimator=None, calibrator="auto", score: str = "auto",
-                 threshold: float = 0.5, segment_columns=None):
+                 threshold: float = 0.5, segment_columns=None, feature_columns=None):
         self.base_estimator = base_estimator
         self.calibrator = calibrator
         self.score = score
         self.threshold = threshold
         self.segment_columns = segment_columns
+        self.feature_columns = feature_columns
 
-    # -- segment columns -------------------------------------------------------------------
-    def _segment_names(self) -> list[str] | None:
-        cols = self.segment_columns
+    # -- columns the calibrator reads besides the score ------------------------------------
+    @staticmethod
+    def _column_list(cols, what: str) -> list[str] | None:
         if cols is None:
             return None
         if isinstance(cols, str):
@@ -114,22 +144,48 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
         cols = list(cols)
         if not cols or not all(isinstance(c, str) and c for c in cols) or \
                 len(set(cols)) != len(cols):
-            raise ValueError(f"segment_columns must be a non-empty list of distinct column "
+            raise ValueError(f"{what} must be a non-empty list of distinct column "
                              f"names, got {cols!r}")
         return cols
 
-    def _split_segments(self, X):
-        """``(base input, segment frame)`` of a DataFrame ``X`` (``(X, None)`` without
-        segment columns)."""
-        names = self._segment_names()
+    def _segment_names(self) -> list[str] | None:
+        return self._column_list(self.segment_columns, "segment_columns")
+
+    def _feature_names(self) -> list[str] | None:
+        names = self._column_list(self.feature_columns, "feature_columns")
+        if names is not None and self.segment_columns is not None:
+            raise FeatureColumnsError("give segment_columns (a SegmentedCalibrator's keys) or "
+                                      "feature_columns (a Multicalibration's features), not "
+                                      "both")
+        return names
+
+    @property
+    def calibrator_columns(self) -> list[str] | None:
+        """The columns of the input frame the calibrator reads besides the score: the
+        segment columns or the feature columns (None when it reads the score alone)."""
+        return self._segment_names() or self._feature_names()
+
+    def _split_columns(self, X):
+        """``(base input, calibrator columns frame)`` of a DataFrame ``X`` (``(X, None)``
+        when the calibrator reads the score alone)."""
+        segments = self._segment_names()
+        names = segments or self._feature_names()
         if names is None:
             return X, None
         import pandas as pd
 
+        what = "segment_columns" if segments else "feature_columns"
         if not isinstance(X, pd.DataFrame):
-            raise SegmentKeyError(f"segment_columns={names}: X must be a pandas DataFrame "
-                                  f"holding those columns, got {type(X).__name__}")
-        select_segment_columns(X, names, what="X")   # names the missing ones
+            error = SegmentKeyError if segments else ValueError
+            raise error(f"{what}={names}: X must be a pandas DataFrame "
+                        f"holding those columns, got {type(X).__name__}")
+        if segments:
+            select_segment_columns(X, names, what="X")   # names the missing ones
+        else:
+            absent = [c for c in names if c not in X.columns]
+            if absent:
+                raise ValueError(f"X has no feature column(s) {absent} (feature_columns="
+                                 f"{names})")
         used = getattr(self.base_estimator, "feature_names_in_", None)
         if used is not None:   # exactly the base model's columns (segment ones included)
             absent = [str(c) for c in used if str(c) not in X.columns]
@@ -168,11 +224,17 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
                 raise SegmentedMulticlassError(
                     f"segment_columns is supported for binary models only; this base model has "
                     f"{classes.shape[0]} classes")
+            if self._feature_names() is not None or _is_multicalibration(self.calibrator):
+                raise FeatureColumnsError(
+                    f"multicalibration (feature_columns) is supported for binary models only; "
+                    f"this base model has {classes.shape[0]} classes")
             return self._fit_multiclass(est, classes, X, y, sample_weight)
         classes = classes_of(est)
         y01 = positive_indicator(y, classes, name="y")
         source = self._resolve_source()
-        X, segments = self._split_segments(X)
+        if self._feature_names() is not None or _is_multicalibration(self.calibrator):
+            return self._fit_multicalibration(est, classes, source, X, y01, sample_weight)
+        X, segments = self._split_columns(X)
         cal = self._binary_calibrator(segments is not None)
         shared = cal.method if segments is not None else cal
         if isinstance(shared, str):   # a segmented calibrator's shared method given by name
@@ -190,6 +252,40 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
             cal.fit(scores, y01, segments, sample_weight=w)
         else:
             cal.fit(scores, y01, sample_weight=w)
+        self.calibrator_ = cal
+        self.score_source_ = source
+        self.classes_ = classes
+        return self
+
+    def _fit_multicalibration(self, est, classes, source, X, y01,
+                              sample_weight) -> "CalibratedModel":
+        """Fit a Multicalibration on the base model's probabilities and the feature columns
+        (none: corrections along the score only)."""
+        from mlcal.multicalibration import Multicalibration
+
+        c = self.calibrator
+        if not _is_multicalibration(c):
+            raise FeatureColumnsError(
+                f"feature_columns are read by a Multicalibration calibrator; "
+                f"calibrator={short_repr(c)} does not read them (pass "
+                "calibrator=mlcal.Multicalibration(...) or \"multicalibration\", or drop "
+                "feature_columns)")
+        if source != "predict_proba":
+            raise FeatureColumnsError(
+                f"multicalibration reads the base model's probabilities, but its score source "
+                f"is {source!r}; use a base model with predict_proba and score='auto' or "
+                "'predict_proba'")
+        if self._segment_names() is not None:
+            raise FeatureColumnsError(
+                "a Multicalibration reads feature_columns (numeric or categorical), not "
+                "segment_columns (a SegmentedCalibrator's keys); pass the columns as "
+                "feature_columns")
+        cal = Multicalibration() if isinstance(c, str) else clone(c)
+        X, features = self._split_columns(X)
+        scores = read_scores(est, X, source)
+        check_not_labels(scores)
+        w = None if sample_weight is None else as_weights(sample_weight, scores.shape[0])
+        cal.fit(scores, y01, features, sample_weight=w)
         self.calibrator_ = cal
         self.score_source_ = source
         self.classes_ = classes
@@ -242,6 +338,12 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
         return self
 
     @property
+    def _multicalibrated(self) -> bool:
+        """Whether the fitted calibrator is a Multicalibration (a map over the score and
+        feature columns, with no single curve over the score)."""
+        return _is_multicalibration(getattr(self, "calibrator_", None))
+
+    @property
     def _multiclass(self) -> bool:
         return isinstance(getattr(self, "calibrator_", None), MulticlassCalibrator)
 
@@ -257,7 +359,7 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
         if self._multiclass:
             return read_score_matrix(self.base_estimator, X, self.score_source_,
                                      self.classes_.shape[0])
-        X, _ = self._split_segments(X)
+        X, _ = self._split_columns(X)
         return read_scores(self.base_estimator, X, self.score_source_)
 
     def predict_calibrated(self, X) -> tuple[np.ndarray, np.ndarray]:
@@ -266,9 +368,9 @@ class CalibratedModel(ClassifierMixin, BaseEstimator):
         scores = self.predict_uncalibrated(X)  # checks fitted first
         if self._multiclass:
             return scores, self.calibrator_.predict_proba(scores)
-        _, segments = self._split_segments(X)
-        if segments is not None:
-            return scores, self.calibrator_.predict(scores, segments)
+        _, columns = self._split_columns(X)
+        if columns is not None or _is_multicalibration(self.calibrator_):
+            return scores, self.calibrator_.predict(scores, columns)
         return scores, self.calibrator_.predict(scores)
 
     def predict_proba(self, X) -> np.ndarray:

@@ -182,6 +182,10 @@ def reoffset(target: Any, delta: float | None = None, *, train_rate: float | Non
             raise ValueError(f"reoffset: segmented models (segment_columns="
                              f"{target.segment_columns!r}) are not supported; refit the "
                              "segmented calibrator on recent rows instead")
+        if target._multicalibrated:
+            raise ValueError("reoffset: multicalibrated models (a Multicalibration calibrator) "
+                             "are not supported; refit the multicalibration on recent rows "
+                             "instead")
         d = _resolve_delta(lambda rows: target.predict_proba(rows)[:, 1], delta, train_rate,
                            target_rate, X, y, sample_weight)
         out = copy.copy(target)

@@ -8,6 +8,11 @@ Artifact layout (``<model>/``)::
     wheels/              the mlcal wheel, required by relative path (``bundle_mlcal=True``)
     requirements.txt, python_env.yaml, conda.yaml, [input_example.json, serving_input_example.json]
 
+A multicalibrated model (``CalibratedModel(..., feature_columns=[...])`` with a
+:class:`~mlcal.multicalibration.Multicalibration`) stores its map in ``calibrator.json`` like
+any calibrator and lists ``feature_columns`` in the flavour section (checked against the map on
+save and on load); the signature must hold every feature column with a type of its kind.
+
 The pyfunc ``predict`` returns a DataFrame with one row per input row and the columns
 ``p_calibrated`` (calibrated probability of the positive class ``classes_[1]``) and ``label``
 (``classes_[1]`` when ``p_calibrated >= threshold``, else ``classes_[0]``); the request param
@@ -149,11 +154,11 @@ class CalibratedPyfuncModel:
         from mlcal.base_models.boosters import BoosterClassifier
 
         # (a native Booster checks column names itself, so it keeps the DataFrame)
-        # (a segmented model keeps the DataFrame: it reads its segment columns by name and
-        # hands the base model its own columns itself)
+        # (a segmented or multicalibrated model keeps the DataFrame: it reads its segment or
+        # feature columns by name and hands the base model its own columns itself)
         self._to_array = (not isinstance(base, (PyfuncScorer, BoosterClassifier))
                           and not hasattr(base, "feature_names_in_")
-                          and model.segment_columns is None)
+                          and model.calibrator_columns is None)
 
     def get_raw_model(self) -> CalibratedModel:
         """The native :class:`CalibratedModel`."""
@@ -367,6 +372,7 @@ def save_model(cal_model: CalibratedModel, path: str, *, threshold: float | None
         example = _save_example(mlflow_model, input_example, path)
         mlflow_model.signature = _signature(signature, example, cal_model.classes_)
         segment_conf = segment_columns_conf(cal_model, mlflow_model.signature)
+        segment_conf.update(feature_columns_conf(cal_model, mlflow_model.signature))
 
         # declaring the config is what lets load_model(..., model_config=) override it
         pyfunc.add_to_model(mlflow_model, loader_module=LOADER_MODULE, code=code_subpath,
@@ -436,6 +442,58 @@ def segment_columns_conf(cal_model, signature) -> dict[str, Any]:
                 raise ValueError(f"segment column {name!r} holds {key_type} keys but the "
                                  f"signature types it {found[name]!r}")
     return {"segment_columns": [n for n, _ in columns]}
+
+
+#: MLflow signature types a multicalibration feature of each kind may have (a categorical
+#: value is read as its text, so a boolean or integer column can hold one)
+_FEATURE_SIGNATURE_TYPES = {"numeric": ("double", "float", "long", "integer"),
+                            "categorical": ("string", "long", "integer", "boolean")}
+
+
+def feature_columns_conf(cal_model, signature) -> dict[str, Any]:
+    """``{"feature_columns": [...]}`` for the flavour section of a multicalibrated model
+    (else empty), after checking that the model's feature columns are the map's features and
+    that the signature, if any, has every one of them with a type of its kind (numeric or
+    categorical)."""
+    from mlcal.multicalibration import Multicalibration
+
+    cal = cal_model.calibrator_
+    if not isinstance(cal, Multicalibration):
+        return {}
+    m = cal.map_
+    names = m.feature_names
+    if (cal_model.feature_columns is None and names) or (
+            cal_model.feature_columns is not None
+            and list(cal_model._feature_names()) != names):
+        raise ValueError(f"the model's feature_columns {cal_model.feature_columns!r} are not "
+                         f"the features its multicalibration map reads {names}")
+    if signature is not None:
+        found = {spec.name: str(getattr(spec.type, "name", spec.type)).lower()
+                 for spec in signature.inputs.inputs if getattr(spec, "name", None)}
+        for spec in m.features[1:]:
+            if spec.name not in found:
+                raise ValueError(f"the signature has no feature column {spec.name!r}; give an "
+                                 "input_example or signature that includes the feature "
+                                 f"columns {names}")
+            if found[spec.name] not in _FEATURE_SIGNATURE_TYPES[spec.kind]:
+                raise ValueError(f"feature column {spec.name!r} is {spec.kind} but the "
+                                 f"signature types it {found[spec.name]!r}")
+    return {"feature_columns": names}
+
+
+def loaded_feature_columns(cal, conf: dict[str, Any], cal_file: str) -> list[str] | None:
+    """The feature columns of a loaded model: the multicalibration map's features, which the
+    MLmodel file must repeat (an artifact whose two disagree is refused); None for any other
+    calibrator (whose MLmodel file must not list any)."""
+    from mlcal.multicalibration import Multicalibration
+
+    recorded = conf.get("feature_columns")
+    names = cal.map_.feature_names if isinstance(cal, Multicalibration) else None
+    if recorded != names:
+        raise CalibratorFormatError(f"{cal_file} reads feature columns {short_repr(names)} "
+                                    f"but the MLmodel file says {short_repr(recorded)}; the "
+                                    "artifact is inconsistent")
+    return names or None
 
 
 def loaded_segment_columns(cal, conf: dict[str, Any], cal_file: str) -> list[str] | None:
@@ -594,8 +652,10 @@ def _load_local(path: str, conf: dict[str, Any], *, allow_pickle: bool = False
                                     f"classes_ are {short_repr(base_classes.tolist())}; the "
                                     "artifact is inconsistent (labels would be mixed up)")
     segment_columns = loaded_segment_columns(cal, conf, cal_file)
+    feature_columns = loaded_feature_columns(cal, conf, cal_file)
     model = CalibratedModel(base_estimator=base, calibrator=clone(cal),
-                            score=source, threshold=threshold, segment_columns=segment_columns)
+                            score=source, threshold=threshold, segment_columns=segment_columns,
+                            feature_columns=feature_columns)
     model.calibrator_ = cal
     model.score_source_ = source
     model.classes_ = classes

@@ -178,7 +178,8 @@ def log_calibration(y, p_before, p_after, *, prefix: str = "", calibrator=None, 
         reliability_diagram(y, p_before, p_after, n_bins=n_bins, strategy=strategy,
                             path=files[0])
         write_json(files[1], report, indent=1)   # NaN (e.g. AUC of one class) -> null
-        if calibrator is not None:
+        # a multicalibration map has no curve over the score alone (nor a shared one)
+        if calibrator is not None and calibrator.map_.kind != "multicalibration":
             files.append(os.path.join(tmp, f"{prefix}calibration_map.png"))
             s_map, y_map = map_data if map_data is not None else (None, None)
             if calibrator.map_.kind == SEGMENTED_KIND:
@@ -269,7 +270,8 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="auto", X_eval
                       strategy: str = "uniform", run_name: str | None = None,
                       segments=None, segment_columns=None,
                       min_segment_rows: float = DEFAULT_MIN_SEGMENT_ROWS,
-                      model_segment_columns=None, **log_model_kwargs) -> CalibrationRun:
+                      model_segment_columns=None, model_feature_columns=None,
+                      **log_model_kwargs) -> CalibrationRun:
     """Fit a :class:`CalibratedModel`, evaluate it, and log metrics, plots and the model.
 
     Uses the active run, or starts (and ends) one named ``run_name``. The run gets the params
@@ -330,6 +332,14 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="auto", X_eval
         :class:`~mlcal.calibrators.segmented.SegmentedCalibrator`. The held-out metrics are
         then those of :meth:`CalibratedModel.predict_calibrated` (each row through its
         segment's adjustment).
+    model_feature_columns : list of str, optional
+        Fit a multicalibrated model: ``calibrator`` is a
+        :class:`~mlcal.multicalibration.Multicalibration` (or ``"multicalibration"``) and
+        these columns of ``X_cal`` (and ``X_eval``) are its features
+        (:class:`CalibratedModel`'s ``feature_columns``). Not defaulted from
+        ``segment_columns``: the report's segments and the map's features are separate
+        choices. The held-out metrics are those of
+        :meth:`CalibratedModel.predict_calibrated` (each row with its features).
     """
     import mlflow
 
@@ -363,9 +373,11 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="auto", X_eval
         check_segments(segments, len(segments), min_segment_rows)
     model = CalibratedModel(base_estimator, calibrator, score=score, threshold=threshold,
                             segment_columns=_model_segment_columns(
-                                calibrator, model_segment_columns, segment_columns))
+                                calibrator, model_segment_columns, segment_columns),
+                            feature_columns=model_feature_columns)
     model.fit(X_cal, y_cal, sample_weight=sample_weight)
-    segmented = model.segment_columns is not None
+    # a segmented or multicalibration map has no one curve over the score
+    no_curve = model.segment_columns is not None or model._multicalibrated
     X_e, y_e = (X_cal, y_cal) if X_eval is None else (X_eval, y_eval)
     scores = model.predict_uncalibrated(X_e)
     multiclass = len(model.classes_) > 2
@@ -376,7 +388,7 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="auto", X_eval
     else:
         y01 = positive_indicator(y_e, model.classes_, name="y_eval")
         p_before = naive_probability(scores, model.score_source_)
-        p_after = model.predict_calibrated(X_e)[1]   # (a segmented model reads its segments)
+        p_after = model.predict_calibrated(X_e)[1]   # (reads segments / feature columns)
 
     started = mlflow.active_run() is None
     run = mlflow.start_run(run_name=run_name) if started else mlflow.active_run()
@@ -388,7 +400,7 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="auto", X_eval
                   "holdout": holdout if evaluated_on.startswith("held-out") else 0,
                   **{f"calibrator.{k}": v for k, v in cal.get_params(deep=False).items()}}
         mlflow.log_params({f"mlcal.{prefix}{k}": v for k, v in params.items()})
-        if segmented:   # a segmented map has no one curve over the score to scatter under
+        if no_curve:   # a segmented or multicalibration map: no one curve over the score
             map_data = None
         elif X_eval is None or multiclass:   # (no map plot for a multiclass calibrator)
             map_data = (scores, y01)

@@ -88,6 +88,12 @@ def resolve_version(client, uri: str) -> tuple[str, str | None, str]:
     return name, alias, version
 
 
+class MulticalibratedModelNotMonitoredError(ValueError):
+    """The monitored version is a multicalibrated model (``feature_columns``, a
+    :class:`~mlcal.multicalibration.Multicalibration`): its map reads feature columns the
+    loop's windows do not keep and its candidates are score-only maps, so it refuses it."""
+
+
 class SegmentedModelNotMonitoredError(ValueError):
     """The monitored version is a segmented model (``segment_columns``): the loop's window
     holds numeric features only and its candidates are score-only maps, so it refuses it."""
@@ -211,6 +217,12 @@ def run_batch(*, state_path: str, model_uri: str, frame, label_column: str,
             "re-offsets or re-fits one score-only map, neither of which carries segment keys, "
             "so it does not monitor segmented models. Track per-segment calibration with "
             "mlcal.metrics.segment_report, or gate new versions with max_segment_citl")
+    if getattr(model, "_multicalibrated", False):
+        raise MulticalibratedModelNotMonitoredError(
+            f"models:/{name}/{version} is multicalibrated (a Multicalibration over feature "
+            f"columns {list(model.feature_columns or [])}); the loop re-offsets or re-fits one "
+            "score-only map, which would drop the feature corrections, so it does not monitor "
+            "multicalibrated models. Refit the model on recent rows and gate the new version")
     for col in [label_column, score_column, weight_column]:
         if col is not None and col not in frame.columns:
             raise ValueError(f"the batch has no column {col!r}; columns are "

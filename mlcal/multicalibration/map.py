@@ -122,6 +122,8 @@ class MulticalibrationMap:
     trees: tuple[Tree, ...]
 
     kind = KIND
+    #: the map reads the base model's probabilities as they are (recorded like a score map's)
+    input_transform = "identity"
 
     def __post_init__(self) -> None:
         # the concatenated node arrays the scorer walks (absolute child indices)

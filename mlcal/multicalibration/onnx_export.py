@@ -36,6 +36,14 @@ ML_OPSET = 3
 U = 2.0 ** -53
 
 
+class BaseScoreRoundingWarning(UserWarning):
+    """A fused graph whose base model computes its score in float32 trees (XGBoost, LightGBM):
+    the runtime's score can differ from the library's by a float32 rounding, and such scores
+    are piecewise constant, so a test row's score often *equals* a tree threshold (thresholds
+    are calibration scores). Such a row may then take the other branch than in Python. The
+    routing is exact for the graph's own score; only the base score differs."""
+
+
 def _map_of(obj) -> MulticalibrationMap:
     m = getattr(obj, "map_", obj)
     if not isinstance(m, MulticalibrationMap):
@@ -98,45 +106,21 @@ def _node(cols, t, nid, f, mode, value, true, false) -> None:
     cols["false"].append(false)
 
 
-def to_onnx(obj, *, opset: int = 17):
-    """The map of a fitted :class:`~mlcal.multicalibration.Multicalibration` (or a
-    :class:`~mlcal.multicalibration.MulticalibrationMap`) as an ONNX model.
+def multicalibration_nodes(g, scores: str, features: list[str], m: MulticalibrationMap
+                           ) -> tuple[str, str]:
+    """The map's nodes on ``scores`` (double [N]) and one [N] tensor per segment feature
+    (double for a numeric feature, string for a categorical one, in ``m.features[1:]``
+    order); returns ``(p, tree_leaves)``: the calibrated probability [N] double and the node
+    index reached in each tree [N, T] int64 (see the module notes)."""
+    from onnx import TensorProto, numpy_helper
 
-    Parameters
-    ----------
-    obj : Multicalibration or MulticalibrationMap
-    opset : int, default=17
-        ai.onnx opset (13 or later); ai.onnx.ml is version 3.
-
-    Returns
-    -------
-    onnx.ModelProto
-        Inputs ``scores`` [N] double and one [N] input per feature (double or string);
-        outputs ``p_calibrated`` [N] double and ``tree_leaves`` [N, T] int64 (the node
-        index reached in each tree). Checked with ``onnx.checker.check_model``.
-    """
-    require("onnx", "onnx")
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    from mlcal import __version__
-    from mlcal.onnx._graph import GraphBuilder
-
-    if not 13 <= int(opset) <= onnx.defs.onnx_opset_version():
-        raise ValueError(f"opset must be between 13 and {onnx.defs.onnx_opset_version()}, "
-                         f"got {opset!r}")
-    m = _map_of(obj)
-    g = GraphBuilder("mlcal_")
     axis1 = g.const(np.array([1], dtype=np.int64), "axis1")
-    inputs = [helper.make_tensor_value_info("scores", TensorProto.DOUBLE, [None])]
-    columns = [g.op("Unsqueeze", ["scores", axis1])]
-    for spec in m.features[1:]:
+    columns = [g.op("Unsqueeze", [scores, axis1])]
+    for spec, x in zip(m.features[1:], features):
         if spec.kind == "numeric":
-            inputs.append(helper.make_tensor_value_info(spec.name, TensorProto.DOUBLE, [None]))
-            col = spec.name
+            col = x
         else:
-            inputs.append(helper.make_tensor_value_info(spec.name, TensorProto.STRING, [None]))
-            codes = g.op("LabelEncoder", [spec.name], "codes", domain="ai.onnx.ml",
+            codes = g.op("LabelEncoder", [x], "codes", domain="ai.onnx.ml",
                          keys_strings=list(spec.categories),
                          values_floats=[float(i) for i in range(len(spec.categories))],
                          default_float=float(len(spec.categories)))
@@ -144,16 +128,13 @@ def to_onnx(obj, *, opset: int = 17):
         columns.append(g.op("Unsqueeze", [col, axis1]))
     x = g.op("Concat", columns, "x", axis=1) if len(columns) > 1 else columns[0]
 
-    sc = g.op("Clip", ["scores", g.const(np.float64(BETA_EPS)),
+    sc = g.op("Clip", [scores, g.const(np.float64(BETA_EPS)),
                        g.const(np.float64(1.0 - BETA_EPS))], "sc")
     one_minus = g.op("Sub", [g.const(np.float64(1.0)), sc])
     logit = g.op("Sub", [g.op("Log", [sc]), g.op("Log", [one_minus])], "logit")
     z = g.op("Add", [g.op("Mul", [logit, g.const(np.float64(m.slope))]),
                      g.const(np.float64(m.intercept))], "z0")
     n_trees = len(m.trees)
-    outputs = [helper.make_tensor_value_info("p_calibrated", TensorProto.DOUBLE, [None]),
-               helper.make_tensor_value_info("tree_leaves", TensorProto.INT64,
-                                             [None, n_trees])]
     if n_trees:
         cols, leaves = _tree_nodes(m)
         leaf_f = g.op("TreeEnsembleRegressor", [x], "leaf_f", domain="ai.onnx.ml",
@@ -174,9 +155,51 @@ def to_onnx(obj, *, opset: int = 17):
         z = g.op("Add", [z, g.op("ReduceSum", [values, axis1], keepdims=0)], "z")
     else:
         leaf = g.op("Cast", [g.op("ConstantOfShape", [g.op("Concat", [g.op(
-            "Shape", ["scores"]), g.const(np.array([0], dtype=np.int64))], axis=0)])],
+            "Shape", [scores]), g.const(np.array([0], dtype=np.int64))], axis=0)])],
             to=TensorProto.INT64)
-    g.rename(g.op("Sigmoid", [z]), "p_calibrated")
+    return g.op("Sigmoid", [z], "p"), leaf
+
+
+def to_onnx(obj, *, opset: int = 17):
+    """The map of a fitted :class:`~mlcal.multicalibration.Multicalibration` (or a
+    :class:`~mlcal.multicalibration.MulticalibrationMap`) as an ONNX model.
+
+    Parameters
+    ----------
+    obj : Multicalibration or MulticalibrationMap
+    opset : int, default=17
+        ai.onnx opset (13 or later); ai.onnx.ml is version 3.
+
+    Returns
+    -------
+    onnx.ModelProto
+        Inputs ``scores`` [N] double and one [N] input per feature (double or string);
+        outputs ``p_calibrated`` [N] double and ``tree_leaves`` [N, T] int64 (the node
+        index reached in each tree). Checked with ``onnx.checker.check_model``.
+    """
+    require("onnx", "onnx")
+    import onnx
+    from onnx import TensorProto, helper
+
+    from mlcal import __version__
+    from mlcal.onnx._graph import GraphBuilder
+
+    if not 13 <= int(opset) <= onnx.defs.onnx_opset_version():
+        raise ValueError(f"opset must be between 13 and {onnx.defs.onnx_opset_version()}, "
+                         f"got {opset!r}")
+    m = _map_of(obj)
+    g = GraphBuilder("mlcal_")
+    inputs = [helper.make_tensor_value_info("scores", TensorProto.DOUBLE, [None])]
+    for spec in m.features[1:]:
+        inputs.append(helper.make_tensor_value_info(
+            spec.name, TensorProto.DOUBLE if spec.kind == "numeric" else TensorProto.STRING,
+            [None]))
+    p, leaf = multicalibration_nodes(g, "scores", m.feature_names, m)
+    n_trees = len(m.trees)
+    outputs = [helper.make_tensor_value_info("p_calibrated", TensorProto.DOUBLE, [None]),
+               helper.make_tensor_value_info("tree_leaves", TensorProto.INT64,
+                                             [None, n_trees])]
+    g.rename(p, "p_calibrated")
     g.rename(leaf, "tree_leaves")
     graph = helper.make_graph(g.nodes, "mlcal_multicalibration", inputs, outputs,
                               g.initializers)
@@ -192,6 +215,85 @@ def to_onnx(obj, *, opset: int = 17):
         entry.key, entry.value = key, str(value)
     onnx.checker.check_model(model, full_check=True)
     return model
+
+
+def feature_inputs(graph, g, m: MulticalibrationMap) -> list[str]:
+    """One [N] tensor per segment feature for :func:`multicalibration_nodes` in a graph fused
+    with the base model: the base graph's own input of that name when it has one (a column
+    the base model reads, [N, 1], reshaped; a numeric feature read as float or int64 is cast
+    to double, exactly), else a new graph input of that name, [N, 1], double for a numeric
+    feature and string for a categorical one (its text, as Python reads it). Appends the new
+    inputs to ``graph``."""
+    from onnx import TensorProto, helper
+
+    existing = {vi.name: vi for vi in graph.input}
+    flat = g.const(np.array([-1], dtype=np.int64), "flat")
+    out = []
+    for spec in m.features[1:]:
+        want = TensorProto.DOUBLE if spec.kind == "numeric" else TensorProto.STRING
+        if spec.name not in existing:
+            graph.input.append(helper.make_tensor_value_info(spec.name, want, [None, 1]))
+        x = g.op("Reshape", [spec.name, flat], f"feature_{spec.kind}")
+        have = existing[spec.name].type.tensor_type.elem_type if spec.name in existing \
+            else want
+        if have != want:
+            if spec.kind != "numeric" or have not in (TensorProto.FLOAT, TensorProto.INT64,
+                                                      TensorProto.INT32):
+                raise ValueError(f"feature {spec.name!r} ({spec.kind}) is an input of the base "
+                                 f"model's graph of ONNX type "
+                                 f"{TensorProto.DataType.Name(have)}; a {spec.kind} feature "
+                                 f"needs {TensorProto.DataType.Name(want)}")
+            x = g.op("Cast", [x], "feature_double", to=TensorProto.DOUBLE)
+        out.append(x)
+    return out
+
+
+def _reads_float32(graph, node) -> bool:
+    """Whether the tree ensemble ``node`` reads a float32 Cast (mlcal's booster conversion
+    casts the trees' input to float32, as XGBoost and LightGBM compare)."""
+    from onnx import TensorProto
+
+    producers = {o: n for n in graph.node for o in n.output}
+    src = producers.get(node.input[0])
+    return src is not None and src.op_type == "Cast" and any(
+        a.name == "to" and a.i == TensorProto.FLOAT for a in src.attribute)
+
+
+def compose_multicalibration(base, m: MulticalibrationMap, classes, threshold: float):
+    """The base model's graph (float64) followed by the multicalibration map, reading its
+    score column and the feature inputs (:func:`feature_inputs`); outputs ``label`` and
+    ``probabilities`` [N, 2] as for any binary CalibratedModel, plus ``tree_leaves`` [N, T]
+    (the node index reached in each tree, for checking the routing)."""
+    from onnx import TensorProto, helper
+
+    from mlcal.onnx._compose import (_attach, _detach_outputs, classifier_outputs,
+                                     score_column)
+    from mlcal.onnx._graph import GraphBuilder
+
+    f64 = np.dtype(np.float64)
+    graph, score_vi = _detach_outputs(base)
+    if any(n.op_type == "TreeEnsembleClassifier" and n.domain == "ai.onnx.ml"
+           and _reads_float32(graph, n) for n in graph.node) and any(
+            (t.feature == 0).any() for t in m.trees):
+        import warnings
+
+        warnings.warn(
+            "the base model's score comes from float32 trees: onnxruntime's score may differ "
+            "from the library's by a float32 rounding, and a row whose score lies on one of "
+            "the multicalibration trees' score thresholds then takes the other branch (its "
+            "probability moves by that tree's leaf difference). Routing is exact for the "
+            "graph's own score; compare with Python on the graph's scores, or calibrate a "
+            "base whose ONNX score is exact (see docs/multicalibration.md)",
+            BaseScoreRoundingWarning, stacklevel=3)
+    g = GraphBuilder("mlcal_")
+    scores = score_column(g, score_vi, f64)
+    p, leaf = multicalibration_nodes(g, scores, feature_inputs(graph, g, m), m)
+    label, proba, label_type = classifier_outputs(g, p, classes, threshold, f64)
+    g.rename(leaf, "tree_leaves")
+    _attach(graph, g, label, proba, label_type, f64, 2)
+    graph.output.append(helper.make_tensor_value_info("tree_leaves", TensorProto.INT64,
+                                                      [None, len(m.trees)]))
+    return graph
 
 
 def error_bound(obj, scores, features=None) -> np.ndarray:

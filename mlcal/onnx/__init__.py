@@ -24,6 +24,12 @@ Graph contract
   ``scores`` [N, K], output ``p_calibrated`` [N, K]; a multiclass CalibratedModel outputs
   ``label`` [N] (``classes_[argmax]``) and ``probabilities`` [N, K]. A row holding a NaN or
   infinite score gives a NaN row. Builders and bounds: ``mlcal/onnx/_multiclass.py``.
+* Multicalibrated :class:`~mlcal.CalibratedModel` (a
+  :class:`~mlcal.multicalibration.Multicalibration` with ``feature_columns``): float64 only;
+  the base model's inputs plus one [N, 1] input per feature column (double or string; the
+  base's own input of that name where it reads the column); outputs ``label``,
+  ``probabilities`` [N, 2] and ``tree_leaves`` [N, T]. Built by
+  ``mlcal/multicalibration/onnx_export.py`` (``compose_multicalibration``).
 * NaN scores give NaN probabilities (label ``classes_[0]``), never a silent end value, and so
   do infinite scores; Python's ``predict`` keeps rejecting both with ``ValueError``.
 * Exactness (see :func:`error_bound`): in float64, step maps and linear maps are bit-identical
@@ -193,6 +199,9 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
         if isinstance(obj, multical.Multicalibration):
             obj._check_fitted()
         return multicalibration_to_onnx(obj, opset=opset)
+    if multical is not None and isinstance(getattr(obj, "calibrator_", None),
+                                           multical.Multicalibration):
+        return _multicalibrated_model(obj, dtype, opset, index_search, X)
     np_dtype = _check_args(dtype, opset, index_search)
     m, method, calibrated = _unpack(obj)
     used = {}
@@ -240,7 +249,7 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
                "gives a NaN row.")
     else:
         if segmented and X is not None:   # the base model's part of the frame
-            base_X = calibrated._split_segments(X)[0]
+            base_X = calibrated._split_columns(X)[0]
             X = base_X if isinstance(base_X, pd.DataFrame) else None
         base = convert_base(calibrated.base_estimator, calibrated.score_source_, np_dtype,
                             int(opset), X=X)
@@ -291,6 +300,62 @@ def to_onnx(obj, *, dtype: str = "float64", opset: int = DEFAULT_OPSET,
     return model
 
 
+def _multicalibrated_model(model, dtype, opset, index_search, X) -> onnx.ModelProto:
+    """A CalibratedModel with a Multicalibration calibrator: the base model's graph (float64)
+    feeding the multicalibration map, with the feature columns as [N, 1] inputs (the base's
+    own input of that name where it reads the column)."""
+    from mlcal import __version__
+    from mlcal.maps import MAP_FORMAT_VERSION
+    from mlcal.model import CalibratedModel
+    from mlcal.multicalibration.onnx_export import ML_OPSET, compose_multicalibration
+
+    if not isinstance(model, CalibratedModel):
+        raise ValueError(f"cannot export {type(model).__name__}")
+    if str(dtype) != "float64":
+        raise ValueError("a multicalibrated model exports as a float64 graph only (the trees "
+                         "compare the score and numeric features in double); got "
+                         f"dtype={dtype!r}")
+    _check_args(dtype, opset, index_search)
+    model._check_fitted()
+    m = model.calibrator_.map_
+    if X is not None:   # the base model's part of the frame
+        base_X = model._split_columns(X)[0]
+        X = base_X if isinstance(base_X, pd.DataFrame) else None
+    base = convert_base(model.base_estimator, model.score_source_, np.dtype(np.float64),
+                        int(opset), X=X)
+    graph = compose_multicalibration(base, m, model.classes_, model.threshold)
+    graph.name = "mlcal_calibrated_model"
+    imports = {}
+    for entry in base.opset_import:
+        domain = "" if entry.domain == "ai.onnx" else entry.domain
+        imports[domain] = max(imports.get(domain, 0), entry.version)
+    imports[""] = int(opset)
+    imports["ai.onnx.ml"] = max(imports.get("ai.onnx.ml", 0), ML_OPSET)
+    meta = {"mlcal_version": __version__, "mlcal_method": model.calibrator_.method_name,
+            "mlcal_map_type": m.kind, "mlcal_map_format_version": MAP_FORMAT_VERSION,
+            "mlcal_input_transform": m.input_transform, "mlcal_dtype": "float64",
+            "mlcal_feature_columns": json.dumps(m.feature_names),
+            "mlcal_score_source": model.score_source_,
+            "mlcal_base_model": type(model.base_estimator).__name__,
+            "mlcal_threshold": repr(float(model.threshold)), "mlcal_index_search": "trees"}
+    names = getattr(model.base_estimator, "feature_names_in_", None)
+    if X is None and names is not None:   # the tensor X holds these columns
+        meta["mlcal_base_columns"] = json.dumps([str(c) for c in names])
+    inputs = ("X [N, n_features]" if X is None
+              else "one [N, 1] input per column (" + ", ".join(map(str, X.columns)) + ")")
+    if m.feature_names:
+        inputs += " and the feature column(s) " + ", ".join(m.feature_names) + " [N, 1]"
+    doc = (f"mlcal multicalibrated classifier: {inputs} -> label [N], probabilities [N, 2] = "
+           "[1 - p, p], tree_leaves [N, T] (the node reached in each tree).")
+    opset_ids = [helper.make_opsetid(d, v) for d, v in sorted(imports.items())]
+    out = helper.make_model(graph, opset_imports=opset_ids, producer_name="mlcal",
+                            producer_version=__version__, doc_string=doc)
+    out.ir_version = max(base.ir_version, helper.find_min_ir_version_for(opset_ids))
+    _metadata(out, meta)
+    onnx.checker.check_model(out, full_check=True)
+    return out
+
+
 _NUMPY_OF_ONNX = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.DOUBLE: np.float64,
                   onnx.TensorProto.INT64: np.int64, onnx.TensorProto.BOOL: np.bool_,
                   onnx.TensorProto.STRING: object}
@@ -311,13 +376,23 @@ def input_feeds(model: onnx.ModelProto, X) -> dict:
             isinstance(X, pd.DataFrame) and list(X.columns) == ["X"]):
         return {"X": np.asarray(X, dtype=types["X"])}
     segments = _metadata_list(model, "mlcal_segment_columns")
-    if "X" in types and segments and isinstance(X, pd.DataFrame) and "X" not in X.columns:
-        # a fused segmented model with a tensor base input: X gets the base model's columns
-        # (recorded at export), else the frame's other columns, as CalibratedModel does
+    features = _metadata_list(model, "mlcal_feature_columns")
+    extra = segments or features
+
+    def column(n):   # a multicalibration feature read as text is fed its text
+        col = X[n].to_numpy()
+        if n in features and types[n] is object:
+            return np.asarray([str(v) for v in col.tolist()], dtype=object).reshape(-1, 1)
+        return col.astype(types[n]).reshape(-1, 1)
+
+    if "X" in types and extra and isinstance(X, pd.DataFrame) and "X" not in X.columns:
+        # a fused segmented or multicalibrated model with a tensor base input: X gets the
+        # base model's columns (recorded at export), else the frame's other columns, as
+        # CalibratedModel does
         base = _metadata_list(model, "mlcal_base_columns")
-        feeds = {"X": np.asarray(X[base] if base else X.drop(columns=segments),
+        feeds = {"X": np.asarray(X[base] if base else X.drop(columns=extra),
                                  dtype=types["X"])}
-        feeds.update({n: X[n].to_numpy().astype(types[n]).reshape(-1, 1) for n in segments})
+        feeds.update({n: column(n) for n in extra if n in types})
         return feeds
     if not isinstance(X, pd.DataFrame):
         raise ValueError(f"this model has one input per column {list(types)}; pass a "
@@ -326,7 +401,7 @@ def input_feeds(model: onnx.ModelProto, X) -> dict:
     if missing:
         raise ValueError(f"the data has no column(s) {missing} that the ONNX model needs; "
                          f"its inputs are {list(types)}")
-    return {n: X[n].to_numpy().astype(t).reshape(-1, 1) for n, t in types.items()}
+    return {n: column(n) for n in types}
 
 
 def _metadata_list(model: onnx.ModelProto, key: str) -> list[str]:

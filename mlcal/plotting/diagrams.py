@@ -232,10 +232,18 @@ def plot_map(calibrator_or_map, *, scores=None, y=None, title: str | None = None
     Returns
     -------
     matplotlib.figure.Figure
+
+    Raises
+    ------
+    ValueError
+        A multicalibration map (a function of the score and feature columns).
     """
     from matplotlib.figure import Figure
 
     m = getattr(calibrator_or_map, "map_", calibrator_or_map)
+    if getattr(m, "kind", None) == "multicalibration":
+        raise ValueError("a multicalibration map reads feature columns besides the score; it "
+                         "has no one curve over the score to plot")
     if m.domain is not None:
         lo, hi = m.domain
     elif scores is not None:

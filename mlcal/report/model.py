@@ -38,8 +38,9 @@ def report_for_model(model, X, y, *, gate: dict | None = None, source: dict | No
         yv = positive_indicator(y, model.classes_, name="labels")
         p_before = naive_probability(scores, model.score_source_)
         _, p_after = model.predict_calibrated(X)   # (reads a segmented model's segments)
-        # a segmented map has no one curve over the score to draw
-        map_data = None if getattr(model, "segment_columns", None) else (scores, yv)
+        # a segmented or multicalibration map has no one curve over the score to draw
+        map_data = None if (getattr(model, "segment_columns", None)
+                            or getattr(model, "_multicalibrated", False)) else (scores, yv)
     kwargs.setdefault("map_data", map_data)
     return assemble_report(yv, p_before, p_after, calibrator=model.calibrator_, gate=gate,
                            source=source, title=title, **kwargs)

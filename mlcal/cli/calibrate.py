@@ -85,12 +85,20 @@ def run(args) -> int:
         if args.segmented and not seg_cols:
             raise ValueError("--segmented needs --segment-columns: the columns that name each "
                              "row's segment")
-        cols = _feature_columns(frame, args.label_column, info, base, exclude=seg_cols or ())
-        if args.segmented:   # the model reads its segment from its input: keep those columns
-            cols = [*cols, *(c for c in seg_cols if c not in cols)]
-            missing = [c for c in seg_cols if c not in frame.columns]
+        feat_cols = parse_columns(args.feature_columns)
+        if feat_cols and args.segmented:
+            raise ValueError("give --segmented or --feature-columns, not both: a segmented "
+                             "calibrator reads segment keys, multicalibration reads features")
+        cols = _feature_columns(frame, args.label_column, info, base,
+                                exclude=[*(seg_cols or ()), *(feat_cols or ())])
+        # the model reads these columns from its input besides the base model's own
+        read_by_map = seg_cols if args.segmented else feat_cols
+        if read_by_map:
+            missing = [c for c in read_by_map if c not in frame.columns]
             if missing:
-                raise ValueError(f"{args.data} has no segment column(s) {missing}")
+                raise ValueError(f"{args.data} has no column(s) {missing} named by "
+                                 f"{'--segment-columns' if args.segmented else '--feature-columns'}")
+            cols = [*cols, *(c for c in read_by_map if c not in cols)]
         evaluation = {}
         if args.eval_data:
             ev = read_frame(args.eval_data)
@@ -100,13 +108,24 @@ def run(args) -> int:
             evaluation = {"X_eval": ev[cols], "y_eval": ev[args.label_column].to_numpy()}
         if args.segmented:
             evaluation["model_segment_columns"] = seg_cols
+        if feat_cols:
+            evaluation["model_feature_columns"] = feat_cols
         if seg_cols:
             from mlcal.metrics.segments import segment_keys
 
             source, name = (ev, args.eval_data) if args.eval_data else (frame, args.data)
             evaluation["segments"] = segment_keys(source, seg_cols, what=name)
             evaluation["min_segment_rows"] = args.min_segment_rows
-        cal = get_calibrator(args.method, **_parse_params(args.param))
+        if feat_cols:
+            if args.method not in ("auto", "multicalibration"):
+                raise ValueError(f"--feature-columns fits a multicalibration model; --method "
+                                 f"{args.method!r} maps the score alone (leave --method out "
+                                 "or give --method multicalibration)")
+            from mlcal.multicalibration import Multicalibration
+
+            cal = Multicalibration(**_parse_params(args.param))
+        else:
+            cal = get_calibrator(args.method, **_parse_params(args.param))
         if args.segmented:
             from mlcal.calibrators.segmented import SegmentedCalibrator
 
@@ -186,6 +205,11 @@ def register(sub) -> None:
                         "map shared by all rows plus a per-segment logit offset, shrunk by "
                         "empirical Bayes, with segments keyed by --segment-columns (read from "
                         "the model's input when it predicts, so they join its signature)")
+    p.add_argument("--feature-columns", default=None, metavar="A,B",
+                   help="fit a multicalibration model (mlcal.Multicalibration: boosted logit "
+                        "corrections over the score and these columns, for when segments are "
+                        "not known in advance); the columns join the model's signature, and "
+                        "--param sets Multicalibration's parameters")
     p.add_argument("--unseen-segments", choices=("shared", "raise"), default="shared",
                    help="with --segmented: a segment not seen in fitting gets the shared map "
                         "(default) or is an error")

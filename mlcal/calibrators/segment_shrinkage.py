@@ -58,7 +58,8 @@ def segment_offsets(logits: np.ndarray, y: np.ndarray, w: np.ndarray, codes: np.
             step = np.clip(g / h, -_MAX_STEP, _MAX_STEP)
         new = d + np.where(np.isfinite(step), step, 0.0)
         outside = (new <= lo) | (new >= hi)
-        mid = np.where(np.isfinite(lo) & np.isfinite(hi), 0.5 * (lo + hi), new)
+        with np.errstate(invalid="ignore"):   # -inf + inf where a side is open: not used
+            mid = np.where(np.isfinite(lo) & np.isfinite(hi), 0.5 * (lo + hi), new)
         new = np.where(outside, mid, new)
         done = (g == 0) | (np.abs(new - d) <= _TOL * np.maximum(1.0, np.abs(d)))
         d = np.where(active, new, d)

@@ -50,7 +50,7 @@ Estimation
    toward its own REML prior mean, giving ``a_g*`` (at least ``MIN_SLOPE``). Given ``a_g*``,
    the offset of such a segment is re-estimated with the slope fixed (step 3 on ``a_g* l``) and
    shrunk with the offset prior of step 4. Segments below the threshold keep ``a = 1``.
-6. **Choice (``select="cv"``).** Shrinkage minimises the error averaged over segments, but
+6. **Choice (``select="cv"``, opt-in).** Shrinkage minimises the error averaged over segments, but
    any adjustment also costs variance: with few segments (two sexes, say) and a small effect
    the REML variance is unreliable and the offsets can lose to the shared map alone, and slopes
    cost a parameter per large segment. So the adjustment itself is chosen by cross-validation
@@ -150,7 +150,7 @@ class SegmentedCalibrator(BaseEstimator):
         only (whose maximum-likelihood offset is infinite).
     seed : int, default=0
         Seed of the fold assignment.
-    select : {"cv", "off"}, default="cv"
+    select : {"cv", "off"}, default="off"
         ``"cv"``: choose the adjustment by cross-validated log loss over the cross-fitting
         folds: the shared map alone (``adjustment_ == "none"``: slopes 1, offsets 0),
         offsets, or offsets and slopes (when ``min_rows_for_slope`` lets a segment have one);
@@ -202,7 +202,7 @@ class SegmentedCalibrator(BaseEstimator):
 
     def __init__(self, method="auto", *, unseen: str = "shared", n_folds: int | None = 5,
                  min_rows_for_slope: int | None = None, weak_prior_sd: float = 10.0,
-                 seed: int = 0, select: str = "cv"):
+                 seed: int = 0, select: str = "off"):
         self.method = method
         self.unseen = unseen
         self.n_folds = n_folds

@@ -59,18 +59,28 @@ def log_loss(y, p):
 def contenders():
     out = {
         "shared (beta)": lambda s, y, g, st, gt: mlcal.Beta().fit(s, y).predict(st),
-        "mlcal offsets": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator("beta").fit(
-            s, y, g).predict(st, gt),
+        # select="off" (the default): always fit the offsets
+        "mlcal offsets": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+            "beta", select="off").fit(s, y, g).predict(st, gt),
+        # select="cv": shared map alone / offsets / offsets+slopes by held-out loss
+        "mlcal beta cv": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+            "beta", select="cv").fit(s, y, g).predict(st, gt),
+        "mlcal beta+sl cv": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+            "beta", min_rows_for_slope=200, select="cv").fit(s, y, g).predict(st, gt),
         "mlcal in-sample": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
             "beta", n_folds=None).fit(s, y, g).predict(st, gt),
         "mlcal +slopes": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
-            "beta", min_rows_for_slope=500).fit(s, y, g).predict(st, gt),
+            "beta", min_rows_for_slope=500, select="off").fit(s, y, g).predict(st, gt),
         "mlcal iso in-sam": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
             "isotonic", n_folds=None).fit(s, y, g).predict(st, gt),
         "mlcal iso cv": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator("isotonic").fit(
             s, y, g).predict(st, gt),
-        "mlcal auto": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator("auto").fit(
-            s, y, g).predict(st, gt),
+        "mlcal auto off": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+            "auto", select="off").fit(s, y, g).predict(st, gt),
+        "mlcal auto cv": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+            "auto", select="cv").fit(s, y, g).predict(st, gt),
+        "mlcal auto+sl cv": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+            "auto", min_rows_for_slope=200, select="cv").fit(s, y, g).predict(st, gt),
     }
     try:
         import probcal

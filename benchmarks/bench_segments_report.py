@@ -5,7 +5,10 @@ the worst segment's calibration error and the fit time, with ratios measured in 
         [--big] [--big-rows 1000000] [--with-multicalibration WORKTREE]
 
 Methods: the global ``auto`` map (``mlcal.AutoCalibrator``, no segments: the log-loss
-reference), mlcal's ``SegmentedCalibrator`` variants, probcal's ``SegmentedCalibrator``,
+reference), mlcal's ``SegmentedCalibrator`` variants (``... off``, ``mlcal offsets`` and
+``mlcal +slopes``: the default ``select="off"``, always adjusting; ``... cv``:
+``select="cv"``, the cross-validated choice; ``+sl``:
+``min_rows_for_slope=200``), probcal's ``SegmentedCalibrator``,
 Meta's MCGrad (the segment as its categorical feature), and ``mlcal.Multicalibration`` (boosted
 corrections on the segment and ``logit(score)``) when ``mlcal.multicalibration`` imports; the
 peers are optional (a printed note when missing), see ``bench_segmented.contenders``.
@@ -198,9 +201,9 @@ def main() -> None:
     ap.add_argument("--real-repeats", type=int, default=10)
     ap.add_argument("--min-rows", type=int, default=100, help="simulated sets")
     ap.add_argument("--real-min-rows", type=int, default=30)
-    ap.add_argument("--methods", nargs="*", default=["mlcal offsets", "mlcal in-sample",
-                                                     "mlcal +slopes", "mlcal auto", "probcal",
-                                                     "mcgrad"])
+    ap.add_argument("--methods", nargs="*", default=[
+        "mlcal offsets", "mlcal +slopes", "mlcal beta cv", "mlcal beta+sl cv", "mlcal auto off",
+        "mlcal auto cv", "mlcal auto+sl cv", "probcal", "mcgrad"])
     ap.add_argument("--no-simulated", action="store_true")
     ap.add_argument("--no-real", action="store_true")
     ap.add_argument("--with-multicalibration", metavar="WORKTREE", default=None)

@@ -1,5 +1,6 @@
 """The hostile-document corpus (``tests/hostile/make_documents.py``: hundreds of broken
-calibrator documents made from real fitted calibrators of every method, plus FIFO, device,
+calibrator documents made from real fitted calibrators of every method (a segmented one
+included, with its tampered segment tables), plus FIFO, device,
 socket, directory and symlink paths) against both loaders.
 
 Every case must end in a named error or a correct load, the same verdict from
@@ -65,6 +66,16 @@ def test_corpus_covers_every_method_and_trap(corpus):
     for trap in ("fifo", "dev-zero", "socket", "directory", "symlink-to-fifo",
                  "bomb-empty-arrays", "bomb-zeros", "decreasing-map", "map-of-kind-step"):
         assert trap in names
+    # the segmented calibrator: its valid document loads, and every tampered segment-table
+    # case of tests/hostile/segmented_cases.py is in the corpus (and refused: see below)
+    from tests.hostile.segmented_cases import TAMPERED
+
+    seg = {c["name"]: r for c, r in zip(cases, results) if c["name"].startswith("segmented/")}
+    assert seg["segmented/valid"]["outcome"] == "ok"
+    for label in TAMPERED:
+        assert seg["segmented/tampered-" + label.replace(" ", "-")]["outcome"] == "error", label
+    assert seg["segmented/bare-segmented-map"]["outcome"] == "error"
+    assert len(seg) >= len(TAMPERED) + 30
 
 
 def test_python_loader_names_every_problem_within_bounds(corpus):

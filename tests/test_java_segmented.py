@@ -16,6 +16,7 @@ import mlcal
 from mlcal.maps import BetaMap, SigmoidMap, StepMap
 from mlcal.maps.segment_keys import SegmentKeyError
 from mlcal.maps.segmented import SegmentedMap, UnseenSegmentError
+from tests.hostile.segmented_cases import TAMPERED
 from tests.test_java_evaluator import _python_rejects, assert_bits_equal, java, run_batch
 
 COUNTRIES = np.array(["FR", "DE", "IT", "ES", "é\u00fc \"q\", x"])
@@ -181,67 +182,6 @@ def _tampered(cal, change):
     return json.dumps(doc)
 
 
-TAMPERED = {
-    "unknown map field": (lambda d: d["map"].update(extra=1), "unknown field"),
-    "unknown top-level field": (lambda d: d.update(fit_info={}), "unknown top-level field"),
-    "missing slopes": (lambda d: d["map"].pop("slopes"), "missing field 'slopes'"),
-    "string key in an integer column": (lambda d: d["map"]["keys"][1].__setitem__(0, "0"),
-                                        "key of a integer column must be"),
-    "boolean key in an integer column": (lambda d: d["map"]["keys"][1].__setitem__(0, True),
-                                         "key of a integer column must be"),
-    "1.0 key in an integer column": (lambda d: d["map"]["keys"][1].__setitem__(0, 1.0),
-                                     "key of a integer column must be"),
-    "integer beyond 64 bits": (lambda d: d["map"]["keys"][1].__setitem__(0, 2 ** 63),
-                               "in the signed 64-bit range"),
-    "integer key in a string column": (lambda d: d["map"]["keys"][0].__setitem__(0, 5),
-                                       "key of a string column must be"),
-    "string key too long": (lambda d: d["map"]["keys"][0].__setitem__(0, "é" * 1001),
-                            "key of a string column must be"),
-    "duplicate key": (lambda d: [d["map"]["keys"][j].__setitem__(1, d["map"]["keys"][j][0])
-                                 for j in range(3)], "appears twice"),
-    "key lists differ in length": (lambda d: d["map"]["keys"][0].pop(), "differ in length"),
-    "zero slope": (lambda d: d["map"]["slopes"].__setitem__(0, 0.0), "slopes must be > 0"),
-    "negative slope": (lambda d: d["map"]["slopes"].__setitem__(1, -1.0),
-                       "slopes must be > 0"),
-    "an offset short": (lambda d: d["map"]["offsets"].pop(), "as many slopes and offsets"),
-    "offset a string": (lambda d: d["map"]["offsets"].__setitem__(0, "0.1"),
-                        "'offsets' must be a list of numbers"),
-    "column type float": (lambda d: d["map"]["columns"][0].update(type="float"),
-                          "has type 'float'"),
-    "column names repeat": (lambda d: d["map"]["columns"][1].update(name="country"),
-                            "column names repeat"),
-    "empty column name": (lambda d: d["map"]["columns"][1].update(name=""),
-                          "a column name must be a non-empty string"),
-    "column extra field": (lambda d: d["map"]["columns"][0].update(extra=1),
-                           "exactly the fields 'name' and 'type'"),
-    "no columns": (lambda d: d["map"].update(columns=[], keys=[]), "'columns' must be a list"),
-    "unseen policy unknown": (lambda d: d["map"].update(unseen="ignore"),
-                              "unseen must be one of"),
-    "params and map disagree": (lambda d: d["params"].update(unseen="raise"),
-                                "params say unseen='raise'"),
-    "shared method segmented": (lambda d: d["params"].update(method="segmented"),
-                                "parameter 'method' has an invalid value"),
-    "n_folds 1": (lambda d: d["params"].update(n_folds=1), "parameter 'n_folds'"),
-    "unknown parameter": (lambda d: d["params"].update(colour="red"),
-                          "params must be exactly"),
-    "missing parameter": (lambda d: d["params"].pop("seed"), "params must be exactly"),
-    "inner an offset": (lambda d: d["map"].update(inner={"type": "offset"}),
-                        "field 'inner' must be a map of type"),
-    "transform differs": (lambda d: d["map"].update(input_transform="sigmoid"),
-                          "differ from the inner map's"),
-    "domain differs": (lambda d: d["map"].update(domain=[0.0, 2.0]),
-                       "differ from the inner map's"),
-    "inner map a platt cannot fit": (
-        lambda d: d["map"].update(inner={"type": "step", "format_version": 1, "thresholds": [],
-                                         "values": [0.5], "input_transform": "identity",
-                                         "domain": d["map"]["domain"]}),
-        "shared map: a 'platt' calibrator fits 'sigmoid' maps, not a 'step' map"),
-    "inner map invalid": (lambda d: d["map"]["inner"].update(a="x"), "field 'a' must be"),
-    "format_version 2": (lambda d: d["map"].update(format_version=2),
-                         "unsupported format_version 2"),
-}
-
-
 def test_tampered_documents_python_refuses_java_refuses(jar, tmp_path):
     cal = _fit("platt", seed=4)
     texts = {name: _tampered(cal, change) for name, (change, _) in TAMPERED.items()}
@@ -258,9 +198,15 @@ def test_tampered_documents_python_refuses_java_refuses(jar, tmp_path):
         assert _python_rejects(text), f"{name}: Python accepts the document"
         assert isinstance(got, str) and got.startswith("MapFormatException: "), (name, got)
         assert phrases[name] in got, (name, got)
-    # and the untampered document loads in both
+    # and the untampered document loads in both, as does one written before `select` existed
     (tmp_path / "ok").mkdir()
     assert not isinstance(_batch(jar, tmp_path / "ok", [(cal.to_json(), x, seg)])[0], str)
+    legacy = cal.to_dict()
+    del legacy["params"]["select"]
+    (tmp_path / "legacy").mkdir()
+    got = _batch(jar, tmp_path / "legacy", [(json.dumps(legacy), x, seg)])[0]
+    assert not isinstance(got, str), got
+    assert np.array_equal(got, mlcal.load_calibrator(legacy).predict(x, seg))
 
 
 def test_command_line_reads_csv_and_json_lines_by_column_name(jar, tmp_path):

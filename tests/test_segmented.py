@@ -386,3 +386,67 @@ def test_the_command_line_names_what_it_cannot_do_with_a_segmented_calibrator(fi
     # export-onnx can (the segment lookup graph, tests/test_onnx_segmented.py checks its values)
     assert main(["export-onnx", "--calibrator", path, "--out", str(tmp_path / "x.onnx")]) == 0
     assert (tmp_path / "x.onnx").stat().st_size > 0
+
+
+# -- the cross-validated choice of the adjustment (select="cv") --------------------------------
+def _slopes_data(seed, sizes=(3000, 3000, 3000), slopes=(1.8, 0.55, 1.0), offsets=(0, 0, 0)):
+    rng = np.random.default_rng(seed)
+    code = np.repeat(np.arange(len(sizes)), sizes)
+    x = rng.normal(0.0, 1.5, code.size)
+    y = (rng.random(code.size) < expit(np.asarray(slopes)[code] * x
+                                       + np.asarray(offsets)[code])).astype(int)
+    return expit(x), y, code
+
+
+def test_cv_choice_keeps_the_shared_map_when_segments_do_not_differ():
+    s, y, code = _slopes_data(11, sizes=(400, 300), slopes=(1.0, 1.0))
+    cal = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=200, select="cv").fit(s, y, code)
+    assert cal.adjustment_ == "none" and set(cal.cv_log_loss_) == {"none", "offsets", "slopes"}
+    assert np.all(cal.map_.offsets == 0.0) and np.all(cal.map_.slopes == 1.0)
+    # the stored map is then the shared map (slope 1, offset 0: within a few ulps)
+    np.testing.assert_allclose(cal.predict(s, code), cal.shared_calibrator_.predict(s),
+                               rtol=1e-14)
+    # select="off" fits the offsets whatever they cost (the behaviour of old documents)
+    off = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=200, select="off").fit(
+        s, y, code)
+    assert off.adjustment_ == "slopes" and off.cv_log_loss_ is None
+    assert np.any(off.map_.offsets != 0.0)
+
+
+def test_cv_choice_finds_offsets_and_slopes_where_they_exist():
+    s, y, code = _slopes_data(12, slopes=(1.0, 1.0, 1.0), offsets=(0.7, -0.6, 0.0))
+    # (slopes are not offered: pooling offset segments flattens the shared map's slope, so
+    # per-segment slopes would be a real, if small, improvement here)
+    cal = mlcal.SegmentedCalibrator("platt-logit", select="cv").fit(s, y, code)
+    assert cal.adjustment_ == "offsets" and np.all(cal.map_.slopes == 1.0)
+    loss = cal.cv_log_loss_
+    assert set(loss) == {"none", "offsets"}
+    assert loss["offsets"] < loss["none"] - 50    # a large, real improvement
+    s, y, code = _slopes_data(13)
+    cal = mlcal.SegmentedCalibrator("platt-logit", min_rows_for_slope=200, select="cv").fit(s, y, code)
+    assert cal.adjustment_ == "slopes"
+    assert cal.map_.slopes[0] > 1.5 and cal.map_.slopes[1] < 0.7
+    # the choice's held-out losses are those of maps fitted without the scored rows: the
+    # held-out loss of the chosen adjustment is above its in-sample loss
+    q = cal.predict(s, code)
+    in_sample = -float(np.sum(y * np.log(q) + (1 - y) * np.log1p(-q)))
+    assert in_sample < cal.cv_log_loss_["slopes"] < cal.cv_log_loss_["offsets"]
+    # without cross-fitting nothing is chosen
+    ins = mlcal.SegmentedCalibrator("platt-logit", n_folds=None, select="cv").fit(s, y, code)
+    assert ins.adjustment_ == "offsets" and ins.cv_log_loss_ is None
+
+
+def test_a_document_without_select_loads_as_select_off(fitted):
+    cal, s, seg = fitted
+    doc = cal.set_params(select="cv").to_dict()
+    cal.set_params(select="off")
+    assert doc["params"]["select"] == "cv"
+    del doc["params"]["select"]          # as written before the parameter existed
+    old = mlcal.load_calibrator(doc)
+    assert old.select == "off"
+    assert np.array_equal(old.predict(s, seg), cal.predict(s, seg))
+    assert json.loads(old.to_json())["params"]["select"] == "off"
+    bad = cal.to_dict()
+    bad["params"]["select"] = "always"
+    with pytest.raises(CalibratorFormatError, match="parameter 'select'"):
+        mlcal.load_calibrator(bad)

@@ -58,7 +58,8 @@ def segment_offsets(logits: np.ndarray, y: np.ndarray, w: np.ndarray, codes: np.
             step = np.clip(g / h, -_MAX_STEP, _MAX_STEP)
         new = d + np.where(np.isfinite(step), step, 0.0)
         outside = (new <= lo) | (new >= hi)
-        mid = np.where(np.isfinite(lo) & np.isfinite(hi), 0.5 * (lo + hi), new)
+        with np.errstate(invalid="ignore"):   # -inf + inf where a side is open: not used
+            mid = np.where(np.isfinite(lo) & np.isfinite(hi), 0.5 * (lo + hi), new)
         new = np.where(outside, mid, new)
         done = (g == 0) | (np.abs(new - d) <= _TOL * np.maximum(1.0, np.abs(d)))
         d = np.where(active, new, d)
@@ -76,7 +77,7 @@ def _total(x: np.ndarray) -> float:
     return float(np.bincount(np.zeros(x.shape[0], dtype=np.int64), weights=x, minlength=1)[0])
 
 
-def _logistic_loglik(z: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
+def logistic_loglik(z: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
     """``sum w [y z - log(1 + e^z)]`` with detmath (``log(1 + e^z) = max(z, 0) +
     log1p(e^-|z|)``)."""
     soft = np.maximum(z, 0.0) + det_log1p_array(det_exp_array(np.ascontiguousarray(-np.abs(z))))
@@ -101,7 +102,7 @@ def segment_slopes(logits: np.ndarray, y: np.ndarray, w: np.ndarray, codes: np.n
         rows = order[bounds[g]:bounds[g + 1]]
         li, yi, wi = logits[rows], y[rows], w[rows]
         a, b = 1.0, float(start[g])
-        cur = _logistic_loglik(a * li + b, yi, wi)
+        cur = logistic_loglik(a * li + b, yi, wi)
         for _ in range(100):
             p = det_expit_array(np.ascontiguousarray(a * li + b))
             r, q = wi * (yi - p), wi * (p * (1.0 - p))
@@ -113,7 +114,7 @@ def segment_slopes(logits: np.ndarray, y: np.ndarray, w: np.ndarray, codes: np.n
             da, db = (hbb * ga - hab * gb) / det, (haa * gb - hab * ga) / det
             t = 1.0
             while t > 1e-10:
-                new = _logistic_loglik((a + t * da) * li + (b + t * db), yi, wi)
+                new = logistic_loglik((a + t * da) * li + (b + t * db), yi, wi)
                 if new >= cur:
                     break
                 t *= 0.5

@@ -50,6 +50,17 @@ Estimation
    toward its own REML prior mean, giving ``a_g*`` (at least ``MIN_SLOPE``). Given ``a_g*``,
    the offset of such a segment is re-estimated with the slope fixed (step 3 on ``a_g* l``) and
    shrunk with the offset prior of step 4. Segments below the threshold keep ``a = 1``.
+6. **Choice (``select="cv"``, opt-in).** Shrinkage minimises the error averaged over segments, but
+   any adjustment also costs variance: with few segments (two sexes, say) and a small effect
+   the REML variance is unreliable and the offsets can lose to the shared map alone, and slopes
+   cost a parameter per large segment. So the adjustment itself is chosen by cross-validation
+   over the cross-fitting folds: for each fold, steps 3-5 are run on the other folds' rows
+   (against the same out-of-fold shared logits) and the fold's rows are scored; the summed
+   held-out log losses of the shared map alone, the offsets and the offsets with slopes are
+   compared, and the richer adjustment must win by more than ``CV_MARGIN`` (``1e-6`` per unit
+   of weight; the sums are sequential, so the choice is the same on every CPU). The stored
+   adjustment is then refitted on all rows. Without cross-fitting (``n_folds=None``) there are
+   no held-out rows and nothing is chosen.
 
 Sample weights are frequency weights throughout (integer weights equal repeated rows; the
 slope threshold compares the total weight).
@@ -73,13 +84,20 @@ from mlcal.calibrators.base import (BaseCalibrator, CalibratorFormatError,
 from mlcal.calibrators.catalog import available_calibrators, calibrator_class, get_calibrator
 from mlcal.maps import MapFormatError
 from mlcal.maps.segment_keys import SegmentKeyError, encode_rows, segment_columns_of
-from mlcal.calibrators.segment_shrinkage import reml_prior, segment_offsets, segment_slopes, shrink
+from mlcal.calibrators.segment_shrinkage import (logistic_loglik, reml_prior, segment_offsets,
+                                                 segment_slopes, shrink)
 from mlcal.maps.segmented import UNSEEN_POLICIES, SegmentedMap
 
 SEGMENTED_METHOD = "segmented"
 #: the smallest slope stored (a slope must be positive; see mlcal.maps.segmented)
 MIN_SLOPE = 2.0 ** -6
 MAX_SEED = 2 ** 53 - 1
+#: ``select="cv"``: a richer adjustment must lower the cross-validated log loss by more than
+#: this per unit of weight
+CV_MARGIN = 1e-6
+#: what ``select`` means for a document written before the parameter existed
+LEGACY_SELECT = "off"
+SELECT_CHOICES = ("cv", "off")
 
 
 class SharedMethod(Constraint):
@@ -132,6 +150,15 @@ class SegmentedCalibrator(BaseEstimator):
         only (whose maximum-likelihood offset is infinite).
     seed : int, default=0
         Seed of the fold assignment.
+    select : {"cv", "off"}, default="off"
+        ``"cv"``: choose the adjustment by cross-validated log loss over the cross-fitting
+        folds: the shared map alone (``adjustment_ == "none"``: slopes 1, offsets 0),
+        offsets, or offsets and slopes (when ``min_rows_for_slope`` lets a segment have one);
+        a richer adjustment is kept only if it lowers the held-out log loss (module notes,
+        step 6). Needs cross-fitted predictions: with ``n_folds=None`` (or when
+        cross-fitting falls back to in-sample) nothing is chosen. ``"off"``: always fit the
+        offsets (and slopes), the behaviour before this parameter existed, which is what a
+        document without it is read as.
 
     Attributes
     ----------
@@ -156,6 +183,11 @@ class SegmentedCalibrator(BaseEstimator):
         REML ``(mu, tau^2)`` of the slopes, when any was fitted.
     cross_fitted_ : bool
         Whether the offsets were estimated on out-of-fold shared predictions.
+    adjustment_ : {"none", "offsets", "slopes"}
+        The adjustment stored in the map (chosen when ``select="cv"``).
+    cv_log_loss_ : dict or None
+        The summed held-out log loss of each candidate adjustment (``select="cv"``), or None
+        when nothing was chosen.
     """
 
     method_name: ClassVar[str] = SEGMENTED_METHOD
@@ -165,17 +197,19 @@ class SegmentedCalibrator(BaseEstimator):
         "min_rows_for_slope": [IsNone(), Integer(2)],
         "weak_prior_sd": [Real(0.0, closed="neither")],
         "seed": [Integer(0, MAX_SEED)],
+        "select": [Options(SELECT_CHOICES)],
     }
 
     def __init__(self, method="auto", *, unseen: str = "shared", n_folds: int | None = 5,
                  min_rows_for_slope: int | None = None, weak_prior_sd: float = 10.0,
-                 seed: int = 0):
+                 seed: int = 0, select: str = "off"):
         self.method = method
         self.unseen = unseen
         self.n_folds = n_folds
         self.min_rows_for_slope = min_rows_for_slope
         self.weak_prior_sd = weak_prior_sd
         self.seed = seed
+        self.select = select
 
     # -- parameters ------------------------------------------------------------------------
     @classmethod
@@ -246,42 +280,95 @@ class SegmentedCalibrator(BaseEstimator):
         l, yu, wu, cu = _logits(q[usable]), yf[usable], w[usable], codes[usable]
         weight = np.bincount(codes, weights=w, minlength=n_seg)
         positive = np.bincount(codes, weights=w * yf, minlength=n_seg)
-        uw = np.bincount(cu, weights=wu, minlength=n_seg)
-        up = np.bincount(cu, weights=wu * yu, minlength=n_seg)
-        one_class = (uw > 0) & ((up == 0) | (up == uw))
-        prior_prec = np.where(one_class, 1.0 / float(self.weak_prior_sd) ** 2, 0.0)
-        d_hat, v = segment_offsets(l, yu, wu, cu, n_seg, prior_prec)
-        mu, tau2 = reml_prior(d_hat, v)
-        offsets, factor = shrink(d_hat, v, mu, tau2)
-        # a segment without any informative row keeps the shared map
-        offsets = np.where(np.isfinite(v), offsets, 0.0)
-        slopes = np.ones(n_seg)
-        a_hat = np.full(n_seg, np.nan)
-        a_var = np.full(n_seg, np.nan)
-        self.slope_prior_ = None
-        if self.min_rows_for_slope is not None:
-            big = np.flatnonzero((uw >= self.min_rows_for_slope) & ~one_class & (uw > 0))
-            if big.size:
-                a, _, va = segment_slopes(l, yu, wu, cu, big, d_hat)
-                a_hat[big], a_var[big] = a, va
-                a_mu, a_tau2 = reml_prior(a, va)
-                a_star, _ = shrink(a, va, a_mu, a_tau2)
-                a_star = np.where(np.isfinite(va), a_star, 1.0)
-                slopes[big] = np.maximum(a_star, MIN_SLOPE)
-                self.slope_prior_ = (float(a_mu), float(a_tau2))
-                # offsets given the shrunk slopes, shrunk with the offset prior
-                d2, v2 = segment_offsets(l * slopes[cu], yu, wu, cu, n_seg, prior_prec)
-                d2s, _ = shrink(d2, v2, mu, tau2)
-                offsets[big] = d2s[big]
+        fit = self._adjust(l, yu, wu, cu, n_seg, slopes=True)
+        self.adjustment_ = "slopes" if fit["big"].size else "offsets"
+        self.cv_log_loss_ = None
+        if self.select == "cv" and self.cross_fitted_:
+            self.adjustment_, self.cv_log_loss_ = self._choose(
+                l, yu, wu, cu, n_seg, self._folds[usable], bool(fit["big"].size))
+        if self.adjustment_ == "none":
+            slopes, offsets = np.ones(n_seg), np.zeros(n_seg)
+        elif self.adjustment_ == "offsets" and fit["big"].size:
+            fit_o = self._adjust(l, yu, wu, cu, n_seg, slopes=False)
+            slopes, offsets = fit_o["slopes"], fit_o["offsets"]
+        else:
+            slopes, offsets = fit["slopes"], fit["offsets"]
+        del self._folds
         self.map_ = SegmentedMap(shared.map_, tuple(zip(names, types)), tuple(keys),
                                  slopes, offsets, self.unseen)
         self.shared_calibrator_ = shared
         self.segments_ = list(keys)
         self.segment_weight_, self.segment_positive_weight_ = weight, positive
-        self.offset_mle_, self.offset_var_, self.offset_shrinkage_ = d_hat, v, factor
-        self.offset_prior_ = (float(mu), float(tau2))
-        self.slope_mle_, self.slope_var_ = a_hat, a_var
+        self.offset_mle_, self.offset_var_ = fit["d_hat"], fit["v"]
+        self.offset_shrinkage_ = fit["factor"]
+        self.offset_prior_ = fit["prior"]
+        self.slope_mle_, self.slope_var_ = fit["a_hat"], fit["a_var"]
+        self.slope_prior_ = fit["slope_prior"]
         return self
+
+    def _adjust(self, l, y, w, codes, n_seg, *, slopes: bool) -> dict[str, Any]:
+        """Steps 3-5 of the module notes on rows with logits ``l`` of the shared map: the
+        shrunk offsets (and, with ``slopes`` and ``min_rows_for_slope``, the shrunk slopes of
+        the large segments) with their diagnostics."""
+        uw = np.bincount(codes, weights=w, minlength=n_seg)
+        up = np.bincount(codes, weights=w * y, minlength=n_seg)
+        one_class = (uw > 0) & ((up == 0) | (up == uw))
+        prior_prec = np.where(one_class, 1.0 / float(self.weak_prior_sd) ** 2, 0.0)
+        d_hat, v = segment_offsets(l, y, w, codes, n_seg, prior_prec)
+        mu, tau2 = reml_prior(d_hat, v)
+        offsets, factor = shrink(d_hat, v, mu, tau2)
+        # a segment without any informative row keeps the shared map
+        offsets = np.where(np.isfinite(v), offsets, 0.0)
+        out = {"d_hat": d_hat, "v": v, "factor": factor, "prior": (float(mu), float(tau2)),
+               "slopes": np.ones(n_seg), "offsets": offsets, "a_hat": np.full(n_seg, np.nan),
+               "a_var": np.full(n_seg, np.nan), "slope_prior": None,
+               "big": np.empty(0, dtype=np.int64)}
+        if slopes and self.min_rows_for_slope is not None:
+            big = np.flatnonzero((uw >= self.min_rows_for_slope) & ~one_class & (uw > 0))
+            if big.size:
+                a, _, va = segment_slopes(l, y, w, codes, big, d_hat)
+                out["a_hat"][big], out["a_var"][big] = a, va
+                a_mu, a_tau2 = reml_prior(a, va)
+                a_star, _ = shrink(a, va, a_mu, a_tau2)
+                a_star = np.where(np.isfinite(va), a_star, 1.0)
+                out["slopes"][big] = np.maximum(a_star, MIN_SLOPE)
+                out["slope_prior"] = (float(a_mu), float(a_tau2))
+                # offsets given the shrunk slopes, shrunk with the offset prior
+                d2, v2 = segment_offsets(l * out["slopes"][codes], y, w, codes, n_seg,
+                                         prior_prec)
+                d2s, _ = shrink(d2, v2, mu, tau2)
+                out["offsets"][big] = d2s[big]
+                out["big"] = big
+        return out
+
+    def _choose(self, l, y, w, codes, n_seg, folds, with_slopes: bool
+                ) -> tuple[str, dict[str, float]]:
+        """The cross-validated choice of the adjustment (``select="cv"``): per fold, the
+        offsets (and slopes) are estimated and shrunk on the other folds' rows (against the
+        same out-of-fold shared logits) and scored on the fold's rows; the summed held-out
+        log losses of ``"none"`` (the shared map alone), ``"offsets"`` and ``"slopes"`` are
+        compared, and a richer adjustment is kept only when it lowers the loss by more than
+        ``CV_MARGIN`` per unit of weight (so the choice never turns on rounding)."""
+        names = ["none", "offsets"] + (["slopes"] if with_slopes else [])
+        loss = dict.fromkeys(names, 0.0)
+        for f in range(int(folds.max(initial=-1)) + 1):
+            test, train = folds == f, folds != f
+            if not test.any() or not train.any():
+                continue
+            lt, yt, wt, ct = l[test], y[test], w[test], codes[test]
+            loss["none"] += -logistic_loglik(lt, yt, wt)
+            for name in names[1:]:
+                fit = self._adjust(l[train], y[train], w[train], codes[train], n_seg,
+                                   slopes=name == "slopes")
+                z = fit["slopes"][ct] * lt + fit["offsets"][ct]
+                loss[name] += -logistic_loglik(z, yt, wt)
+        margin = CV_MARGIN * float(np.bincount(np.zeros(w.size, dtype=np.int64), weights=w,
+                                               minlength=1)[0])
+        best = names[0]
+        for name in names[1:]:
+            if loss[name] < loss[best] - margin:
+                best = name
+        return best, {k: float(v) for k, v in loss.items()}
 
     def _shared_predictions(self, proto, shared, s, z, w, codes) -> np.ndarray:
         """Out-of-fold shared probabilities (folds stratified by segment and label), or the
@@ -290,6 +377,7 @@ class SegmentedCalibrator(BaseEstimator):
         counts = np.bincount(z[w > 0].astype(np.int64), minlength=2)
         if k is None or counts.min() < k:
             self.cross_fitted_ = False
+            self._folds = None
             return np.asarray(shared.predict(s), dtype=np.float64)
         rng = np.random.default_rng(self.seed)
         order = np.lexsort((rng.random(s.shape[0]), z, codes))
@@ -301,10 +389,12 @@ class SegmentedCalibrator(BaseEstimator):
             train = ~test
             if np.unique(z[train & (w > 0)]).size < 2:   # a class only in this fold
                 self.cross_fitted_ = False
+                self._folds = None
                 return np.asarray(shared.predict(s), dtype=np.float64)
             m = clone(proto).fit(s[train], z[train], sample_weight=w[train])
             q[test] = m.predict(s[test])
         self.cross_fitted_ = True
+        self._folds = fold
         return q
 
     # -- prediction ------------------------------------------------------------------------
@@ -358,6 +448,9 @@ class SegmentedCalibrator(BaseEstimator):
                                         f"not a {SEGMENTED_METHOD!r} one")
         check_fields(doc, ENVELOPE_FIELDS, SEGMENTED_METHOD)
         expected = set(cls._get_param_names())
+        if set(params) == expected - {"select"}:
+            # a document written before `select` existed: its offsets were always fitted
+            params = {**params, "select": LEGACY_SELECT}
         if set(params) != expected:
             raise CalibratorFormatError(
                 f"calibrator document: 'segmented' params must be exactly {sorted(expected)}; "

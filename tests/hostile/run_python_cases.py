@@ -60,6 +60,28 @@ def _cli(args: list[str]) -> tuple[int, str]:
     return code, err.getvalue()[-300:]
 
 
+def _segment_probe(m):
+    """Segment rows for :data:`BINARY_PROBE` under a segmented map ``m``: its keys in turn,
+    and (under ``unseen="shared"``) one row with a missing value, which gets the shared map."""
+    import pandas as pd
+
+    names = [name for name, _ in m.columns]
+    keys = [list(m.keys[j % len(m.keys)]) for j in range(BINARY_PROBE.size)]
+    if m.unseen == "shared":
+        keys[-1][0] = None
+    return pd.DataFrame(keys, columns=names, dtype=object)
+
+
+def _jsonl(scores: np.ndarray, rows) -> str:
+    lines = []
+    for x, values in zip(scores, rows.itertuples(index=False)):
+        row = {"score": float(x)}
+        row.update({c: (v.item() if hasattr(v, "item") else v)
+                    for c, v in zip(rows.columns, values)})
+        lines.append(json.dumps(row))
+    return "\n".join(lines) + "\n"
+
+
 def run(cases: list[dict], work: Path, data_csv: Path) -> list[dict]:
     import mlcal
 
@@ -88,7 +110,13 @@ def run(cases: list[dict], work: Path, data_csv: Path) -> list[dict]:
         res["seconds"] = time.perf_counter() - t0
         res["peak_bytes"] = tracemalloc.get_traced_memory()[1]
         probe = FALLBACK_PROBE
-        if res["outcome"] == "ok":
+        rows = None
+        if res["outcome"] == "ok" and hasattr(cal.map_, "keys"):   # a segmented calibrator
+            rows = _segment_probe(cal.map_)
+            np.ascontiguousarray(cal.predict(BINARY_PROBE, rows),
+                                 dtype="<f8").tofile(work / f"p{i}.bin")
+            del cal
+        elif res["outcome"] == "ok":
             k = getattr(cal.map_, "n_classes", None)
             res["n_classes"] = k
             probe = BINARY_PROBE if k is None else rng.normal(0.0, 2.0, (4, k))
@@ -97,7 +125,10 @@ def run(cases: list[dict], work: Path, data_csv: Path) -> list[dict]:
             np.ascontiguousarray(cal.predict(probe) if k is None else cal.predict_proba(probe),
                                  dtype="<f8").tofile(work / f"p{i}.bin")
             del cal
-        np.ascontiguousarray(probe, dtype="<f8").tofile(work / f"s{i}.bin")
+        if rows is None:
+            np.ascontiguousarray(probe, dtype="<f8").tofile(work / f"s{i}.bin")
+        else:   # the Java evaluator reads a segmented calibrator's rows as JSON lines
+            (work / f"s{i}.bin").write_text(_jsonl(BINARY_PROBE, rows), encoding="utf-8")
         results.append(res)
         if not case.get("cli"):
             continue
@@ -140,6 +171,10 @@ def main() -> None:
     # `mlcal.cli.main` as the command runs it, with its argument parser built once (building
     # it for every case took most of this script's time)
     mlcal.cli.build_parser = functools.lru_cache(maxsize=None)(mlcal.cli.build_parser)
+    # build it now, outside every case's alarm: it imports each command's module (mlflow
+    # among them, which can take over CASE_TIMEOUT_S on a loaded machine; an alarm inside
+    # that import left mlflow half-initialised and every later command failing)
+    mlcal.cli.build_parser()
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     limit = _vm_size() + ADDRESS_SPACE_HEADROOM
     if hard == resource.RLIM_INFINITY or limit < hard:

@@ -139,7 +139,10 @@ final class DocumentRules {
         Map<String, Object> entry = TABLE.get(SegmentedMap.KIND);
         checkFields(doc, ENVELOPE, SegmentedMap.KIND);
         Set<Object> expected = new HashSet<>(list(entry, "param_names"));
-        if (!params.keySet().equals(expected)) {
+        // a document written before a parameter was added may lack it ("optional_params")
+        Set<Object> legacy = new HashSet<>(expected);
+        legacy.removeAll(list(entry, "optional_params"));
+        if (!params.keySet().equals(expected) && !params.keySet().equals(legacy)) {
             List<String> names = new ArrayList<>();
             for (Object n : list(entry, "param_names")) {
                 names.add((String) n);

@@ -129,6 +129,18 @@ def canonical_order(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 #: relative predicted decrease below which L-BFGS stops (objective within ~1e-14 of optimal)
 ROUNDING_DECREASE = 1e-14
+#: above twice this many rows, the softmax-scaling fits start from the optimum of the same
+#: objective on a deterministic subsample of about this many rows (:func:`coarse_rows`)
+COARSE_ROWS = 8192
+
+
+def coarse_rows(n: int) -> np.ndarray | None:
+    """Indices of every ``ceil(n / COARSE_ROWS)``-th row (of rows already in canonical order,
+    so the subsample does not depend on the caller's row order), or None when ``n`` is at
+    most ``2 * COARSE_ROWS`` (a warm start would not pay for itself)."""
+    if n <= 2 * COARSE_ROWS:
+        return None
+    return np.arange(0, n, -(-n // COARSE_ROWS))
 
 
 def _dot(a: np.ndarray, b: np.ndarray) -> float:
@@ -137,18 +149,22 @@ def _dot(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def lbfgs(fun, theta0: np.ndarray, *, max_iter: int = 500, gtol: float = 1e-10,
-          memory: int = 10) -> tuple[np.ndarray, int, bool]:
+          memory: int = 10, rel_decrease: float = ROUNDING_DECREASE,
+          history: tuple[list, list] | None = None) -> tuple[np.ndarray, int, bool]:
     """Minimise a smooth convex ``fun(theta) -> (value, gradient)`` by L-BFGS with an Armijo
     backtracking line search; deterministic arithmetic (no BLAS).
 
     Stops when ``max |gradient| <= gtol``, when the decrease the quadratic model predicts is
-    below :data:`ROUNDING_DECREASE` relative to the objective, or when no step decreases the
-    objective any more (the optimum to rounding). Returns ``(theta, iterations, converged)``.
+    below ``rel_decrease`` (default :data:`ROUNDING_DECREASE`) relative to the objective, or
+    when no step decreases the objective any more (the optimum to rounding). ``history``, a
+    pair of lists ``(steps, gradient changes)``, seeds the curvature memory (a warm start from
+    a related problem, e.g. the same objective on a subsample of the rows) and holds the final
+    memory on return. Returns ``(theta, iterations, converged)``.
     """
     theta = np.array(theta0, dtype=np.float64)
     f, g = fun(theta)
-    s_hist: list[np.ndarray] = []
-    y_hist: list[np.ndarray] = []
+    s_hist: list[np.ndarray] = history[0] if history is not None else []
+    y_hist: list[np.ndarray] = history[1] if history is not None else []
     for it in range(1, max_iter + 1):
         if float(np.max(np.abs(g))) <= gtol:
             return theta, it - 1, True
@@ -171,7 +187,7 @@ def lbfgs(fun, theta0: np.ndarray, *, max_iter: int = 500, gtol: float = 1e-10,
             y_hist.clear()
             d = -g
             slope = _dot(g, d)
-        if -slope <= ROUNDING_DECREASE * max(1.0, abs(f)):
+        if -slope <= rel_decrease * max(1.0, abs(f)):
             # the predicted decrease (about twice the gap to the optimum on a quadratic) is at
             # the rounding level of f: a line search could only chase rounding noise
             return theta, it - 1, True

@@ -14,11 +14,12 @@ of free parameters of the fitted map
 (:meth:`~mlcal.calibrators.multiclass.MulticlassCalibrator.complexity`): 1 for temperature and
 ts-mix, 2K + 1 for SVS, K^2 + K + 1 for SMS.
 
-The defaults are the regularised family (:data:`DEFAULT_CANDIDATES`): unregularised vector and
-matrix scaling overfit small calibration sets (on separable rows their likelihood has no finite
-optimum) and stay available by name. Above :data:`MAX_OVR_CLASSES` classes one-vs-rest ``auto``
+The defaults are the regularised family (:data:`DEFAULT_CANDIDATES`), matrix scaling included
+(since issue 26 the penalised SMS fit without the uniform mixture; it shares SMS's fold fits,
+:func:`shared_fit`); the old unregularised fits overfitted small calibration sets. Vector
+scaling stays available by name. Above :data:`MAX_OVR_CLASSES` classes one-vs-rest ``auto``
 (a binary ``auto`` per class, each ``n_folds + 1`` times) and above :data:`MAX_SMS_CLASSES`
-structured matrix scaling are left out of the defaults for their fit time
+structured and plain matrix scaling are left out of the defaults for their fit time
 (docs/multiclass-scaling.md, "Multiclass auto").
 
 The default ``se_rule`` is 0 (the lowest CV log loss wins), unlike the binary ``auto``'s 1: the

@@ -150,7 +150,8 @@ def _dot(a: np.ndarray, b: np.ndarray) -> float:
 
 def lbfgs(fun, theta0: np.ndarray, *, max_iter: int = 500, gtol: float = 1e-10,
           memory: int = 10, rel_decrease: float = ROUNDING_DECREASE,
-          history: tuple[list, list] | None = None) -> tuple[np.ndarray, int, bool]:
+          history: tuple[list, list] | None = None,
+          precondition=None) -> tuple[np.ndarray, int, bool]:
     """Minimise a smooth convex ``fun(theta) -> (value, gradient)`` by L-BFGS with an Armijo
     backtracking line search; deterministic arithmetic (no BLAS).
 
@@ -159,7 +160,10 @@ def lbfgs(fun, theta0: np.ndarray, *, max_iter: int = 500, gtol: float = 1e-10,
     when no step decreases the objective any more (the optimum to rounding). ``history``, a
     pair of lists ``(steps, gradient changes)``, seeds the curvature memory (a warm start from
     a related problem, e.g. the same objective on a subsample of the rows) and holds the final
-    memory on return. Returns ``(theta, iterations, converged)``.
+    memory on return. ``precondition(q)``, an approximation of ``H^-1 q`` (e.g. from the exact
+    Hessian on a subsample), replaces the scalar initial inverse Hessian of the two-loop
+    recursion, and the first step is then tried at full length. Returns
+    ``(theta, iterations, converged)``.
     """
     theta = np.array(theta0, dtype=np.float64)
     f, g = fun(theta)
@@ -176,7 +180,9 @@ def lbfgs(fun, theta0: np.ndarray, *, max_iter: int = 500, gtol: float = 1e-10,
             a = rho * _dot(s_k, q)
             alphas.append((a, rho))
             q = q - a * y_k
-        if s_hist:
+        if precondition is not None:
+            q = precondition(q)
+        elif s_hist:
             q = q * (_dot(s_hist[-1], y_hist[-1]) / _dot(y_hist[-1], y_hist[-1]))
         for (s_k, y_k), (a, rho) in zip(zip(s_hist, y_hist), reversed(alphas)):
             q = q + s_k * (a - rho * _dot(y_k, q))
@@ -191,7 +197,8 @@ def lbfgs(fun, theta0: np.ndarray, *, max_iter: int = 500, gtol: float = 1e-10,
             # the predicted decrease (about twice the gap to the optimum on a quadratic) is at
             # the rounding level of f: a line search could only chase rounding noise
             return theta, it - 1, True
-        step = 1.0 if s_hist else min(1.0, 1.0 / float(np.max(np.abs(g))))
+        step = 1.0 if s_hist or precondition is not None else \
+            min(1.0, 1.0 / float(np.max(np.abs(g))))
         for _ in range(60):
             cand = theta + step * d
             f_new, g_new = fun(cand)

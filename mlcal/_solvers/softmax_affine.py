@@ -104,6 +104,81 @@ def nll_and_gradient(x, y, w, W, b, full):
     return total / wsum, dW / wsum, db / wsum
 
 
+@njit(cache=True, nogil=True)
+def nll_and_gradient_full(x, y, w, W, b):
+    """:func:`nll_and_gradient` with ``full=True``, bit for bit, four rows at a time: each
+    ``W`` entry is read once per four rows for the logits, and each ``dW`` entry loaded and
+    stored once per four rows, its four row terms added in row order (the same additions in
+    the same order as one row at a time, so the same bits; a quarter of the cache traffic,
+    which bounds this pass at K = 100)."""
+    n, K = x.shape
+    Z = np.empty((4, K))
+    P = np.empty((4, K))
+    G = np.empty((4, K))
+    dW = np.zeros((K, K))
+    db = np.zeros(K)
+    total = 0.0
+    wsum = 0.0
+    WT = np.ascontiguousarray(W.T)
+    i = 0
+    while i < n:
+        r = 4 if n - i >= 4 else n - i
+        for q in range(r):
+            for k in range(K):
+                Z[q, k] = 0.0
+        if r == 4:
+            Z0, Z1, Z2, Z3 = Z[0], Z[1], Z[2], Z[3]
+            for j in range(K):
+                x0, x1, x2, x3 = x[i, j], x[i + 1, j], x[i + 2, j], x[i + 3, j]
+                Wj = WT[j]
+                for k in range(K):
+                    wk = Wj[k]
+                    Z0[k] += wk * x0
+                    Z1[k] += wk * x1
+                    Z2[k] += wk * x2
+                    Z3[k] += wk * x3
+        else:
+            for q in range(r):
+                for j in range(K):
+                    xq = x[i + q, j]
+                    for k in range(K):
+                        Z[q, k] += WT[j, k] * xq
+        for q in range(r):
+            row = i + q
+            z = Z[q]
+            p = P[q]
+            for k in range(K):
+                z[k] = z[k] * 1.0 + b[k]
+            m, s = _shifted_exp(z, p)
+            c = y[row]
+            total += w[row] * (m + det_log(s) - z[c])
+            wsum += w[row]
+            for k in range(K):
+                g = w[row] * (p[k] / s - (1.0 if k == c else 0.0))
+                G[q, k] = g
+                db[k] += g
+        if r == 4:
+            x0r, x1r, x2r, x3r = x[i], x[i + 1], x[i + 2], x[i + 3]
+            for k in range(K):
+                g0, g1, g2, g3 = G[0, k], G[1, k], G[2, k], G[3, k]
+                dk = dW[k]
+                for j in range(K):
+                    d = dk[j]
+                    d += g0 * x0r[j]
+                    d += g1 * x1r[j]
+                    d += g2 * x2r[j]
+                    d += g3 * x3r[j]
+                    dk[j] = d
+        else:
+            for q in range(r):
+                for k in range(K):
+                    gk = G[q, k]
+                    for j in range(K):
+                        dW[k, j] += gk * x[i + q, j]
+        i += r
+    return total / wsum, dW / wsum, db / wsum
+
+
 def canonical_order(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Row permutation sorting by (x columns, y, w): sums taken in this order do not depend
     on the order the caller passed the rows in (identical rows are interchangeable).

@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit, uint64
 
 from mlcal._solvers.detmath import det_exp, det_log, det_log1p
-from mlcal._solvers.softmax_affine import nll_and_gradient
+from mlcal._solvers.softmax_affine import nll_and_gradient_full
 
 #: fixed number of row blocks summed separately (independent of the CPU and thread count)
 N_CHUNKS = 16
@@ -306,7 +306,7 @@ def matrix_objective_derivatives(x, y, w, theta, hessian, newton):
     if newton:
         f, g, H = matrix_derivatives(x, y, w, W, b, hessian)
     else:
-        f, dW, db = nll_and_gradient(x, y, w, W, b, True)
+        f, dW, db = nll_and_gradient_full(x, y, w, W, b)
         g, H = np.concatenate([dW.reshape(-1), db]), None
     return W, b, f, g, H
 

@@ -128,10 +128,10 @@ class _StructuredScaling(_SoftmaxScaling):
             return evaluate, theta0, build, solver
         # the same objective (penalties from all n rows) on a subsample: a warm start
         sub = (np.ascontiguousarray(a[rows]) for a in (xs, y, w))
-        evaluate_coarse = self._scaled_problem(*sub, K, n, temperature)[0]
+        evaluate_coarse = self._scaled_problem(*sub, K, n, temperature, coarse=True)[0]
         return evaluate, theta0, build, coarse_to_fine(solver, evaluate_coarse)
 
-    def _scaled_problem(self, xs, y, w, K, n, temperature):  # pragma: no cover - abstract
+    def _scaled_problem(self, xs, y, w, K, n, temperature, coarse=False):  # pragma: no cover
         raise NotImplementedError
 
 
@@ -168,7 +168,7 @@ class StructuredVectorScaling(_StructuredScaling):
         self.size_exponent = size_exponent
         self.input_kind = input_kind
 
-    def _scaled_problem(self, xs, y, w, K, n, temperature):
+    def _scaled_problem(self, xs, y, w, K, n, temperature, coarse=False):
         lam = self._strength(self.penalty, K, n)
         ones = np.ones(K)
 
@@ -232,7 +232,9 @@ class StructuredMatrixScaling(_StructuredScaling):
         self.size_exponent = size_exponent
         self.input_kind = input_kind
 
-    def _scaled_problem(self, xs, y, w, K, n, temperature):
+    def _scaled_problem(self, xs, y, w, K, n, temperature, coarse=False):
+        """``coarse``: only ``evaluate`` is used (the subsample of the warm start), so the
+        preconditioner is not measured."""
         lam_d = self._strength(self.penalty, K, n)
         lam_o = self._strength(self.off_diagonal_penalty, K * (K - 1), n)
         eye = np.eye(K)
@@ -257,8 +259,8 @@ class StructuredMatrixScaling(_StructuredScaling):
             return SoftmaxAffineMap(theta[:K * K].reshape(K, K).copy(), theta[K * K:].copy(),
                                     temperature, inp)
 
-        if use_newton:
-            return evaluate, centre.copy(), build, _newton
+        if use_newton or coarse:
+            return evaluate, centre.copy(), build, _newton if use_newton else _lbfgs
         # L-BFGS preconditioned by the Hessian's diagonal at the start (penalised off-diagonal
         # entries are orders of magnitude stiffer than the diagonal and biases), measured on
         # the subsample of the warm start

@@ -215,8 +215,9 @@ def test_the_defaults_are_the_regularised_family_without_sms_at_many_classes():
     assert MAX_OVR_CLASSES < MAX_SMS_CLASSES
 
     assert MulticlassAuto().candidate_names(3) == ["temperature", "ts-mix", "svs", "sms",
-                                                   "one-vs-rest:auto"]
-    assert default_candidates(MAX_OVR_CLASSES + 1) == ("temperature", "ts-mix", "svs", "sms")
+                                                   "matrix", "one-vs-rest:auto"]
+    assert default_candidates(MAX_OVR_CLASSES + 1) == ("temperature", "ts-mix", "svs", "sms",
+                                                       "matrix")
     assert default_candidates(MAX_SMS_CLASSES + 1) == ("temperature", "ts-mix", "svs")
     s, y = _distorted(400, seed=10)
     with warnings.catch_warnings():
@@ -273,3 +274,25 @@ def test_one_row_per_class_falls_back_and_a_failing_refit_moves_to_the_next_cand
     assert auto.selection_["chosen"] == auto.chosen_
     back = mlcal.load_calibrator(auto.to_json())
     np.testing.assert_array_equal(back.predict_proba(s), auto.predict_proba(s))
+
+
+def test_candidates_that_differ_by_the_uniform_mixture_share_their_fold_fits():
+    """ts-mix/temperature, SVS/vector and SMS/matrix are fitted once per fold; the shared
+    out-of-fold losses are bit-identical to fitting each candidate on its own."""
+    from mlcal.calibrators.multiclass_auto import shared_fit, stratified_folds
+
+    assert [shared_fit(n) for n in ("temperature", "ts-mix", "svs", "vector", "sms", "matrix",
+                                    "one-vs-rest:auto")] == [
+        "temperature", "temperature", "svs", "svs", "sms", "sms", None]
+    s, y = _distorted(300, seed=11)
+    w = np.ones(len(y))
+    folds = stratified_folds(s, y, w, 3, 0)
+    names = ["sms", "matrix", "ts-mix", "temperature", "svs", "vector"]
+    shared: dict = {}
+    together = {n: MulticlassAuto._out_of_fold(n, "logits", s, y, w, folds, 3, shared)
+                for n in names}
+    assert len(shared) == 3 * 3
+    for n in names:
+        alone = MulticlassAuto._out_of_fold(n, "logits", s, y, w, folds, 3)
+        assert np.array_equal(together[n][0][0], alone[0][0]), n
+        assert together[n][1] == alone[1]

@@ -356,3 +356,78 @@ def test_naive_bayes_log_probabilities_down_to_minus_1e16_fit_as_logits():
         return float(np.mean(logsumexp(z, axis=1) - z[np.arange(len(y_cal)), y_cal]))
 
     assert nll(beta) <= min(nll(beta * 0.99), nll(beta * 1.01))
+
+
+@pytest.mark.parametrize("make, large_k", [
+    (StructuredMatrixScaling, True), (MatrixScaling, True), (StructuredVectorScaling, True),
+    (StructuredMatrixScaling, False), (StructuredVectorScaling, False),
+    (TemperatureScaling, False)])
+def test_subsample_warm_start_and_preconditioned_lbfgs_reach_the_newton_optimum(make, large_k,
+                                                                               monkeypatch):
+    """The large-N routes (a fit on every 8th row first; then on all rows, for many classes
+    L-BFGS preconditioned by the Hessian diagonal, for few classes L-BFGS preconditioned by
+    the subsample's exact Hessian) end at the optimum Newton's method finds with the exact
+    Hessian on all rows, and at one scipy's minimiser of the documented objective cannot
+    improve; the JSON does not depend on the row order."""
+    import dataclasses
+
+    import mlcal._solvers.softmax_affine as softmax_affine
+    import mlcal.calibrators.structured_scaling as structured
+    from scipy.optimize import minimize
+
+    s, y, _ = _simulated(3000, 6, seed=12, power=1.7, zero_below=0.001)
+    newton = make().fit(s, y)   # 3000 rows, at most 42 parameters: Newton on all rows
+    monkeypatch.setattr(softmax_affine, "COARSE_ROWS", 400)   # every 8th row first
+    if large_k:
+        monkeypatch.setattr(structured, "MAX_NEWTON_PARAMETERS", 0)
+        monkeypatch.setattr(structured, "MAX_NEWTON_CLASSES_SVS", 0)
+    fast = make().fit(s, y)
+    assert softmax_affine.coarse_rows(len(y)) is not None
+    assert fast.objective_ == pytest.approx(newton.objective_, rel=1e-9, abs=0.0)
+    perm = np.random.default_rng(0).permutation(len(y))
+    assert make().fit(s[perm], y[perm]).to_json() == fast.to_json()
+    if make is TemperatureScaling:
+        # the objective is flat at its optimum: a gap of 1e-14 in it (the stopping rule)
+        # leaves the parameter uncertain at about its square root
+        assert fast.map_.temperature == pytest.approx(newton.map_.temperature, rel=1e-6)
+        return
+    f, g = _penalised_objective(fast, s, y)
+    assert f == pytest.approx(fast.objective_, rel=1e-12)
+    assert np.max(np.abs(g)) <= 1e-6
+    K = s.shape[1]
+    full = make is not StructuredVectorScaling
+
+    def objective(theta):
+        m = fast.map_
+        W = theta[:K * K].reshape(K, K) if full else theta[:K]
+        cal = type(fast)(**fast.get_params())
+        cal.map_ = dataclasses.replace(m, weights=W, bias=theta[-K:])
+        f, g = _penalised_objective(cal, s, y)   # gradient in (full W, b)
+        return f, g if full else np.concatenate([np.diag(g[:K * K].reshape(K, K)), g[-K:]])
+
+    theta0 = np.concatenate([fast.map_.weights.ravel(), fast.map_.bias])
+    res = minimize(objective, theta0 + 0.01, jac=True, method="BFGS",
+                   options={"gtol": 1e-10, "maxiter": 2000})
+    assert fast.objective_ <= res.fun * (1 + 1e-12)
+    assert fast.objective_ == pytest.approx(res.fun, rel=1e-9, abs=0.0)
+
+
+@pytest.mark.parametrize("n, K", [(1003, 7), (402, 30), (7, 3)])
+def test_four_row_gradient_kernel_is_bit_identical_to_the_row_kernel(n, K):
+    """The four-rows-at-a-time objective and gradient (the large-K L-BFGS pass) adds the same
+    terms in the same order as the row-at-a-time kernel: equal bits, remainder rows included."""
+    from mlcal._solvers.softmax_affine import nll_and_gradient, nll_and_gradient_full
+
+    rng = np.random.default_rng(n)
+    x = np.log(rng.dirichlet(np.full(K, 0.3), n) + 1e-12)
+    y, w = rng.integers(0, K, n), rng.random(n)
+    W, b = np.eye(K) + 0.1 * rng.normal(size=(K, K)), rng.normal(size=K)
+    f1, dW1, db1 = nll_and_gradient(x, y, w, W, b, True)
+    f2, dW2, db2 = nll_and_gradient_full(x, y, w, W, b)
+    assert f1 == f2 and np.array_equal(dW1, dW2) and np.array_equal(db1, db2)
+    # and it is the gradient: numpy's own computation agrees to rounding
+    z = x @ W.T + b
+    q = softmax(z, axis=1) - np.eye(K)[y]
+    np.testing.assert_allclose(dW2, (w[:, None] * q).T @ x / w.sum(), rtol=1e-9, atol=1e-12)
+    assert f2 == pytest.approx(float(np.sum(w * (logsumexp(z, axis=1) - z[np.arange(n), y]))
+                                     / w.sum()), rel=1e-12)

@@ -85,6 +85,26 @@ def newton_direction(H: np.ndarray, g: np.ndarray) -> np.ndarray:
         tau = 1e-14 if tau == 0.0 else tau * 100.0
 
 
+def hessian_factor(H: np.ndarray) -> np.ndarray | None:
+    """Cholesky factor of ``H`` with the smallest ridge that factorises (as in
+    :func:`newton_direction`), or None if ``H`` is not finite or no ridge up to
+    ``max(diag H)`` works."""
+    if not np.all(np.isfinite(H)):
+        return None
+    tau = 0.0
+    while tau < 1.0:
+        L, ok = _cholesky(H, tau)
+        if ok:
+            return L
+        tau = 1e-14 if tau == 0.0 else tau * 100.0
+    return None
+
+
+def solve_factored(L: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """``-(L L^T)^-1 g`` for a factor from :func:`hessian_factor`."""
+    return _solve_factored(L, np.ascontiguousarray(g, dtype=np.float64))
+
+
 def _dot(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.sum(a * b))   # numpy's own summation: no BLAS
 

@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit, uint64
 
 from mlcal._solvers.detmath import det_exp, det_log, det_log1p
-from mlcal._solvers.softmax_affine import nll_and_gradient
+from mlcal._solvers.softmax_affine import nll_and_gradient_full
 
 #: fixed number of row blocks summed separately (independent of the CPU and thread count)
 N_CHUNKS = 16
@@ -306,6 +306,37 @@ def matrix_objective_derivatives(x, y, w, theta, hessian, newton):
     if newton:
         f, g, H = matrix_derivatives(x, y, w, W, b, hessian)
     else:
-        f, dW, db = nll_and_gradient(x, y, w, W, b, True)
+        f, dW, db = nll_and_gradient_full(x, y, w, W, b)
         g, H = np.concatenate([dW.reshape(-1), db]), None
     return W, b, f, g, H
+
+
+@njit(cache=True, nogil=True)
+def matrix_hessian_diagonal(x, y, w, W, b):
+    """Diagonal of the Hessian of :func:`matrix_derivatives`' objective, in the same parameter
+    order (``W`` row-major, then ``b``): ``mean(p_k (1 - p_k) x_j^2)`` and ``mean(p_k (1 - p_k))``.
+    A preconditioner for L-BFGS (its exact value does not change the optimum found), at the
+    cost of one gradient pass; rows in block order as everywhere in this module."""
+    n, K = x.shape
+    D = np.zeros(K * K + K)
+    z = np.empty(K)
+    e = np.empty(K)
+    ws = 0.0
+    for i in range(n):
+        wi = w[i]
+        for k in range(K):
+            acc = 0.0
+            for j in range(K):
+                acc += W[k, j] * x[i, j]
+            z[k] = acc + b[k]
+        _, s, _ = _row_loss(z, y[i], e)
+        ws += wi
+        for k in range(K):
+            pk = e[k] / s
+            q = wi * pk * (1.0 - pk)
+            for j in range(K):
+                D[k * K + j] += q * x[i, j] * x[i, j]
+            D[K * K + k] += q
+    for a in range(K * K + K):
+        D[a] /= ws
+    return D

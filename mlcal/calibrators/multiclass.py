@@ -22,9 +22,10 @@ import numpy as np
 from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 
-from mlcal._solvers.convex_newton import newton
+from mlcal._solvers.convex_newton import hessian_factor, newton, solve_factored
 from mlcal._solvers.probability_floor import likelihood_floor
-from mlcal._solvers.softmax_affine import canonical_order, lbfgs
+from mlcal._solvers.softmax_affine import (ROUNDING_DECREASE, canonical_order, coarse_rows,
+                                          lbfgs)
 from mlcal._solvers.softmax_derivatives import temperature_derivatives
 from mlcal._validation import as_weights
 from mlcal.calibrators._params import (Constraint, Options, Real, short_repr,
@@ -415,13 +416,21 @@ class _SoftmaxScaling(MulticlassCalibrator):
         x, y, w = (np.ascontiguousarray(x[order]), np.ascontiguousarray(y[order]),
                    np.ascontiguousarray(w[order]))
         evaluate, theta0, build, solver = self._problem(x, y, w, K)
-        theta, self.n_iter_, converged = solver(evaluate, theta0)
+        last: list = [None, None]   # the solvers end at their last evaluation: reuse its value
+
+        def remembered(theta, hessian):
+            out = evaluate(theta, hessian)
+            last[0], last[1] = theta.copy(), out[0]
+            return out
+
+        theta, self.n_iter_, converged = solver(remembered, theta0)
         if not converged:
             raise ValueError(f"{type(self).__name__}: the fit did not converge in "
                              f"{self.n_iter_} iterations (separable data?); the regularised "
                              "'svs' and 'sms' (StructuredVectorScaling, "
                              "StructuredMatrixScaling) always have a finite optimum")
-        self.objective_ = float(evaluate(theta, False)[0])
+        self.objective_ = float(last[1] if last[0] is not None and np.array_equal(last[0], theta)
+                                else evaluate(theta, False)[0])
         fitted = build(theta, inp)
         eps = self._uniform_weight(w)
         if eps:
@@ -437,8 +446,68 @@ def _newton(evaluate, theta0):
     return newton(evaluate, theta0, max_iter=_NEWTON_MAX_ITER)
 
 
-def _lbfgs(evaluate, theta0):
-    return lbfgs(lambda t: evaluate(t, False)[:2], theta0, max_iter=_LBFGS_MAX_ITER)
+def _lbfgs(evaluate, theta0, scale=None, history=None, rel_decrease=ROUNDING_DECREASE):
+    """L-BFGS on ``evaluate``; with ``scale`` (a positive vector, e.g. ``1 / sqrt`` of a
+    Hessian diagonal), in the variables ``theta / scale`` (diagonal preconditioning: the same
+    optimum, fewer iterations when the curvatures of the parameters differ by orders of
+    magnitude, as penalised diagonal and off-diagonal entries do)."""
+    if scale is None:
+        return lbfgs(lambda t: evaluate(t, False)[:2], theta0, max_iter=_LBFGS_MAX_ITER,
+                     history=history, rel_decrease=rel_decrease)
+
+    def fun(u):
+        f, g = evaluate(u * scale, False)[:2]
+        return f, g * scale
+
+    u, n_iter, converged = lbfgs(fun, np.asarray(theta0, dtype=np.float64) / scale,
+                                 max_iter=_LBFGS_MAX_ITER, history=history,
+                                 rel_decrease=rel_decrease)
+    return u * scale, n_iter, converged
+
+
+#: relative predicted decrease at which the subsample stage of :func:`coarse_to_fine` stops
+#: (its optimum is only a starting point: the full rows' optimum differs at ~1/sqrt(rows))
+COARSE_DECREASE = 1e-9
+#: carry the subsample stage's L-BFGS curvature memory into the full-data stage
+KEEP_HISTORY = False
+
+
+def coarse_to_fine(solver, evaluate_coarse):
+    """A solver that first minimises ``evaluate_coarse`` (the same objective, penalties
+    included, on a deterministic subsample of the rows: :func:`coarse_rows`) and starts
+    ``solver`` (:func:`_newton` or :func:`_lbfgs`, possibly a ``functools.partial`` of it) on
+    all rows from its optimum. Each full-data pass costs as much as all the subsample's passes
+    together, and from the subsample's optimum fewer are needed. The final stage and its
+    stopping rule are those of ``solver``: the optimum is the same. A subsample fit that fails
+    to converge (unpenalised, separable subsample) is ignored."""
+
+    def run(evaluate, theta0):
+        start = np.array(theta0, dtype=np.float64)
+        if getattr(solver, "func", solver) is _lbfgs:
+            options = dict(getattr(solver, "keywords", {}))
+            history: tuple[list, list] = ([], [])
+            theta, _, ok = _lbfgs(evaluate_coarse, start, rel_decrease=COARSE_DECREASE,
+                                  history=history, **options)
+            if not (ok and np.all(np.isfinite(theta))):
+                theta, history = start, ([], [])
+            if not KEEP_HISTORY:
+                history = ([], [])
+            return _lbfgs(evaluate, theta, history=history, **options)
+        theta, _, ok = solver(evaluate_coarse, start)
+        if not (ok and np.all(np.isfinite(theta))):
+            return solver(evaluate, start)
+        # on all rows, L-BFGS with the subsample's exact Hessian at its optimum as the initial
+        # inverse Hessian: a few gradient passes instead of Newton's Hessian passes, each of
+        # which costs (number of parameters)^2 / 2 per row
+        factor = hessian_factor(evaluate_coarse(theta, True)[2])
+        if factor is not None:
+            fine = lbfgs(lambda t: evaluate(t, False)[:2], theta, max_iter=_LBFGS_MAX_ITER,
+                         precondition=lambda q: -solve_factored(factor, q))
+            if fine[2]:
+                return fine
+        return solver(evaluate, theta)
+
+    return run
 
 
 #: Newton iterations allowed (a strictly convex fit needs about 5-15; a separable vector
@@ -510,7 +579,17 @@ class TemperatureScaling(_SoftmaxScaling):
                                  "positive (the scores are anti-correlated with the labels)")
             return SoftmaxAffineMap(np.ones(K), zero, 1.0 / float(theta[0]), inp)
 
-        return evaluate, np.array([_initial_inverse_temperature(x)]), build, _newton
+        start = np.array([_initial_inverse_temperature(x)])
+        rows = coarse_rows(x.shape[0])
+        if rows is None:
+            return evaluate, start, build, _newton
+        xc, yc, wc = (np.ascontiguousarray(a[rows]) for a in (x, y, w))
+
+        def evaluate_coarse(theta, hessian):
+            f, d1, d2 = temperature_derivatives(xc, yc, wc, float(theta[0]))
+            return f, np.array([d1]), np.array([[d2]])
+
+        return evaluate, start, build, coarse_to_fine(_newton, evaluate_coarse)
 
     def complexity(self) -> float:
         return 1.0

@@ -14,11 +14,12 @@ of free parameters of the fitted map
 (:meth:`~mlcal.calibrators.multiclass.MulticlassCalibrator.complexity`): 1 for temperature and
 ts-mix, 2K + 1 for SVS, K^2 + K + 1 for SMS.
 
-The defaults are the regularised family (:data:`DEFAULT_CANDIDATES`): unregularised vector and
-matrix scaling overfit small calibration sets (on separable rows their likelihood has no finite
-optimum) and stay available by name. Above :data:`MAX_OVR_CLASSES` classes one-vs-rest ``auto``
+The defaults are the regularised family (:data:`DEFAULT_CANDIDATES`), matrix scaling included
+(since issue 26 the penalised SMS fit without the uniform mixture; it shares SMS's fold fits,
+:func:`shared_fit`); the old unregularised fits overfitted small calibration sets. Vector
+scaling stays available by name. Above :data:`MAX_OVR_CLASSES` classes one-vs-rest ``auto``
 (a binary ``auto`` per class, each ``n_folds + 1`` times) and above :data:`MAX_SMS_CLASSES`
-structured matrix scaling are left out of the defaults for their fit time
+structured and plain matrix scaling are left out of the defaults for their fit time
 (docs/multiclass-scaling.md, "Multiclass auto").
 
 The default ``se_rule`` is 0 (the lowest CV log loss wins), unlike the binary ``auto``'s 0.5: the
@@ -29,6 +30,7 @@ benchmark the extra conservatism of the one-SE rule cost held-out log loss.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import warnings
 from typing import Any
 
@@ -50,8 +52,9 @@ from mlcal.maps.multiclass import MulticlassMap, SoftmaxAffineMap
 #: temperature, the first, is also the fallback when no cross-validation is possible; ts-mix has
 #: its one free parameter). One-vs-rest ``auto`` is the per-class flexible option (each class
 #: chooses its own binary map).
-DEFAULT_CANDIDATES = ("temperature", "ts-mix", "svs", "sms", "one-vs-rest:auto")
-#: the defaults leave out ``"sms"`` above this many classes (K^2 + K + 1 parameters)
+DEFAULT_CANDIDATES = ("temperature", "ts-mix", "svs", "sms", "matrix", "one-vs-rest:auto")
+#: the defaults leave out ``"sms"`` and ``"matrix"`` above this many classes (K^2 + K + 1
+#: parameters)
 MAX_SMS_CLASSES = 100
 #: the defaults leave out ``"one-vs-rest:auto"`` above this many classes: a binary auto per
 #: class, by far the slowest candidate (measured: docs/multiclass-scaling.md)
@@ -63,7 +66,8 @@ DEFAULT_FOLDS = 5
 def default_candidates(n_classes: int) -> tuple[str, ...]:
     """:data:`DEFAULT_CANDIDATES` for ``n_classes`` classes: without ``"sms"`` above
     :data:`MAX_SMS_CLASSES` and without ``"one-vs-rest:auto"`` above :data:`MAX_OVR_CLASSES`."""
-    limits = {"sms": MAX_SMS_CLASSES, OVR_PREFIX + "auto": MAX_OVR_CLASSES}
+    limits = {"sms": MAX_SMS_CLASSES, "matrix": MAX_SMS_CLASSES,
+              OVR_PREFIX + "auto": MAX_OVR_CLASSES}
     return tuple(c for c in DEFAULT_CANDIDATES if n_classes <= limits.get(c, n_classes))
 FIT_INFO_VERSION = 1
 
@@ -195,7 +199,8 @@ class MulticlassAuto(MulticlassCalibrator):
                                       for n in names], best=None, chosen=names[0],
                           reason=reason)
         else:
-            results = {n: self._out_of_fold(n, kind, s, y, w, folds, k) for n in names}
+            shared: dict = {}
+            results = {n: self._out_of_fold(n, kind, s, y, w, folds, k, shared) for n in names}
             record.update(select_one_se(names, results, (w,), float(self.se_rule)))
         self.calibrator_ = self._refit(record, names, kind, s, y, w)
         self.chosen_ = record["chosen"]
@@ -227,17 +232,29 @@ class MulticlassAuto(MulticlassCalibrator):
                          "; ".join(errors))
 
     @staticmethod
-    def _out_of_fold(name, kind, s, y, w, folds, k):
-        """``((per-row losses,), mean free parameters)``, or the error that stopped it."""
+    def _out_of_fold(name, kind, s, y, w, folds, k, shared=None):
+        """``((per-row losses,), mean free parameters)``, or the error that stopped it.
+        ``shared`` (a dict kept across candidates) holds fold fits that another candidate
+        differs from only by its uniform mixture (:func:`shared_fit`)."""
         p_true = np.empty(s.shape[0])
         sizes = []
+        key = shared_fit(name)
         for f in range(k):
             train, test = folds != f, folds == f
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")   # the refit on all rows shows warnings
-                    cal = candidate_calibrator(name, kind).fit(s[train], y[train],
-                                                               sample_weight=w[train])
+                base = shared.get((key, f)) if shared is not None and key else None
+                if base is not None:
+                    cal = candidate_calibrator(name, kind)
+                    cal.map_ = dataclasses.replace(
+                        base.map_, uniform_weight=cal._uniform_weight(w[train]))
+                    cal.n_classes_ = base.n_classes_
+                else:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")   # the refit on all rows warns
+                        cal = candidate_calibrator(name, kind).fit(s[train], y[train],
+                                                                   sample_weight=w[train])
+                    if shared is not None and key:
+                        shared[(key, f)] = cal
                 p = cal.predict_proba(s[test])
             except (ValueError, ArithmeticError, RuntimeError, np.linalg.LinAlgError) as exc:
                 return f"{type(exc).__name__}: {short_repr(str(exc))}"
@@ -275,6 +292,24 @@ class MulticlassAuto(MulticlassCalibrator):
         chosen._restore_extras({k: v for k, v in doc.items() if k != "fit_info"})
         chosen._check_class_maps()
         self.selection_, self.chosen_, self.calibrator_ = info, info["chosen"], chosen
+
+
+def shared_fit(name: str) -> str | None:
+    """The fit ``name`` shares with other candidates, or None: ts-mix is temperature scaling,
+    SVS vector scaling and SMS matrix scaling, each with the uniform mixture of weight
+    ``1 / (n + 1)`` added to the same fitted map (same parameters, same solver), so cross-
+    validation fits each pair once per fold. Only for the built-in classes under their own
+    names (a method registered in their place fits its own way)."""
+    from mlcal.calibrators.multiclass import TemperatureScaling
+    from mlcal.calibrators.structured_scaling import (MatrixScaling, StructuredMatrixScaling,
+                                                      StructuredVectorScaling,
+                                                      TemperatureMixScaling, VectorScaling)
+    pairs = {"temperature": TemperatureScaling, "ts-mix": TemperatureMixScaling,
+             "svs": StructuredVectorScaling, "vector": VectorScaling,
+             "sms": StructuredMatrixScaling, "matrix": MatrixScaling}
+    if pairs.get(name) is None or MULTICLASS_METHODS.get(name) is not pairs[name]:
+        return None
+    return {"ts-mix": "temperature", "vector": "svs", "matrix": "sms"}.get(name, name)
 
 
 def class_major_order(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:

@@ -30,14 +30,18 @@ fitted, exported as is to ONNX and the JVM. The default penalties were chosen by
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
 from mlcal._solvers.detmath import det_exp, det_log
-from mlcal._solvers.softmax_derivatives import matrix_objective_derivatives, vector_derivatives
+from mlcal._solvers.softmax_derivatives import (matrix_hessian_diagonal,
+                                                matrix_objective_derivatives, vector_derivatives)
 from mlcal.calibrators._params import Real
+from mlcal._solvers.softmax_affine import coarse_rows
 from mlcal.calibrators.multiclass import (MAX_NEWTON_PARAMETERS, TemperatureScaling,
-                                          _fix_bias_shift, _SoftmaxScaling, _lbfgs, _newton)
+                                          _fix_bias_shift, _SoftmaxScaling, _lbfgs, _newton,
+                                          coarse_to_fine)
 from mlcal.maps.multiclass import SoftmaxAffineMap
 
 
@@ -118,9 +122,16 @@ class _StructuredScaling(_SoftmaxScaling):
         inv_t = 1.0 / temperature     # the factor the map applies
         xs = np.ascontiguousarray(x * inv_t)
         n = int(np.count_nonzero(w))
-        return self._scaled_problem(xs, y, w, K, n, temperature)
+        evaluate, theta0, build, solver = self._scaled_problem(xs, y, w, K, n, temperature)
+        rows = coarse_rows(xs.shape[0])
+        if rows is None:
+            return evaluate, theta0, build, solver
+        # the same objective (penalties from all n rows) on a subsample: a warm start
+        sub = (np.ascontiguousarray(a[rows]) for a in (xs, y, w))
+        evaluate_coarse = self._scaled_problem(*sub, K, n, temperature, coarse=True)[0]
+        return evaluate, theta0, build, coarse_to_fine(solver, evaluate_coarse)
 
-    def _scaled_problem(self, xs, y, w, K, n, temperature):  # pragma: no cover - abstract
+    def _scaled_problem(self, xs, y, w, K, n, temperature, coarse=False):  # pragma: no cover
         raise NotImplementedError
 
 
@@ -157,7 +168,7 @@ class StructuredVectorScaling(_StructuredScaling):
         self.size_exponent = size_exponent
         self.input_kind = input_kind
 
-    def _scaled_problem(self, xs, y, w, K, n, temperature):
+    def _scaled_problem(self, xs, y, w, K, n, temperature, coarse=False):
         lam = self._strength(self.penalty, K, n)
         ones = np.ones(K)
 
@@ -221,7 +232,9 @@ class StructuredMatrixScaling(_StructuredScaling):
         self.size_exponent = size_exponent
         self.input_kind = input_kind
 
-    def _scaled_problem(self, xs, y, w, K, n, temperature):
+    def _scaled_problem(self, xs, y, w, K, n, temperature, coarse=False):
+        """``coarse``: only ``evaluate`` is used (the subsample of the warm start), so the
+        preconditioner is not measured."""
         lam_d = self._strength(self.penalty, K, n)
         lam_o = self._strength(self.off_diagonal_penalty, K * (K - 1), n)
         eye = np.eye(K)
@@ -246,7 +259,16 @@ class StructuredMatrixScaling(_StructuredScaling):
             return SoftmaxAffineMap(theta[:K * K].reshape(K, K).copy(), theta[K * K:].copy(),
                                     temperature, inp)
 
-        return evaluate, centre.copy(), build, _newton if use_newton else _lbfgs
+        if use_newton or coarse:
+            return evaluate, centre.copy(), build, _newton if use_newton else _lbfgs
+        # L-BFGS preconditioned by the Hessian's diagonal at the start (penalised off-diagonal
+        # entries are orders of magnitude stiffer than the diagonal and biases), measured on
+        # the subsample of the warm start
+        rows = coarse_rows(xs.shape[0])
+        sub = (xs, y, w) if rows is None else \
+            tuple(np.ascontiguousarray(a[rows]) for a in (xs, y, w))
+        diagonal = matrix_hessian_diagonal(*sub, eye, np.zeros(K)) + curvature
+        return evaluate, centre.copy(), build, partial(_lbfgs, scale=1.0 / np.sqrt(diagonal))
 
 
 class VectorScaling(StructuredVectorScaling):

@@ -318,8 +318,8 @@ class QuadraticMap(_BaseMap):
     margin and ``z`` is the score itself (no clamp, no round trip through a probability; an
     input transform would turn margins into probabilities, so ``"margin"`` requires
     ``input_transform="identity"``). The log-odds ``eta`` is evaluated in the fixed order
-    ``((a * z) + (b * (z * z))) + c`` and the logistic function is mlcal's deterministic one,
-    so the output has the same bits on every CPU, in Spark SQL and in the Java evaluator.
+    ``((a * z) + (b * (z * z))) + c`` (``(z * (b * z + a)) + c`` where that is NaN, see
+    :meth:`log_odds`) and the logistic function is mlcal's deterministic one, so the output has the same bits on every CPU, in Spark SQL and in the Java evaluator.
 
     ``b = 0`` is Platt scaling on the log-odds (``a >= 0``: the ``platt-logit`` map). With
     ``b != 0`` the map is not monotone in general: it turns at ``z = -a / (2 b)`` when that
@@ -365,9 +365,18 @@ class QuadraticMap(_BaseMap):
         return 3
 
     def log_odds(self, z: np.ndarray) -> np.ndarray:
-        """``eta = ((a z) + (b (z z))) + c`` for log-odds ``z``, in the map's fixed order."""
+        """``eta = ((a z) + (b (z z))) + c`` for log-odds ``z``, in the map's fixed order.
+
+        Where the two terms overflow to infinities of opposite signs (huge coefficients or
+        margins) that sum is NaN; there ``eta = (z (b z + a)) + c`` instead, which is never NaN
+        for finite ``z`` and has the sign of the exact value, so the map stays in [0, 1]."""
         z = np.ascontiguousarray(z, dtype=np.float64)
-        return (self.a * z + self.b * (z * z)) + self.c
+        with np.errstate(over="ignore", invalid="ignore"):
+            eta = (self.a * z + self.b * (z * z)) + self.c
+            bad = np.isnan(eta)
+            if bad.any():
+                eta[bad] = (z[bad] * (self.b * z[bad] + self.a)) + self.c
+        return eta
 
     def _evaluate(self, s: np.ndarray) -> np.ndarray:
         z = logit_clamped(s) if self.on == "logit" else np.ascontiguousarray(s, dtype=np.float64)

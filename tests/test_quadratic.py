@@ -251,7 +251,9 @@ def test_onnx_graph_is_within_its_bound(dtype):
     margins = np.concatenate([rng.normal(0, 6, 20000), [0.0, -700.0, 700.0, 1e300, -1e300]])
     for name, m in maps.items():
         x = margins if (m.on == "margin" or m.input_transform == "sigmoid") else probs
-        x = x.astype(dtype).astype(np.float64)
+        with np.errstate(over="ignore"):
+            x = x.astype(dtype).astype(np.float64)
+        x = x[np.isfinite(x)]
         got = _onnx_predict(m, x, dtype)
         want = m(x)
         bound = error_bound(m, dtype)

@@ -270,3 +270,27 @@ def test_calibrator_export_predicts_like_predict():
     sess = ort.InferenceSession(to_onnx(cal).SerializeToString())
     got = sess.run(None, {sess.get_inputs()[0].name: s})[0].reshape(-1)
     np.testing.assert_allclose(got, cal.predict(s), rtol=0, atol=error_bound(cal.map_))
+
+
+def test_mlflow_flavour_serves_the_quadratic_map(tmp_path):
+    pytest.importorskip("mlflow")
+    import mlflow.pyfunc
+    import pandas as pd
+    from sklearn.linear_model import LogisticRegression
+
+    from mlcal.mlflow import load_model, save_model
+
+    rng = np.random.default_rng(16)
+    X = rng.normal(size=(900, 3))
+    y = (rng.random(900) < expit(2.0 * X[:, 0] - 0.8 * X[:, 0] ** 2)).astype(int)
+    df = pd.DataFrame(X, columns=["f0", "f1", "f2"])
+    base = LogisticRegression().fit(df[:300], y[:300])
+    model = mlcal.CalibratedModel(base, "quadratic").fit(df[300:600], y[300:600])
+    assert model.calibrator_.map_.kind == "quadratic"
+    save_model(model, str(tmp_path / "m"), pip_requirements=["scikit-learn", "numpy", "pandas"],
+               bundle_mlcal=False)
+    want = model.predict_proba(df[600:])[:, 1]
+    native = load_model(str(tmp_path / "m")).predict_proba(df[600:])[:, 1]
+    served = mlflow.pyfunc.load_model(str(tmp_path / "m")).predict(df[600:])
+    assert np.array_equal(native, want)
+    assert np.array_equal(served["p_calibrated"].to_numpy(), want)

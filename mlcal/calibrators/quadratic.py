@@ -46,9 +46,10 @@ class Quadratic(BaseCalibrator):
     a fixed amount of prior evidence whose influence fades as the calibration set grows
     (about ``penalty`` rows' worth of log loss). ``a`` and ``c`` are not penalised: with a
     large penalty the fit tends to Platt scaling on the log-odds. The default ``1.0`` was
-    measured on held-out data (``benchmarks/bench_quadratic.py``, docs/quadratic.md): it
-    matches the unpenalised fit where there are thousands of rows, and on calibration sets of
-    a few dozen to a few hundred rows it keeps the squared term from chasing noise.
+    chosen on held-out log loss against 0, 0.1, 10 and 100 (``benchmarks/bench_quality.py
+    --methods quadratic:penalty=...``, figures in docs/quadratic.md): a prior worth about one
+    row keeps the squared term from chasing noise on calibration sets of tens of rows and is
+    negligible at thousands.
 
     Parameters
     ----------

@@ -138,6 +138,9 @@ def main() -> None:
     # `mlcal.cli.main` as the command runs it, with its argument parser built once (building
     # it for every case took most of this script's time)
     mlcal.cli.build_parser = functools.lru_cache(maxsize=None)(mlcal.cli.build_parser)
+    # built (importing every command module, mlflow among them) before the address-space
+    # limit: an import that ran out of address space under it left a half-imported mlflow
+    mlcal.cli.build_parser()
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     limit = _vm_size() + ADDRESS_SPACE_HEADROOM
     if hard == resource.RLIM_INFINITY or limit < hard:

@@ -294,3 +294,14 @@ def test_mlflow_flavour_serves_the_quadratic_map(tmp_path):
     served = mlflow.pyfunc.load_model(str(tmp_path / "m")).predict(df[600:])
     assert np.array_equal(native, want)
     assert np.array_equal(served["p_calibrated"].to_numpy(), want)
+
+
+def test_reoffset_wraps_the_quadratic_map_and_exports():
+    s, _, y = _data(300, seed=17)
+    cal = mlcal.reoffset(Quadratic().fit(s, y), 0.7)
+    assert cal.map_.kind == "offset" and cal.map_.inner.kind == "quadratic"
+    back = mlcal.load_calibrator(cal.to_json())
+    assert np.array_equal(back.predict(s), cal.predict(s))
+    sess = ort.InferenceSession(to_onnx(cal).SerializeToString())
+    got = sess.run(None, {sess.get_inputs()[0].name: s})[0].reshape(-1)
+    assert np.abs(got - cal.predict(s)).max() <= error_bound(cal.map_)

@@ -37,10 +37,13 @@ def log_loss(y, p):
     return float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
 
 
-def tasks(quick: bool):
+def tasks(quick: bool, groups=("sim", "real")):
     sizes = (30, 100, 300, 1000) if quick else (30, 100, 300, 1000, 3000)
     seeds = 2 if quick else 5
-    yield from bq.sim_tasks(sizes, seeds, 20_000)
+    if "sim" in groups:
+        yield from bq.sim_tasks(sizes, seeds, 20_000)
+    if "real" not in groups:
+        return
     orig = bq.base_models
     # the linear family and one boosted-tree model (cheap enough for a shared machine)
     bq.base_models = lambda seed, families=("linear",): {
@@ -58,10 +61,11 @@ def tasks(quick: bool):
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--groups", nargs="+", choices=("sim", "real"), default=("sim", "real"))
     args = ap.parse_args(argv)
     methods = [f"quadratic:penalty={lam:g}" for lam in PENALTIES] + list(OTHERS)
     rows = []
-    for task in tasks(args.quick):
+    for task in tasks(args.quick, args.groups):
         if task.y_cal.min() == task.y_cal.max():   # a single class: nothing to calibrate
             continue
         losses = {}

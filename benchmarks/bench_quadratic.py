@@ -5,8 +5,10 @@ behind ``quadratic``'s default ``penalty`` (docs/quadratic.md).
     PYTHONPATH=. python benchmarks/bench_quadratic.py            # a few minutes on 2 cores
     PYTHONPATH=. python benchmarks/bench_quadratic.py --quick
 
-Tasks come from ``bench_quality.py``: its three simulations (known truth) at calibration sizes
-30 to 3000 (5 seeds), and real scores of linear, naive Bayes, linear SVM (margins) and
+Tasks: ``bench_quality.py``'s three simulations (known truth) and two where the true log-odds
+is a quadratic in the score's log-odds (``sim-bent``: ``0.2 + 0.8 z - 0.08 z^2``,
+``sim-bent-strong``: ``- 0.2 z^2``, ``z ~ N(0, 4)``), at calibration sizes 30 to 3000 (5 seeds),
+and from ``bench_quality.py`` real scores of linear, naive Bayes, linear SVM (margins) and
 histogram gradient boosting base models on breast_cancer, digits<5 (3 splits each) and the two
 make_classification tasks at N_cal 100 to 3000. Per task, each method's held-out log loss
 (predictions clipped to [1e-15, 1 - 1e-15]); the tables give the mean log loss, the mean rank
@@ -37,11 +39,32 @@ def log_loss(y, p):
     return float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
 
 
+#: true log-odds 0.2 + 0.8 z - BEND z^2 for scores expit(z), z ~ N(0, 2^2): a calibration curve
+#: that quadratic scaling fits exactly and Platt on the log-odds cannot
+BENDS = {"sim-bent": 0.08, "sim-bent-strong": 0.2}
+
+
+def bent_tasks(sizes, n_seeds: int, n_test: int):
+    for kind, bend in BENDS.items():
+        for n in sizes:
+            for seed in range(n_seeds):
+                rng = np.random.default_rng([seed, n, len(kind), 7])
+
+                def draw(m):
+                    z = rng.normal(0.0, 2.0, m)
+                    truth = bq.expit(0.2 + 0.8 * z - bend * z * z)
+                    return bq.expit(z), (rng.random(m) < truth).astype(int), truth
+                s_cal, y_cal, _ = draw(n)
+                s_te, y_te, p_te = draw(n_test)
+                yield bq.Task(kind, n, s_cal, y_cal, s_te, y_te, p_te)
+
+
 def tasks(quick: bool, groups=("sim", "real")):
     sizes = (30, 100, 300, 1000) if quick else (30, 100, 300, 1000, 3000)
     seeds = 2 if quick else 5
     if "sim" in groups:
         yield from bq.sim_tasks(sizes, seeds, 20_000)
+        yield from bent_tasks(sizes, seeds, 20_000)
     if "real" not in groups:
         return
     orig = bq.base_models
@@ -78,10 +101,17 @@ def main(argv=None) -> None:
     print(f"{len(rows)} tasks")
     buckets = defaultdict(list)
     for name, n, losses in rows:
+        if name.startswith("sim-bent"):
+            buckets["bent (quadratic truth)"].append(losses)
+        elif name.startswith("sim-"):
+            buckets["other simulations"].append(losses)
+        else:
+            buckets["real scores"].append(losses)
         key = "N<=100" if n <= 100 else ("N<=1000" if n <= 1000 else "N>1000")
         buckets[key].append(losses)
         buckets["all"].append(losses)
-    for key in ("all", "N<=100", "N<=1000", "N>1000"):
+    for key in ("all", "N<=100", "N<=1000", "N>1000", "bent (quadratic truth)",
+                "other simulations", "real scores"):
         group = buckets[key]
         if not group:
             continue

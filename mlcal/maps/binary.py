@@ -319,7 +319,8 @@ class QuadraticMap(_BaseMap):
     input transform would turn margins into probabilities, so ``"margin"`` requires
     ``input_transform="identity"``). The log-odds ``eta`` is evaluated in the fixed order
     ``((a * z) + (b * (z * z))) + c`` (``(z * (b * z + a)) + c`` where that is NaN, see
-    :meth:`log_odds`) and the logistic function is mlcal's deterministic one, so the output has the same bits on every CPU, in Spark SQL and in the Java evaluator.
+    :meth:`log_odds`) and the logistic function is mlcal's deterministic one, so the output
+    has the same bits on every CPU, in Spark SQL and in the Java evaluator.
 
     ``b = 0`` is Platt scaling on the log-odds (``a >= 0``: the ``platt-logit`` map). With
     ``b != 0`` the map is not monotone in general: it turns at ``z = -a / (2 b)`` when that

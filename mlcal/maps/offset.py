@@ -16,8 +16,9 @@ every CPU. Inner values of exactly 0 or 1 stay exactly 0 or 1 under any finite o
 ``u |logit p|`` (``u = 2**-53``), so the result is within about ``2 + 2 |logit p|`` ulps of ``p``.
 
 Only one level: the inner map is a binary map of any other kind (step, linear, sigmoid, beta,
-quadratic); an offset of an offset is refused on load, and :func:`mlcal.maps.reoffset.reoffset` collapses a
-second offset into the first (``delta1 + delta2``, exact in real arithmetic).
+quadratic); an offset of an offset is refused on load, and
+:func:`mlcal.maps.reoffset.reoffset` collapses a second offset into the first
+(``delta1 + delta2``, exact in real arithmetic).
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ multiply-add, as numpy's), so the column equals ``predict`` bit for bit:
   comes from a search over a power-of-two table instead of the bit pattern) and the expit.
 * ``QuadraticMap``: on probabilities the clamp and ``z = log(s) - log1p(-s)`` with the same SQL
   log / log1p, on margins the score itself; then ``((a * z) + (b * (z * z))) + c`` and the expit.
-* a positive output ``floor`` of SigmoidMap, BetaMap or QuadraticMap: ``least(greatest(p, floor), 1 - floor)``
+* a positive output ``floor`` of SigmoidMap, BetaMap or QuadraticMap:
+  ``least(greatest(p, floor), 1 - floor)``
   (:func:`floor_column`).
 * ``OffsetMap``: the inner map's column ``p``, then ``expit((log p - log1p(-p)) + delta)``
   with the same SQL log (over the whole range of doubles) and expit; ``p`` of exactly 0 or 1

@@ -36,7 +36,8 @@ def test_fit_returns_self_and_predicts_probabilities(name):
     p = cal.predict(np.linspace(-0.5, 1.5, 101))
     assert p.shape == (101,) and np.all((p >= 0) & (p <= 1))
     assert cal.predict_proba(s).shape == (len(s), 2)
-    assert isinstance(cal.map_, (mlcal.StepMap, mlcal.LinearMap, mlcal.SigmoidMap, mlcal.BetaMap))
+    assert isinstance(cal.map_, (mlcal.StepMap, mlcal.LinearMap, mlcal.SigmoidMap, mlcal.BetaMap,
+                                 mlcal.QuadraticMap))
 
 
 @pytest.mark.parametrize("name", METHODS)

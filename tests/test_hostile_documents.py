@@ -64,7 +64,11 @@ def test_corpus_covers_every_method_and_trap(corpus):
     assert set(MULTICLASS) <= multiclass
     names = {c["name"].split("/", 1)[1] for c in cases}
     for trap in ("fifo", "dev-zero", "socket", "directory", "symlink-to-fifo",
-                 "bomb-empty-arrays", "bomb-zeros", "decreasing-map", "map-of-kind-step"):
+                 "bomb-empty-arrays", "bomb-zeros", "decreasing-map", "map-of-kind-step",
+                 # quadratic maps: non-finite coefficients, bad floor, unknown fields
+                 "quadratic-a-huge", "quadratic-b-null", "quadratic-floor-half",
+                 "quadratic-on-unknown", "quadratic-unknown-field",
+                 "quadratic-margin-with-sigmoid"):
         assert trap in names
     # the segmented calibrator: its valid document loads, and every tampered segment-table
     # case of tests/hostile/segmented_cases.py is in the corpus (and refused: see below)

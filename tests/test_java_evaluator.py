@@ -21,8 +21,8 @@ from mlcal.calibrators.multiclass import (MatrixScaling, OneVsRest, TemperatureS
                                           VectorScaling)
 from mlcal.calibrators.structured_scaling import (StructuredMatrixScaling,
                                                   StructuredVectorScaling, TemperatureMixScaling)
-from mlcal.maps import (BETA_EPS, BetaMap, LinearMap, MapFormatError, MulticlassMap, SigmoidMap,
-                        SoftmaxAffineMap, StepMap, map_from_dict)
+from mlcal.maps import (BETA_EPS, BetaMap, LinearMap, MapFormatError, MulticlassMap, QuadraticMap,
+                        SigmoidMap, SoftmaxAffineMap, StepMap, map_from_dict)
 from tests.support.synthetic import calibration_set
 
 TINY = 5e-324
@@ -155,7 +155,7 @@ def test_every_registered_method_is_bit_identical(jar, tmp_path):
     for java, py, name in zip(results, expected, names):
         assert_bits_equal(java, py, name)
     kinds = {n.split("(")[1].split(",")[0] for n in names}
-    assert kinds == {"step", "linear", "sigmoid", "beta"}, kinds
+    assert kinds == {"step", "linear", "sigmoid", "beta", "quadratic"}, kinds
     # Venn-Abers documents carry a top-level "interval" block, which prediction ignores
     assert any("interval" in json.loads(doc) for doc, _ in cases)
     assert any("sigmoid)" in n for n in names)   # the input transform was exercised
@@ -192,6 +192,16 @@ def _hand_built_maps() -> dict:
         "beta steep": BetaMap(400.0, 350.0, 5.0),   # saturates at both clamps
         "beta negative": BetaMap(-2.0, -0.5, 1e-3),
         "beta sigmoid input": BetaMap(0.8, 1.6, 0.1, input_transform="sigmoid"),
+        "quadratic": QuadraticMap(1.2, -0.06, -1.1, floor=1e-3, **dom),
+        "quadratic convex": QuadraticMap(0.4, 0.3, -2.0),
+        "quadratic b=0": QuadraticMap(1.5, 0.0, 0.2),
+        "quadratic steep": QuadraticMap(40.0, -3.0, 5.0),
+        "quadratic sigmoid input": QuadraticMap(0.9, 0.05, -0.4, input_transform="sigmoid"),
+        "quadratic margin": QuadraticMap(1.0, -0.2, 0.3, on="margin", **dom),
+        "quadratic margin floor": QuadraticMap(0.7, 0.01, -2.0, floor=0.01, on="margin"),
+        # a * z and b * z^2 overflow to opposite infinities: the (z (b z + a)) + c fallback
+        "quadratic margin overflow": QuadraticMap(1e300, -1e300, 1.0, on="margin"),
+        "quadratic logit overflow": QuadraticMap(1.7e308, -1.7e308, 0.0),
     }
 
 
@@ -211,7 +221,7 @@ def test_hand_built_edge_case_maps_are_bit_identical(jar, tmp_path):
         x = probe_scores(m, rng, n_random=500)
         if isinstance(m, SigmoidMap):
             x = np.concatenate([x, np.linspace(-760.0, 760.0, 3041), [0.5 + 1e-12, 0.5]])
-        if isinstance(m, BetaMap):   # on the sigmoid scale the clamps sit near +-27.7
+        if isinstance(m, (BetaMap, QuadraticMap)):   # on the sigmoid scale the clamps: +-27.7
             x = np.concatenate([x, BETA_PROBES, np.linspace(-40.0, 40.0, 801),
                                 np.exp(np.linspace(-745.0, 0.0, 1500))])
         cases.append((m.to_dict(), x))
@@ -227,13 +237,17 @@ def _random_map(rng):
         common["domain"] = tuple(sorted(rng.normal(0.0, 2.0, 2).tolist()))
     cuts = np.unique(rng.normal(0.5, float(rng.choice([1e-6, 0.3, 10.0])), size))
     values = np.clip(rng.random(cuts.size + 1), 0.0, 1.0)
-    kind = rng.choice(["step", "linear", "sigmoid", "beta"])
+    kind = rng.choice(["step", "linear", "sigmoid", "beta", "quadratic"])
     if kind == "step":
         return StepMap(cuts, values, **common)
     if kind == "linear":
         return LinearMap(cuts, values[:-1], **common)
     if kind == "beta":
         return BetaMap(*rng.normal(0.0, 3.0, 3).tolist(), **common)
+    if kind == "quadratic":
+        on = "margin" if common["input_transform"] == "identity" and rng.random() < 0.5 \
+            else "logit"
+        return QuadraticMap(*rng.normal(0.0, 3.0, 3).tolist(), on=on, **common)
     return SigmoidMap(float(rng.normal(0.0, 20.0)), float(rng.normal(0.0, 5.0)), **common)
 
 
@@ -384,6 +398,19 @@ BAD_DOCUMENTS = {
                        "field 'c' must be a finite number"),
     "beta string b": (json.dumps({**BetaMap(1.0, 1.0, 0.0).to_dict(), "b": "1"}),
                       "field 'b' must be a finite number"),
+    "quadratic null b": (json.dumps({**QuadraticMap(1.0, 0.1, 0.0).to_dict(), "b": None}),
+                         "field 'b' must be a finite number"),
+    "quadratic missing on": (json.dumps({k: v for k, v in QuadraticMap(1.0, 0.1, 0.0).to_dict()
+                                         .items() if k != "on"}), "field 'on' must be one of"),
+    "quadratic bad on": (json.dumps({**QuadraticMap(1.0, 0.1, 0.0).to_dict(), "on": "probit"}),
+                         "field 'on' must be one of"),
+    "quadratic unknown field": (json.dumps({**QuadraticMap(1.0, 0.1, 0.0).to_dict(), "d": 1.0}),
+                                "unknown field"),
+    "quadratic floor 0.5": (json.dumps({**QuadraticMap(1.0, 0.1, 0.0).to_dict(), "floor": 0.5}),
+                            "floor must be a number in [0, 0.5)"),
+    "quadratic margin after sigmoid": (json.dumps({**QuadraticMap(1.0, 0.1, 0.0, on="margin")
+                                                   .to_dict(), "input_transform": "sigmoid"}),
+                                       "on='margin' takes raw margins"),
     "ovr with one class": (json.dumps({**MulticlassMap((StepMap([], [0.5]),) * 2).to_dict(),
                                        "maps": [_valid_step()]}), "at least 2 class maps"),
     "ovr nested multiclass": (json.dumps({**MulticlassMap((StepMap([], [0.5]),) * 2).to_dict(),

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 import mlcal
-from mlcal.maps import BetaMap, MapFormatError, SigmoidMap, map_from_dict
+from mlcal.maps import BetaMap, MapFormatError, QuadraticMap, SigmoidMap, map_from_dict
 from tests.test_java_evaluator import assert_bits_equal, run_batch
 
-PARAMETRIC = ("platt", "platt-logit", "temperature", "beta")
+PARAMETRIC = ("platt", "platt-logit", "temperature", "beta", "quadratic")
 
 
 def forest_scores(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -132,12 +132,15 @@ def test_floor_field_round_trip_and_validation():
 def _floored_maps():
     return [SigmoidMap(-30.0, 3.0, 1.0 / 1202.0), SigmoidMap(-2.0, 0.5, 0.125),
             BetaMap(3.0, 2.5, 0.1, 1.0 / 402.0),
-            BetaMap(2.0, 1.5, -0.3, 0.004, input_transform="sigmoid")]
+            BetaMap(2.0, 1.5, -0.3, 0.004, input_transform="sigmoid"),
+            QuadraticMap(1.5, 0.05, 0.2, 1.0 / 402.0),
+            QuadraticMap(0.8, -0.01, 0.1, 0.004, on="margin")]
 
 
 def _probe(m) -> np.ndarray:
     rng = np.random.default_rng(9)
-    if m.kind == "beta" and m.input_transform == "identity":
+    if m.kind in ("beta", "quadratic") and m.input_transform == "identity" and \
+            getattr(m, "on", "logit") == "logit":
         return np.concatenate([[0.0, 1.0, 2.0 ** -40, 0.5], rng.random(300)])
     return np.concatenate([[-50.0, 50.0, 0.0], rng.normal(0.0, 3.0, 300)])
 

@@ -18,7 +18,7 @@ from support.synthetic import calibration_set
 from mlcal._solvers.detmath import det_expit_array, det_log1p_array, det_log_array
 from mlcal._solvers.exact_sums import combine, nonnegative_expansion
 from mlcal.calibrators.catalog import available_calibrators, get_calibrator
-from mlcal.maps import BETA_EPS, BetaMap, LinearMap, SigmoidMap, StepMap
+from mlcal.maps import BETA_EPS, BetaMap, LinearMap, QuadraticMap, SigmoidMap, StepMap
 
 
 def _frame(spark, **cols):
@@ -286,7 +286,7 @@ def _breaks(m) -> np.ndarray:
     pts = np.asarray(m.knots if isinstance(m, LinearMap) else m.thresholds
                      if isinstance(m, StepMap) else [BETA_EPS, 1.0 - BETA_EPS, 2.0 ** -12,
                                                      1.0 - 2.0 ** -12]
-                     if isinstance(m, BetaMap) else [], dtype=np.float64)
+                     if isinstance(m, (BetaMap, QuadraticMap)) else [], dtype=np.float64)
     if m.input_transform == "sigmoid":
         with np.errstate(divide="ignore", invalid="ignore"):
             pts = np.concatenate([pts, np.log(pts / (1 - pts))])
@@ -307,6 +307,10 @@ def _maps():
         out[f"beta-{tr}"] = BetaMap(1.3, 0.7, -0.2, input_transform=tr)
     out["beta-opposite-signs"] = BetaMap(2.0, -0.5, 0.1)       # not monotone
     out["beta-steep"] = BetaMap(40.0, 35.0, 3.0)
+    out["quadratic-logit"] = QuadraticMap(1.2, -0.06, -1.1, floor=1e-3)
+    out["quadratic-sigmoid"] = QuadraticMap(0.9, 0.05, -0.4, input_transform="sigmoid")
+    out["quadratic-margin"] = QuadraticMap(1.0, -0.2, 0.3, on="margin")
+    out["quadratic-margin-floor"] = QuadraticMap(0.7, 0.01, -2.0, floor=0.01, on="margin")
     out["one-knot"] = LinearMap([0.3], [0.25])
     out["one-bin"] = StepMap([], [0.75])
     out["steep-sigmoid"] = SigmoidMap(-3.0e3, 1.0)
@@ -320,7 +324,7 @@ def test_calibrated_column_equals_predict_bit_for_bit(spark, data):
     # every registered method on probabilities, and those that take raw margins on margins
     fitted = {m: get_calibrator(m).fit(data["s"], data["y"]) for m in available_calibrators()}
     fitted.update({f"{m}-margin": get_calibrator(m).fit(data["margin"], data["y"]) for m in
-                   ("isotonic", "histogram", "platt", "elite", "bbq", "kde")})
+                   ("isotonic", "histogram", "platt", "elite", "bbq", "kde", "quadratic")})
     assert {type(c.map_) for c in fitted.values()} >= {StepMap, LinearMap, SigmoidMap, BetaMap}
     # one small frame per map: its own break points and their neighbouring doubles, the fixed
     # edge scores and a random sample (the exact expit/log columns are evaluated row by row by
@@ -380,7 +384,8 @@ def test_default_column_is_within_the_bound_on_every_map_kind(spark, data):
                  for k in available_calibrators()})
     maps.update({f"fit-{k}-margin": get_calibrator(k).fit(data["margin"], data["y"]).map_
                  for k in ("platt", "isotonic", "elite")})
-    assert {type(m) for m in maps.values()} == {StepMap, LinearMap, SigmoidMap, BetaMap}
+    assert {type(m) for m in maps.values()} == {StepMap, LinearMap, SigmoidMap, BetaMap,
+                                                QuadraticMap}
     s = _edge_scores(np.array([BETA_EPS, 1.0 - BETA_EPS, 1e-12, 1 - 1e-12]), n_random=600)
     df = spark.createDataFrame(pd.DataFrame({"s": s}))
     out = df.select(*[calibrated_column(m, "s").alias(k) for k, m in maps.items()]).toPandas()

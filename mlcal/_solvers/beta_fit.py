@@ -15,10 +15,11 @@ from __future__ import annotations
 import numpy as np
 
 from mlcal._solvers.detmath import det_log, det_log1p_array, det_log_array
-from mlcal._solvers.logistic_newton import fit_nonnegative
+from mlcal._solvers.logistic_newton import fit_logistic, fit_nonnegative
 from mlcal._solvers.platt_newton import platt_targets
 from mlcal._solvers.ties import sort_and_collapse
 from mlcal.maps import BETA_EPS
+from mlcal.maps.binary import logit_clamped
 
 BETA_PARAMETERS = ("abm", "ab", "am")
 LN2 = 0.6931471805599453   # ln 2 correctly rounded to float64
@@ -89,3 +90,36 @@ def fit_logit_scaling(feature: np.ndarray, y: np.ndarray, w: np.ndarray, *, inte
     if not ok:
         raise separable_error(method)
     return float(coef[0]), float(c)
+
+
+def fit_quadratic(feature: np.ndarray, y: np.ndarray, w: np.ndarray, *, smooth: bool,
+                  penalty: float, on_logit: bool, square: bool = True
+                  ) -> tuple[float, float, float]:
+    """``(a, b, c)`` of quadratic scaling ``expit(a z + b z^2 + c)`` by penalised weighted
+    maximum likelihood, where ``z`` is the score's log-odds (``on_logit``: probability scores,
+    clamped and transformed as :func:`mlcal.maps.binary.logit_clamped`) or the score itself
+    (a margin).
+
+    The objective is the weighted cross-entropy against the (optionally Platt-smoothed)
+    targets plus ``penalty / 2 * (b * sd_w(z^2))^2``, ``sd_w`` the weighted standard deviation
+    of ``z^2`` over the calibration rows: a ridge on the coefficient of the standardised square,
+    in units of total weight (see :func:`~mlcal._solvers.logistic_newton.fit_logistic`, which
+    standardises ``z`` and ``z^2`` for conditioning and maps the coefficients back). ``a`` and
+    ``b`` are unconstrained (the map need not be monotone). ``square=False`` fits ``b = 0``
+    (Platt scaling on the log-odds without its ``a >= 0`` constraint).
+
+    Raises ``ValueError`` when the optimum is at infinity (only possible with ``smooth=False``).
+    """
+    x, t, wsum, start = collapsed_targets(feature, y, w, smooth)
+    z = logit_clamped(x) if on_logit else x
+    if square:
+        coef, c, _, ok = fit_logistic(np.column_stack((z, z * z)), t, wsum, intercept=True,
+                                      start_intercept=start, penalty=[0.0, float(penalty)])
+        a, b = coef
+    else:
+        coef, c, _, ok = fit_logistic(z[:, None], t, wsum, intercept=True,
+                                      start_intercept=start)
+        a, b = coef[0], 0.0
+    if not ok:
+        raise separable_error("quadratic scaling")
+    return float(a), float(b), float(c)

@@ -13,6 +13,7 @@ from mlcal.calibrators.isotonic import Isotonic
 from mlcal.calibrators.kde import KDECalibrator
 from mlcal.calibrators.logit_scaling import PlattLogit, Temperature
 from mlcal.calibrators.platt import Platt
+from mlcal.calibrators.quadratic import Quadratic
 from mlcal.calibrators.spline import MonotoneSpline
 from mlcal.calibrators.venn_abers import VennAbers
 from mlcal.calibrators.catalog import (available_calibrators, get_calibrator, register,
@@ -22,7 +23,7 @@ __all__ = ["ABB", "AutoCalibrator", "BBQ", "BaseCalibrator", "CalibratorFormatEr
            "Isotonic", "KDECalibrator", "Platt", "PreAggregationWarning", "SBB",
            "available_calibrators", "get_calibrator", "load_calibrator",
            "register_calibrator", "save_calibrator"]  # `register`: deprecated, not exported
-__all__ += ["Beta", "MonotoneSpline", "PlattLogit", "Temperature", "VennAbers"]
+__all__ += ["Beta", "MonotoneSpline", "PlattLogit", "Quadratic", "Temperature", "VennAbers"]
 
 from mlcal.calibrators.multiclass import (MatrixScaling, MissingClassError,  # noqa: E402
                                           MulticlassCalibrator, NotProbabilitiesError,

@@ -14,8 +14,9 @@ means), ``spline`` (cumulative sums of non-negative increments), ``beta`` (``a, 
 ``platt-logit`` and ``temperature`` (slope ``k >= 0``). Not monotone by construction:
 ``platt`` (a negative slope fits anti-correlated scores), ``histogram``, ``bbq``, ``sbb``,
 ``abb`` (bin rates in any order), ``kde`` (kernel regression), ``enir`` (near-isotonic),
-``elite`` (trend filtering) and ``venn-abers`` (monotone in exact arithmetic, but its rounded
-merge may dip by an ulp, so it is not checked).
+``elite`` (trend filtering), ``quadratic`` (``b != 0`` bends the map) and ``venn-abers``
+(monotone in exact arithmetic, but its rounded merge may dip by an ulp, so it is not
+checked).
 
 Re-offset stage: the map of any binary method's document may be an ``"offset"`` map
 (:class:`mlcal.maps.offset.OffsetMap`, written by :func:`mlcal.maps.reoffset.reoffset`) wrapping one

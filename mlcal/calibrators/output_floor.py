@@ -21,7 +21,8 @@ How each map kind carries the floor (see :func:`floor_map`):
   no new field is needed. A map without a value of 0 or 1 is returned unchanged, so its JSON
   keeps its bytes. (Values strictly between 0 and the floor, which smoothing methods such as
   BBQ or ELiTE can fit, are not exact bounds and are kept.)
-* :class:`~mlcal.maps.SigmoidMap` and :class:`~mlcal.maps.BetaMap`: the map records ``floor``
+* :class:`~mlcal.maps.SigmoidMap`, :class:`~mlcal.maps.BetaMap` and
+  :class:`~mlcal.maps.QuadraticMap`: the map records ``floor``
   and clips its output (every route -- ``predict``, ONNX, Spark, the Java evaluator -- clips
   with ``min(max(p, floor), 1 - floor)``); the field is set only when the map's range over all
   its possible inputs leaves ``[floor, 1 - floor]``.
@@ -41,8 +42,11 @@ from functools import singledispatch
 
 import numpy as np
 
+from mlcal._solvers.detmath import det_expit_array
 from mlcal._solvers.ties import exact_group_sums
-from mlcal.maps import BETA_EPS, BetaMap, CalibrationMap, LinearMap, SigmoidMap, StepMap
+from mlcal.maps import (BETA_EPS, BetaMap, CalibrationMap, LinearMap, QuadraticMap, SigmoidMap,
+                        StepMap)
+from mlcal.maps.binary import logit_clamped
 
 
 #: rows the weights stand for, when a fit is given aggregated rows (the Spark routes collect
@@ -138,4 +142,25 @@ def _(m: BetaMap, floor: float) -> CalibrationMap:
     if m.a != m.b and m.a * m.b < 0.0:
         probes.append(min(max(m.a / (m.a - m.b), BETA_EPS), 1.0 - BETA_EPS))
     needed = _needs_floor(m, np.array(probes), floor)
+    return dataclasses.replace(m, floor=floor) if needed else m
+
+
+@floor_map.register
+def _(m: QuadraticMap, floor: float) -> CalibrationMap:
+    if m.on == "margin":
+        # z is unbounded: any a or b reaches 0 or 1 (b != 0 on both sides, else a != 0 on one)
+        needed = m.a != 0.0 or m.b != 0.0 or _needs_floor(m, np.zeros(1), floor)
+        return dataclasses.replace(m, floor=floor) if needed else m
+    # z = logit of the clamped score runs over [z(BETA_EPS), z(1 - BETA_EPS)] and the quadratic
+    # eta(z) is extreme at those ends or at its vertex -a / (2b); the extremes of p are taken on
+    # eta evaluated in the map's own order at these z
+    z_ends = logit_clamped(np.array([BETA_EPS, 1.0 - BETA_EPS]))
+    zs = list(z_ends)
+    if m.b != 0.0:
+        vertex = -m.a / (2.0 * m.b)
+        if z_ends[0] < vertex < z_ends[1]:
+            zs.append(vertex)
+    eta = m.log_odds(np.array(zs))
+    p = det_expit_array(np.ascontiguousarray(eta))
+    needed = bool(p.min() < floor or p.max() > 1.0 - floor)
     return dataclasses.replace(m, floor=floor) if needed else m

@@ -8,8 +8,10 @@ graphs and plots are written once:
 * :class:`SigmoidMap` -- ``1 / (1 + exp(a * s + b))``
 * :class:`BetaMap` -- ``expit(a * ln(s) - b * ln(1 - s) + c)`` on probability scores clamped to
   ``[BETA_EPS, 1 - BETA_EPS]`` (beta calibration, Platt on log-odds, temperature scaling)
+* :class:`QuadraticMap` -- ``expit(a * z + b * z^2 + c)`` with ``z`` the log-odds of the clamped
+  score (``on="logit"``) or the raw margin itself (``on="margin"``): quadratic scaling
 
-The two parametric maps take an optional output ``floor``: their probability is clipped to
+The parametric maps take an optional output ``floor``: their probability is clipped to
 ``[floor, 1 - floor]`` (written to JSON only when positive; fitted calibrators set it from the
 size of their calibration set, :mod:`mlcal.calibrators.output_floor`).
 
@@ -289,6 +291,119 @@ class BetaMap(_BaseMap):
                    **common)
 
 
+#: what a :class:`QuadraticMap`'s ``z`` is: the log-odds of a probability score, or the score
+#: itself (a raw margin, already a log-odds)
+QUADRATIC_ON = ("logit", "margin")
+#: the fields a quadratic map document may hold (any other is refused: the kind is new, so no
+#: older writer put anything else there)
+QUADRATIC_FIELDS = ("type", "format_version", "input_transform", "domain", "on", "a", "b", "c",
+                    "floor")
+
+
+def logit_clamped(s: np.ndarray) -> np.ndarray:
+    """``z = ln(s) - ln(1 - s)`` of scores clamped to ``[BETA_EPS, 1 - BETA_EPS]``, with mlcal's
+    deterministic logs (``ln(1 - s)`` as ``log1p(-s)``) and one rounded subtraction, so ``z``
+    has the same bits on every CPU (and in the Java and Spark routes); ``|z| < 27.8``."""
+    sc = np.clip(np.ascontiguousarray(s, dtype=np.float64), BETA_EPS, 1.0 - BETA_EPS)
+    return det_log_array(sc) - det_log1p_array(-sc)
+
+
+@dataclass(frozen=True, eq=False)
+class QuadraticMap(_BaseMap):
+    """Quadratic scaling: ``p = expit(a * z + b * z^2 + c)``, clipped to ``[floor, 1 - floor]``.
+
+    ``z`` is the log-odds of the score: with ``on="logit"`` (probability scores) the score is
+    clamped to ``[BETA_EPS, 1 - BETA_EPS]`` as :class:`BetaMap` does and
+    ``z = ln(s) - ln(1 - s)`` (:func:`logit_clamped`); with ``on="margin"`` the score is a raw
+    margin and ``z`` is the score itself (no clamp, no round trip through a probability; an
+    input transform would turn margins into probabilities, so ``"margin"`` requires
+    ``input_transform="identity"``). The log-odds ``eta`` is evaluated in the fixed order
+    ``((a * z) + (b * (z * z))) + c`` (``(z * (b * z + a)) + c`` where that is NaN, see
+    :meth:`log_odds`) and the logistic function is mlcal's deterministic one, so the output
+    has the same bits on every CPU, in Spark SQL and in the Java evaluator.
+
+    ``b = 0`` is Platt scaling on the log-odds (``a >= 0``: the ``platt-logit`` map). With
+    ``b != 0`` the map is not monotone in general: it turns at ``z = -a / (2 b)`` when that
+    lies in the range of ``z``.
+
+    Parameters
+    ----------
+    a, b, c : float
+        Finite coefficients of ``z``, ``z^2`` and the intercept.
+    floor : float, default=0.0
+        Output floor in ``[0, 1/2)``.
+    on : {"logit", "margin"}, default="logit"
+        What the (input-transformed) score is: a probability whose log-odds is taken, or a
+        margin used as it is.
+    """
+
+    kind: ClassVar[str] = "quadratic"
+    a: float = 0.0
+    b: float = 0.0
+    c: float = 0.0
+    floor: float = 0.0
+    on: str = "logit"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        values = tuple(float(v) for v in (self.a, self.b, self.c))
+        if not all(np.isfinite(v) for v in values):
+            raise MapFormatError("quadratic map: a, b and c must be finite")
+        for name, v in zip("abc", values):
+            object.__setattr__(self, name, v)
+        object.__setattr__(self, "floor", _check_floor(self.floor, "quadratic map"))
+        if not isinstance(self.on, str) or self.on not in QUADRATIC_ON:
+            raise MapFormatError(f"quadratic map: 'on' must be one of {QUADRATIC_ON}, got "
+                                 f"{_short(self.on)}")
+        if self.on == "margin" and self.input_transform != "identity":
+            raise MapFormatError("quadratic map: on='margin' takes raw margins, so its "
+                                 "input_transform must be 'identity' (use on='logit' for "
+                                 "probabilities)")
+
+    @property
+    def size(self) -> int:
+        """Number of parameters (a, b, c)."""
+        return 3
+
+    def log_odds(self, z: np.ndarray) -> np.ndarray:
+        """``eta = ((a z) + (b (z z))) + c`` for log-odds ``z``, in the map's fixed order.
+
+        Where the two terms overflow to infinities of opposite signs (huge coefficients or
+        margins) that sum is NaN; there ``eta = (z (b z + a)) + c`` instead, which is never NaN
+        for finite ``z`` and has the sign of the exact value, so the map stays in [0, 1]."""
+        z = np.ascontiguousarray(z, dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            eta = (self.a * z + self.b * (z * z)) + self.c
+            bad = np.isnan(eta)
+            if bad.any():
+                eta[bad] = (z[bad] * (self.b * z[bad] + self.a)) + self.c
+        return eta
+
+    def _evaluate(self, s: np.ndarray) -> np.ndarray:
+        z = logit_clamped(s) if self.on == "logit" else np.ascontiguousarray(s, dtype=np.float64)
+        return apply_floor(det_expit_array(self.log_odds(z)), self.floor)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self._common_dict()
+        d.update(on=self.on, a=self.a, b=self.b, c=self.c)
+        if self.floor != 0.0:
+            d["floor"] = self.floor
+        return d
+
+    @classmethod
+    def _from_dict(cls, doc: dict, where: str, common: dict[str, Any]) -> QuadraticMap:
+        unknown = sorted(str(k)[:40] for k in doc if k not in QUADRATIC_FIELDS)
+        if unknown:
+            raise MapFormatError(f"{where}: unknown field(s) {', '.join(map(repr, unknown[:5]))}"
+                                 f"; a quadratic map holds {', '.join(QUADRATIC_FIELDS)}")
+        on = doc.get("on")
+        if not isinstance(on, str) or on not in QUADRATIC_ON:
+            raise MapFormatError(f"{where}: field 'on' must be one of {QUADRATIC_ON}, got "
+                                 f"{_short(on)}")
+        return cls(*(_float_scalar(doc, k, where) for k in "abc"), _read_floor(doc, where),
+                   on, **common)
+
+
 @dataclass(frozen=True)
 class MapReduction:
     """What :func:`reduce_map` did to a map.
@@ -323,8 +438,8 @@ def reduce_map(m: CalibrationMap, max_size: int | None) -> tuple[CalibrationMap,
       segments inside a tolerance tube, bisection on the tube width); the kept knots keep their
       values, so a monotone map stays monotone and the outer knots, hence the flat extensions,
       are unchanged.
-    * :class:`SigmoidMap` (two parameters), :class:`BetaMap` (three) and maps within the cap are
-      returned unchanged.
+    * :class:`SigmoidMap` (two parameters), :class:`BetaMap` and :class:`QuadraticMap` (three)
+      and maps within the cap are returned unchanged.
 
     Both reduced maps cut where the original does, so ``|original - reduced|`` peaks at an
     original bin or knot; ``max_error`` is the maximum over all of them, i.e. the exact
@@ -374,6 +489,11 @@ def _(m: LinearMap, max_size: int) -> tuple[CalibrationMap, float]:
 def _(m: BetaMap, max_size: int) -> tuple[CalibrationMap, float]:
     return m, 0.0   # three parameters, none of them a bin or knot: a cap never applies
 
+
+
+@shrink_map.register
+def _(m: QuadraticMap, max_size: int) -> tuple[CalibrationMap, float]:
+    return m, 0.0   # three parameters: a cap never applies
 
 
 @shrink_map.register

@@ -15,9 +15,10 @@ every CPU. Inner values of exactly 0 or 1 stay exactly 0 or 1 under any finite o
 ``expit(-inf)``. An offset of 0 is not an identity bit for bit: the logit rounds at about
 ``u |logit p|`` (``u = 2**-53``), so the result is within about ``2 + 2 |logit p|`` ulps of ``p``.
 
-Only one level: the inner map is a binary map of any other kind (step, linear, sigmoid, beta);
-an offset of an offset is refused on load, and :func:`mlcal.maps.reoffset.reoffset` collapses a
-second offset into the first (``delta1 + delta2``, exact in real arithmetic).
+Only one level: the inner map is a binary map of any other kind (step, linear, sigmoid, beta,
+quadratic); an offset of an offset is refused on load, and
+:func:`mlcal.maps.reoffset.reoffset` collapses a second offset into the first
+(``delta1 + delta2``, exact in real arithmetic).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from mlcal._solvers.detmath import det_expit, det_log, det_log1p
 from mlcal.maps._core import _BaseMap, MapFormatError, _float_scalar, _short, map_from_dict
 
 #: the map kinds an offset may wrap (binary maps; never another offset)
-OFFSET_INNER_KINDS = ("beta", "linear", "sigmoid", "step")
+OFFSET_INNER_KINDS = ("beta", "linear", "quadratic", "sigmoid", "step")
 
 
 @njit(cache=True, nogil=True)

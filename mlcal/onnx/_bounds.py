@@ -38,6 +38,15 @@ contributes a relative error <= u):
   ``1 - s`` (``[2^-j-1, 2^-j]``, where ``dL2`` is largest) over the range of ``z`` there (``ln s``
   and ``ln(1 - s)`` are monotone, so the range comes from the octave's ends); near ``s = 1``
   a fitted map is flat (``sigma'`` tiny), which keeps the bound close to the measured error.
+* QuadraticMap: float64 whatever the dtype, as BetaMap. On margins (``on="margin"``) the graph's
+  ``eta`` has ``predict``'s bits, so only the expit differs. On probabilities the graph's
+  ``z = Log(s) - Log(1 - s)`` differs from ``predict``'s by
+  ``dz <= LOG_ULPS 2u (|L1| + |L2|) + 1.01u + 2.02u |z|`` (the logs, the rounding of ``1 - s``,
+  both subtractions), plus the sigmoid transform's terms as for BetaMap; ``eta`` then by
+  ``(|a| + 2|b| (|z| + dz)) dz`` plus both sides' rounding ``2.02u (3|a z| + 4|b| z^2 + |c|)``,
+  and ``p`` by ``sup sigma'(eta) |d eta|`` plus the expit discrepancy. The sup is taken per
+  octave of ``s`` and of ``1 - s`` (78 intervals), over the range of ``eta`` there (``z`` is
+  increasing in ``s``, so the quadratic's range comes from the interval's ends and its vertex).
 * OffsetMap: the inner map's float64 bound times ``e^|delta|`` (the offset's largest slope in
   ``p``), plus the offset stage's own error on the same ``p`` (``_offset_stage_error``: two
   ``Log`` and one expit against detmath's), plus ``2**-24`` for a float32 graph's final cast.
@@ -50,7 +59,7 @@ import functools
 import numpy as np
 
 from mlcal._dispatch import registered_types
-from mlcal.maps import BETA_EPS, BetaMap, LinearMap, SigmoidMap, StepMap
+from mlcal.maps import BETA_EPS, BetaMap, LinearMap, QuadraticMap, SigmoidMap, StepMap
 from mlcal.maps.offset import OffsetMap
 from mlcal.onnx._maps import linear_slopes, linear_tables
 from mlcal.onnx._search import round_up
@@ -210,6 +219,49 @@ def _(m: BetaMap, dtype: np.dtype) -> float:
         hi = t1[1] + t2[1] + m.c + dz + 1e-9 * (1 + max(abs(x) for x in ends))
         worst = max(worst, _sigmoid_slope_sup(lo, hi) * dz * 1.01)
     err = worst + _expit_error(np.float64)
+    if dtype != np.float64:
+        err += 2.0 ** -24   # the final Cast of p to float32
+    return min(1.0, err * (1 + 4 * u))
+
+
+# -- QuadraticMap -------------------------------------------------------------------------------
+def _quadratic_intervals():
+    """``(s_lo, s_hi)`` octaves of ``s`` (below 1/2) and of ``1 - s`` (above) covering
+    ``[BETA_EPS, 1 - BETA_EPS]``."""
+    n_oct = int(round(-np.log2(BETA_EPS)))
+    low = [(2.0 ** -(j + 1), 2.0 ** -j) for j in range(n_oct - 1, 0, -1)]
+    high = [(1.0 - 2.0 ** -j, 1.0 - 2.0 ** -(j + 1)) for j in range(1, n_oct)]
+    return low + high
+
+
+@map_error_bound.register
+def _(m: QuadraticMap, dtype: np.dtype) -> float:
+    u = U64
+    if m.on == "margin":   # eta has predict's bits: only the expit differs
+        err = _expit_error(np.float64)
+    else:
+        a, b, c = abs(m.a), abs(m.b), abs(m.c)
+        sig = m.input_transform == "sigmoid"
+        e_rel = EXP_ULPS * 2 * u + 4 * u
+        worst = 0.0
+        for s_lo, s_hi in _quadratic_intervals():
+            l1 = max(abs(np.log(s_lo)), abs(np.log(s_hi))) * (1 + 1e-12)
+            l2 = max(abs(np.log1p(-s_lo)), abs(np.log1p(-s_hi))) * (1 + 1e-12)
+            z_ends = [float(np.log(v) - np.log1p(-v)) for v in (s_lo, s_hi)]
+            zmax = max(abs(v) for v in z_ends) * (1 + 1e-9) + 1e-12
+            dz = LOG_ULPS * 2 * u * (l1 + l2) + 1.01 * u + 2.02 * u * zmax
+            if sig:
+                dz += 1.01 * e_rel + 1.01 * (EXP_ULPS * 2 * u + 4 * u / (1.0 - s_hi))
+            d_eta = (a + 2 * b * (zmax + dz)) * dz + b * dz * dz \
+                + 2.02 * u * (3 * a * zmax + 4 * b * zmax * zmax + c)
+            zs = [z_ends[0] - dz, z_ends[1] + dz]
+            if m.b != 0.0 and zs[0] < -m.a / (2.0 * m.b) < zs[1]:
+                zs.append(-m.a / (2.0 * m.b))
+            etas = [m.a * z + m.b * z * z + m.c for z in zs]
+            slack = d_eta + 1e-9 * (1 + max(abs(e) for e in etas))
+            worst = max(worst, _sigmoid_slope_sup(min(etas) - slack, max(etas) + slack)
+                        * d_eta * 1.01)
+        err = worst + _expit_error(np.float64)
     if dtype != np.float64:
         err += 2.0 ** -24   # the final Cast of p to float32
     return min(1.0, err * (1 + 4 * u))

@@ -27,6 +27,11 @@ Each map class has one builder, registered with :func:`map_subgraph` (dispatch o
   ``ln(1 - s)`` is ``Log(1 - s)``: exact subtraction for ``s >= 1/2`` (Sterbenz), an absolute
   error below 2**-53 otherwise, against ``predict``'s ``log1p(-s)``; see ``_bounds``.
 
+* ``QuadraticMap``: ``expit(((a * z) + (b * (z * z))) + c)`` in float64 (a float32 graph casts
+  up and down as for BetaMap), with ``z = Log(s) - Log(1 - s)`` of ``s`` clipped to
+  ``[BETA_EPS, 1 - BETA_EPS]`` (``on="logit"``) or the score itself (``on="margin"``, where the
+  graph's ``eta`` has ``predict``'s bits and only ``Exp`` differs); see ``_bounds``.
+
 * ``OffsetMap``: the inner map's nodes, then ``expit((Log(p) - Log(1 - p)) + delta)``, all in
   float64 (a float32 graph casts its scores up and the probability down).
 
@@ -44,7 +49,7 @@ import numpy as np
 from mlcal._dispatch import registered_types
 from onnx import TensorProto
 
-from mlcal.maps import (BETA_EPS, BetaMap, LinearMap, SigmoidMap, StepMap,
+from mlcal.maps import (BETA_EPS, BetaMap, LinearMap, QuadraticMap, SigmoidMap, StepMap,
                         apply_input_transform)
 from mlcal.maps.offset import OffsetMap
 from mlcal.onnx._graph import GraphBuilder
@@ -285,6 +290,50 @@ def beta_map_nodes(g: GraphBuilder, x: str, m: BetaMap, dtype: np.dtype) -> str:
 def _(m: BetaMap, g: GraphBuilder, x: str, dtype: np.dtype, method) -> tuple[str, str]:
     resolve_method(method, 0)   # still validate the argument
     return beta_map_nodes(g, x, m, dtype), "none"
+
+
+# -- QuadraticMap ---------------------------------------------------------------------------------
+def quadratic_map_nodes(g: GraphBuilder, x: str, m: QuadraticMap, dtype: np.dtype) -> str:
+    """``((a * z) + (b * (z * z))) + c`` in ``predict``'s order, then scipy's expit; ``z`` the
+    clamped score's ``Log(s) - Log(1 - s)`` or the margin itself."""
+    raw = x
+    f64 = np.dtype(np.float64)
+    if dtype != f64:
+        x = g.op("Cast", [x], "quad_in64", to=TensorProto.DOUBLE)
+    if m.input_transform == "sigmoid":
+        x = sigmoid_nodes(g, x, f64)
+    if m.on == "logit":
+        s = g.op("Clip", [x, g.const(np.float64(BETA_EPS), "quad_lo"),
+                          g.const(np.float64(1.0 - BETA_EPS), "quad_hi")], "quad_s")
+        log_s = g.op("Log", [s], "quad_log_s")
+        log_1ms = g.op("Log", [g.op("Sub", [g.const(np.float64(1.0), "one"), s],
+                                    "quad_one_minus_s")], "quad_log_1ms")
+        z = g.op("Sub", [log_s, log_1ms], "quad_z")
+    else:
+        z = x
+    az = g.op("Mul", [g.const(np.float64(m.a), "quad_a"), z], "quad_az")
+    bzz = g.op("Mul", [g.const(np.float64(m.b), "quad_b"), g.op("Mul", [z, z], "quad_zz")],
+               "quad_bzz")
+    c = g.const(np.float64(m.c), "quad_c")
+    eta = g.op("Add", [g.op("Add", [az, bzz], "quad_azbzz"), c], "quad_eta")
+    # inf - inf (huge coefficients or margins): predict's fallback (z * (b * z + a)) + c
+    alt = g.op("Add", [g.op("Mul", [z, g.op("Add", [g.op("Mul", [g.const(np.float64(m.b),
+                                                                          "quad_b"), z],
+                                                               "quad_bz"),
+                                                   g.const(np.float64(m.a), "quad_a")],
+                                            "quad_bza")], "quad_zbza"), c], "quad_eta_alt")
+    eta = g.op("Where", [g.op("IsNaN", [eta], "quad_eta_nan"), alt, eta], "quad_eta_ok")
+    p = floor_nodes(g, sigmoid_nodes(g, eta, f64), m.floor, f64)
+    if dtype != f64:
+        p = g.op("Cast", [p], "quad_out", to=TensorProto.FLOAT)
+    # Clip's result for NaN is unspecified by ONNX: put NaN back explicitly
+    return _non_finite_to_nan(g, raw, p)
+
+
+@map_subgraph.register
+def _(m: QuadraticMap, g: GraphBuilder, x: str, dtype: np.dtype, method) -> tuple[str, str]:
+    resolve_method(method, 0)   # still validate the argument
+    return quadratic_map_nodes(g, x, m, dtype), "none"
 
 
 def map_nodes(g: GraphBuilder, x: str, m, dtype: np.dtype, method="auto") -> tuple[str, str]:

@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from mlcal._dispatch import registered_types
-from mlcal.maps import BETA_EPS, BetaMap, LinearMap, SigmoidMap, StepMap
+from mlcal.maps import BETA_EPS, BetaMap, LinearMap, QuadraticMap, SigmoidMap, StepMap
 from mlcal.maps.offset import OffsetMap
 from mlcal.metrics import ece, proportion_interval, reliability_curve
 
@@ -57,6 +57,20 @@ def _(m: BetaMap) -> np.ndarray:
     if m.a * m.b < 0:
         b.append(m.a / (m.a - m.b))
     return np.unique(np.asarray(b))
+
+
+@map_breaks.register
+def _(m: QuadraticMap) -> np.ndarray:
+    # eta(z) = a z + b z^2 + c turns at z* = -a / (2 b); on probabilities z is the log-odds of
+    # the score (s* = expit(z*)) and the clamp ends are kinks
+    b = [BETA_EPS, 1.0 - BETA_EPS] if m.on == "logit" else []
+    if m.b != 0.0:
+        z = -m.a / (2.0 * m.b)
+        if m.on == "margin":
+            b.append(z)
+        elif abs(z) < 28.0:
+            b.append(float(1.0 / (1.0 + np.exp(-z))))
+    return np.unique(np.asarray(b, dtype=np.float64))
 
 
 def _save(fig, path: str | None):

@@ -16,7 +16,10 @@ multiply-add, as numpy's), so the column equals ``predict`` bit for bit:
 * ``BetaMap``: the clamp, then detmath's table-driven ``log`` / ``log1p``
   (:func:`log_column`, :func:`log1p_column`, likewise in SQL arithmetic; the binary exponent
   comes from a search over a power-of-two table instead of the bit pattern) and the expit.
-* a positive output ``floor`` of SigmoidMap or BetaMap: ``least(greatest(p, floor), 1 - floor)``
+* ``QuadraticMap``: on probabilities the clamp and ``z = log(s) - log1p(-s)`` with the same SQL
+  log / log1p, on margins the score itself; then ``((a * z) + (b * (z * z))) + c`` and the expit.
+* a positive output ``floor`` of SigmoidMap, BetaMap or QuadraticMap:
+  ``least(greatest(p, floor), 1 - floor)``
   (:func:`floor_column`).
 * ``OffsetMap``: the inner map's column ``p``, then ``expit((log p - log1p(-p)) + delta)``
   with the same SQL log (over the whole range of doubles) and expit; ``p`` of exactly 0 or 1
@@ -41,7 +44,7 @@ from pyspark.sql import functions as F
 
 from mlcal._dispatch import registered_types
 from mlcal._solvers import detmath as dm
-from mlcal.maps import BETA_EPS, BetaMap, LinearMap, SigmoidMap, StepMap
+from mlcal.maps import BETA_EPS, BetaMap, LinearMap, QuadraticMap, SigmoidMap, StepMap
 from mlcal.maps.offset import OffsetMap
 
 
@@ -323,6 +326,23 @@ def _(m: BetaMap, u: Column, exact: bool = False) -> Column:
     def body(s):
         z = (F.lit(m.a) * log_column(s) - F.lit(m.b) * log1p_column(-s)) + F.lit(m.c)
         return floor_column(_expit(z, exact, bind=True), m.floor)
+    return _let(body, s=F.least(F.greatest(u, F.lit(BETA_EPS)), F.lit(1.0 - BETA_EPS)))
+
+
+@map_column.register
+def _(m: QuadraticMap, u: Column, exact: bool = False) -> Column:
+    def tail(z):
+        eta = (F.lit(m.a) * z + F.lit(m.b) * (z * z)) + F.lit(m.c)
+        # inf - inf (huge coefficients or margins): predict's fallback (z * (b * z + a)) + c
+        eta = F.when(F.isnan(eta), (z * (F.lit(m.b) * z + F.lit(m.a))) + F.lit(m.c)) \
+            .otherwise(eta)
+        return floor_column(_expit(eta, exact, bind=True), m.floor)
+
+    if m.on == "margin":
+        return tail(u)
+
+    def body(s):
+        return _let(tail, z=log_column(s) - log1p_column(-s))
     return _let(body, s=F.least(F.greatest(u, F.lit(BETA_EPS)), F.lit(1.0 - BETA_EPS)))
 
 

@@ -56,6 +56,8 @@ def fitted_documents() -> dict[str, dict]:
         # raw margins: methods needing [0, 1] record the sigmoid input transform
         for method in ("isotonic", "beta", "histogram"):
             docs[f"{method}@margins"] = mlcal.get_calibrator(method).fit(margins, y).to_dict()
+        # quadratic scaling on margins: an on="margin" map (no input transform)
+        docs["quadratic@margins"] = mlcal.get_calibrator("quadratic").fit(margins, y).to_dict()
         logits = rng.normal(0.0, 2.0, (300, 3))
         yk = np.argmax(logits + rng.gumbel(size=(300, 3)), axis=1)
         for name, cal in (("ovr-isotonic", OneVsRest("isotonic")),
@@ -113,6 +115,8 @@ def _decreasing(m: dict) -> dict | None:
         m["a"] = abs(m["a"]) + 1.0
     elif m["type"] == "beta":
         m["a"] = -abs(m["a"]) - 1.0
+    elif m["type"] == "quadratic":   # decreasing in z everywhere (b = 0, a < 0)
+        m["a"], m["b"] = -abs(m["a"]) - 1.0, 0.0
     else:
         return None
     return m
@@ -300,6 +304,25 @@ def _mutations(name: str, doc: dict, pool: dict[str, dict]
     if name in ("isotonic", "histogram"):   # an element bomb in a known field, within the cap
         cases.append(("values-empty-array-bomb", "error", lambda m=m: _json_with_bomb(
             doc, ["map", "values"], b"[]")))
+    if m["type"] == "quadratic":
+        edited("quadratic-a-huge", "error", lambda d: d["map"].update(a=10 ** 400))
+        edited("quadratic-b-null", "error", lambda d: d["map"].update(b=None))
+        edited("quadratic-c-string", "error", lambda d: d["map"].update(c="0.5"))
+        edited("quadratic-c-missing", "error", lambda d: d["map"].pop("c"))
+        edited("quadratic-b-true", "error", lambda d: d["map"].update(b=True))
+        edited("quadratic-floor-negative", "error", lambda d: d["map"].update(floor=-0.1))
+        edited("quadratic-floor-half", "error", lambda d: d["map"].update(floor=0.5))
+        edited("quadratic-floor-string", "error", lambda d: d["map"].update(floor="0.01"))
+        edited("quadratic-floor-zero", "load", lambda d: d["map"].update(floor=0.0))
+        edited("quadratic-on-unknown", "error", lambda d: d["map"].update(on="probit"))
+        edited("quadratic-on-missing", "error", lambda d: d["map"].pop("on"))
+        edited("quadratic-on-list", "error", lambda d: d["map"].update(on=["logit"]))
+        edited("quadratic-unknown-field", "error", lambda d: d["map"].update(d=0.0))
+        edited("quadratic-unknown-field-null", "error", lambda d: d["map"].update(note=None))
+        edited("quadratic-margin-with-sigmoid", "error",
+               lambda d: d["map"].update(on="margin", input_transform="sigmoid"))
+        edited("quadratic-huge-coefficients", "load",
+               lambda d: d["map"].update(a=1.7e308, b=-1.7e308))
     if m["type"] == "multiclass-ovr":
         edited("ovr-one-class", "error", lambda d: d["map"].update(maps=d["map"]["maps"][:1]))
         edited("ovr-nested", "error",

@@ -171,9 +171,10 @@ def main() -> None:
     # `mlcal.cli.main` as the command runs it, with its argument parser built once (building
     # it for every case took most of this script's time)
     mlcal.cli.build_parser = functools.lru_cache(maxsize=None)(mlcal.cli.build_parser)
-    # build it now, outside every case's alarm: it imports each command's module (mlflow
-    # among them, which can take over CASE_TIMEOUT_S on a loaded machine; an alarm inside
-    # that import left mlflow half-initialised and every later command failing)
+    # build it now, before the address-space limit and outside every case's alarm: it imports
+    # each command's module (mlflow among them, which can take over CASE_TIMEOUT_S on a loaded
+    # machine); an import cut short by either left mlflow half-initialised and every later
+    # command failing
     mlcal.cli.build_parser()
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     limit = _vm_size() + ADDRESS_SPACE_HEADROOM

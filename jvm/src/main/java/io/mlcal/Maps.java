@@ -58,6 +58,7 @@ public final class Maps {
         register("linear", LinearMap::fromDoc);
         register("sigmoid", SigmoidMap::fromDoc);
         register("beta", BetaMap::fromDoc);
+        register("quadratic", QuadraticMap::fromDoc);
         register("offset", OffsetMap::fromDoc);
         register("multiclass-ovr", OneVsRestMap::fromDoc);
         register("softmax-affine", SoftmaxAffineMap::fromDoc);

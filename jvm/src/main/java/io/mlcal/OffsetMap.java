@@ -11,7 +11,8 @@ import java.util.Map;
  */
 public final class OffsetMap extends BinaryMap {
     /** The map kinds an offset may wrap. */
-    static final List<String> INNER_KINDS = List.of("beta", "linear", "sigmoid", "step");
+    static final List<String> INNER_KINDS = List.of("beta", "linear", "quadratic", "sigmoid",
+            "step");
 
     private final BinaryMap inner;
     private final double delta;
@@ -45,7 +46,8 @@ public final class OffsetMap extends BinaryMap {
         }
         if (!INNER_KINDS.contains(kind)) {
             throw new MapFormatException(where + ": the inner map must be one of "
-                    + "('beta', 'linear', 'sigmoid', 'step'), got " + Maps.shortRepr(kind));
+                    + "('beta', 'linear', 'quadratic', 'sigmoid', 'step'), got "
+                    + Maps.shortRepr(kind));
         }
         BinaryMap inner = (BinaryMap) Maps.fromDoc(raw);
         double[] d = inner.domain();

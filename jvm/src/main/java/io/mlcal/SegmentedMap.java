@@ -148,8 +148,8 @@ public final class SegmentedMap implements ColumnMap {
         Object rawInner = doc.get("inner");
         Object innerKind = rawInner instanceof Map ? ((Map<?, ?>) rawInner).get("type") : null;
         if (!OffsetMap.INNER_KINDS.contains(innerKind)) {
-            throw error("field 'inner' must be a map of type ('beta', 'linear', 'sigmoid', "
-                    + "'step'), got " + Maps.shortRepr(innerKind));
+            throw error("field 'inner' must be a map of type ('beta', 'linear', 'quadratic', "
+                    + "'sigmoid', 'step'), got " + Maps.shortRepr(innerKind));
         }
         BinaryMap inner = (BinaryMap) Maps.fromDoc(rawInner);
         checkSameShape(doc, inner);

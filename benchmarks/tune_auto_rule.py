@@ -10,12 +10,16 @@ compared on the same fits:
 * ``one-se(m)``: the simplest candidate within ``m`` standard errors of the lowest CV loss
   (``m = 0``: the lowest CV log loss);
 * ``xR``: the CV repeated over ``R`` fold seeds (per-unit losses averaged over the repeats);
+* ``+quad``: quadratic scaling added to the seven candidates (after beta, as ``auto`` would
+  order it; its fold fits are ``auto``'s own, :meth:`AutoCalibrator._out_of_fold`);
 * ``+va``: Venn-Abers added to the candidates.
 
 Printed per rule: auto's mean held-out log loss and Brier per group, its mean log-loss rank
 among the candidates and itself (per task, ties averaged), and the largest margin by which it
 loses to a fixed candidate's mean log loss (``<= 0`` is the goal: never worse than its own best
-candidate on average).
+candidate on average). Then the per-fold-seed tables of docs/auto.md for the seven candidates
+and for the seven plus quadratic scaling, and the two ``auto`` variants ranked together per
+task among the eight candidates and each other.
 
     PYTHONPATH=. python benchmarks/tune_auto_rule.py --sizes 200 1000 --seeds 2
 """
@@ -38,8 +42,13 @@ from mlcal.metrics import brier, log_loss
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from bench_quality import real_tasks, sim_tasks  # noqa: E402
 
-CANDIDATES = ("platt", "platt-logit", "temperature", "beta", "spline", "isotonic", "elite",
-              "venn-abers")
+#: the seven defaults of auto before quadratic scaling was measured (fixed here so the
+#: comparison does not move when DEFAULT_CANDIDATES does)
+SEVEN = ("platt", "platt-logit", "temperature", "beta", "spline", "isotonic", "elite")
+#: every candidate collected: the seven, quadratic scaling (after beta, as in auto's
+#: preference order) and Venn-Abers
+CANDIDATES = ("platt", "platt-logit", "temperature", "beta", "quadratic", "spline", "isotonic",
+              "elite", "venn-abers")
 N_REPEATS = 3
 
 
@@ -109,11 +118,14 @@ def choose(record, names, se_rule, n_repeats):
 
 
 RULES = {}
-BASE = [c for c in CANDIDATES if c != "venn-abers"]
+BASE = list(SEVEN)
+QUAD = [c for c in CANDIDATES if c != "venn-abers"]
 for m in (0.0, 0.25, 0.5, 1.0):
     for r in (1, 3):
         RULES[f"one-se({m:g}) x{r}"] = (BASE, m, r)
-        RULES[f"one-se({m:g}) x{r} +va"] = (list(CANDIDATES), m, r)
+        RULES[f"one-se({m:g}) x{r} +quad"] = (QUAD, m, r)
+        RULES[f"one-se({m:g}) x{r} +va"] = (BASE + ["venn-abers"], m, r)
+        RULES[f"one-se({m:g}) x{r} +quad+va"] = (list(CANDIDATES), m, r)
 
 
 def analyse(data, groups):
@@ -150,30 +162,60 @@ def analyse(data, groups):
                           for n in CANDIDATES})
 
 
-def by_fold_seed(data, groups, multipliers=(0.0, 0.1, 0.25, 0.5, 0.75, 1.0)):
-    """The table of docs/auto.md: per multiplier and group, auto's mean held-out log loss minus
-    the best fixed candidate's under each fold seed alone, and its mean log-loss rank among
-    the default candidates and itself (averaged over the fold seeds)."""
-    print("\n| se_rule | group | margin to the best candidate per fold seed | rank (mean) |")
-    print("|---|---|---|---|")
+def by_fold_seed(data, groups, multipliers=(0.0, 0.1, 0.25, 0.5, 0.75, 1.0), names=BASE,
+                 label="the seven candidates"):
+    """The tables of docs/auto.md: per multiplier and group, auto's mean held-out log loss minus
+    the best fixed candidate's (of ``names``) under each fold seed alone, auto's mean held-out
+    log loss and its mean log-loss rank among ``names`` and itself (both averaged over the fold
+    seeds)."""
+    print(f"\n{label}: {', '.join(names)}")
+    print("| se_rule | group | margin to the best candidate per fold seed | log loss (mean) | "
+          "rank (mean) |")
+    print("|---|---|---|---|---|")
     n_seeds = len(data[0]["reps"])
     for m in multipliers:
         for group in groups:
             recs = [d for d in data if d["group"] == group]
             if not recs:
                 continue
-            best = min(np.mean([d["held"][n][0] for d in recs]) for n in BASE)
-            margins, ranks = [], []
+            best = min(np.mean([d["held"][n][0] for d in recs]) for n in names)
+            margins, ranks, lls = [], [], []
             for j in range(n_seeds):
                 ll, rk = [], []
                 for d in recs:
-                    c = choose(dict(d, reps=d["reps"][j:j + 1]), BASE, m, 1)
+                    c = choose(dict(d, reps=d["reps"][j:j + 1]), names, m, 1)
                     ll.append(d["held"][c][0])
-                    rk.append(rankdata([d["held"][n][0] for n in BASE] + [ll[-1]])[-1])
+                    rk.append(rankdata([d["held"][n][0] for n in names] + [ll[-1]])[-1])
                 margins.append(np.mean(ll) - best)
+                lls.append(np.mean(ll))
                 ranks.append(np.mean(rk))
             print(f"| {m:g} | {group} | " + " / ".join(f"{v:+.4f}" for v in margins) +
-                  f" | {np.mean(ranks):.2f} |")
+                  f" | {np.mean(lls):.5f} | {np.mean(ranks):.2f} of {len(names) + 1} |")
+
+
+def shared_rank(data, groups, multipliers=(0.25, 0.5, 1.0)):
+    """auto with and without quadratic scaling ranked together, per task, among the eight
+    candidates and both auto variants (per fold seed, then averaged): the rank that compares
+    the two variants on one scale."""
+    print("\n| se_rule | group | rank of auto (7) | rank of auto (+quadratic) | of |")
+    print("|---|---|---|---|---|")
+    n_seeds = len(data[0]["reps"])
+    for m in multipliers:
+        for group in groups:
+            recs = [d for d in data if d["group"] == group]
+            if not recs:
+                continue
+            r7, r8 = [], []
+            for j in range(n_seeds):
+                for d in recs:
+                    one = dict(d, reps=d["reps"][j:j + 1])
+                    a7 = d["held"][choose(one, BASE, m, 1)][0]
+                    a8 = d["held"][choose(one, QUAD, m, 1)][0]
+                    rk = rankdata([d["held"][n][0] for n in QUAD] + [a7, a8])
+                    r7.append(rk[-2])
+                    r8.append(rk[-1])
+            print(f"| {m:g} | {group} | {np.mean(r7):.2f} | {np.mean(r8):.2f} | "
+                  f"{len(QUAD) + 2} |")
 
 
 def main(argv=None):
@@ -205,6 +247,8 @@ def main(argv=None):
                 pickle.dump(data, fh)
     analyse(data, args.groups)
     by_fold_seed(data, args.groups)
+    by_fold_seed(data, args.groups, names=QUAD, label="with quadratic scaling")
+    shared_rank(data, args.groups)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,9 @@ from mlcal._solvers.platt_newton import EPS, POLISH_STEPS, backtrack, standardis
 DIVERGED_Z = 700.0
 #: a Newton run stopped by an underflowed gradient on separable labels has every |z| beyond ~27
 SATURATED_Z = 20.0
+#: above this many (collapsed) rows a fit first runs on this many groups of
+#: consecutive rows (:func:`group_rows`) and starts the full-data Newton from that optimum
+WARM_POINTS = 2000
 
 
 @njit(cache=True, nogil=True)
@@ -117,6 +120,144 @@ def _gradient_hessian(x, t, w, theta):
         for m in range(j):
             h[m, j] = h[j, m]
     return g, h, zmax
+
+
+def _with_penalty(f: float, th: np.ndarray, lam: np.ndarray, k: int) -> float:
+    """``f`` plus ``sum_j lam_j / 2 th_j^2`` (a sequential sum over <= 3 terms: same bits
+    everywhere)."""
+    for j in range(k):
+        if lam[j] != 0.0:
+            f += 0.5 * lam[j] * th[j] * th[j]
+    return f
+
+
+def _newton(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol):
+    """Damped Newton on standardised features from ``theta``: ``(theta, fval, zmax,
+    converged)`` with ``fval`` the penalised objective and ``zmax`` the largest ``|z|`` at
+    the returned ``theta``."""
+    scale = float(np.sum(w))
+    # ``p`` holds expit(z) at ``theta`` whenever ``cached`` (the loss at an accepted point
+    # computed it), so the next gradient needs no exponentials; bits as without the cache
+    p, trial = np.empty(t.size), np.empty(t.size)
+    fval, zmax = _loss_probabilities(g_x, t, w, theta, p)
+    fval = _with_penalty(fval, theta, lam, k)
+    cached = True    # p, fval and zmax are those of theta
+    rounding = 64.0 * t.size * EPS * (abs(fval) + scale)
+    polish, converged = 0, False
+    trial_zmax = [0.0]
+    penalised = bool(lam.any())
+
+    def loss_at(st):
+        th = theta + st * d
+        f, trial_zmax[0] = _loss_probabilities(g_x, t, w, th, trial)
+        return _with_penalty(f, th, lam, k)
+
+    for _ in range(max_iter):
+        if cached:
+            grad, hess = _gradient_hessian_from(g_x, t, w, p)
+        else:
+            fval, zmax, grad, hess = _loss_gradient_hessian(g_x, t, w, theta, p)
+            fval = _with_penalty(fval, theta, lam, k)
+            cached = True
+        if penalised:
+            grad = grad + lam * theta
+            hess[np.diag_indices_from(hess)] += lam
+        if theta.size == 0 or float(np.max(np.abs(grad))) < tol * scale:
+            converged = True
+            break
+        hess[np.diag_indices_from(hess)] += ridge
+        d = -_solve(hess, grad)
+        slope = float(np.sum(grad * d))
+        if -slope <= rounding or polish:
+            # below the objective's rounding the line search cannot judge a step; this close
+            # to the optimum full Newton steps converge quadratically
+            theta = theta + d
+            cached = False
+            polish += 1
+            if polish >= POLISH_STEPS:
+                converged = True
+                break
+            continue
+        found = backtrack(loss_at, fval, slope, min_step)
+        if found is None:
+            converged = True   # no further decrease at machine precision
+            break
+        step, fval = found
+        theta = theta + step * d
+        zmax = trial_zmax[0]
+        p, trial = trial, p   # the accepted step was the last one evaluated
+    if not cached:
+        fval, zmax = _loss_probabilities(g_x, t, w, theta, p)
+        fval = _with_penalty(fval, theta, lam, k)
+    return theta, fval, zmax, converged
+
+
+@njit(cache=True, nogil=True)
+def _loss_gradient_hessian(x, t, w, theta, p):
+    """:func:`_loss_probabilities` and :func:`_gradient_hessian_from` in one pass (the same
+    operations in the same order, so the same bits as the two calls)."""
+    k = x.shape[1]
+    g = np.zeros(k)
+    h = np.zeros((k, k))
+    total = 0.0
+    zmax = 0.0
+    for i in range(x.shape[0]):
+        z = 0.0
+        for j in range(k):
+            z += theta[j] * x[i, j]
+        zmax = max(zmax, abs(z))
+        if z >= 0.0:
+            e = det_exp(-z)
+            total += w[i] * ((1.0 - t[i]) * z + det_log1p(e))
+            pi = 1.0 / (1.0 + e)
+        else:
+            e = det_exp(z)
+            total += w[i] * (det_log1p(e) - t[i] * z)
+            pi = e / (1.0 + e)
+        p[i] = pi
+        d1 = w[i] * (pi - t[i])
+        d2 = w[i] * pi * (1.0 - pi)
+        for j in range(k):
+            g[j] += d1 * x[i, j]
+            for m in range(j + 1):
+                h[j, m] += d2 * x[i, j] * x[i, m]
+    for j in range(k):
+        for m in range(j):
+            h[m, j] = h[j, m]
+    return total, zmax, g, h
+
+
+@njit(cache=True, nogil=True)
+def _group_sums(x, t, w, bounds):
+    """Weighted means of features and targets and total weights of the row groups
+    ``[bounds[i], bounds[i + 1])`` (sequential sums)."""
+    m = bounds.size - 1
+    k = x.shape[1]
+    gx = np.zeros((m, k))
+    gt = np.zeros(m)
+    gw = np.zeros(m)
+    for i in range(m):
+        sw = 0.0
+        st = 0.0
+        for r in range(bounds[i], bounds[i + 1]):
+            sw += w[r]
+            st += w[r] * t[r]
+            for j in range(k):
+                gx[i, j] += w[r] * x[r, j]
+        gw[i] = sw
+        gt[i] = min(max(st / sw, 0.0), 1.0)
+        for j in range(k):
+            gx[i, j] /= sw
+    return gx, gt, gw
+
+
+def group_rows(x: np.ndarray, t: np.ndarray, w: np.ndarray, n_groups: int):
+    """The rows (in the caller's canonical order) merged into ``n_groups`` groups of
+    consecutive rows of (nearly) equal count: weighted mean features and targets, total
+    weights. Integer boundaries ``i n // n_groups``: no float decides a group."""
+    n = t.size
+    bounds = (np.arange(n_groups + 1, dtype=np.int64) * n) // n_groups
+    return _group_sums(np.ascontiguousarray(x, dtype=np.float64), t, w, bounds)
 
 
 def _solve(h: np.ndarray, g: np.ndarray) -> np.ndarray:
@@ -220,57 +361,16 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
                 f += 0.5 * lam[j] * th[j] * th[j]
         return f
 
-    scale = float(np.sum(w))
-    # ``p`` holds expit(z) at ``theta`` whenever ``cached`` (the loss at an accepted point
-    # computed it), so the next gradient needs no exponentials; bits as without the cache
-    p, trial = np.empty(t.size), np.empty(t.size)
-    fval, zmax = _loss_probabilities(g_x, t, w, theta, p)
-    fval = with_penalty(fval, theta)
-    cached = True
-    rounding = 64.0 * t.size * EPS * (abs(fval) + scale)
-    polish, converged = 0, False
-
-    def loss_at(st):
-        th = theta + st * d
-        return with_penalty(_loss_probabilities(g_x, t, w, th, trial)[0], th)
-
-    for _ in range(max_iter):
-        if cached:
-            grad, hess = _gradient_hessian_from(g_x, t, w, p)
-        else:
-            grad, hess, zmax = _gradient_hessian(g_x, t, w, theta)
-        if penalised:
-            grad = grad + lam * theta
-            hess[np.diag_indices_from(hess)] += lam
-        if theta.size == 0 or float(np.max(np.abs(grad))) < tol * scale:
-            converged = True
-            break
-        hess[np.diag_indices_from(hess)] += ridge
-        d = -_solve(hess, grad)
-        slope = float(np.sum(grad * d))
-        if -slope <= rounding or polish:
-            # below the objective's rounding the line search cannot judge a step; this close
-            # to the optimum full Newton steps converge quadratically
-            theta = theta + d
-            cached = False
-            polish += 1
-            if polish >= POLISH_STEPS:
-                converged = True
-                break
-            continue
-        found = backtrack(loss_at, fval, slope, min_step)
-        if found is None:
-            converged = True   # no further decrease at machine precision
-            break
-        step, fval = found
-        theta = theta + step * d
-        p, trial = trial, p   # the accepted step was the last one evaluated
-        cached = True
-    if cached:
-        fval, zmax = _loss_probabilities(g_x, t, w, theta, trial)
-    else:
-        fval, zmax = _loss_probabilities(g_x, t, w, theta, p)
-    fval = with_penalty(fval, theta)
+    if k > 0 and t.size > WARM_POINTS:
+        # warm start: the same fit on at most WARM_POINTS cells of consecutive rows, then the
+        # full-data Newton from there to the same stopping test (module docstring)
+        cg, ct, cw = group_rows(g_x, t, w, WARM_POINTS)
+        theta, _, _, _ = _newton(cg, ct, cw, theta, lam, k, max_iter, min_step, ridge, tol)
+        if not np.isfinite(theta).all():
+            theta = np.zeros(g_x.shape[1])
+            theta[-1] = start_intercept
+    theta, fval, zmax, converged = _newton(g_x, t, w, theta, lam, k, max_iter, min_step,
+                                           ridge, tol)
     # at a finite optimum the objective rises along the ray through it (convexity, zero slope
     # at t = 1); if doubling every coefficient does not raise it, the fit stopped on the way to
     # an optimum at infinity (separable or quasi-separable labels) where the gradient

@@ -15,6 +15,13 @@ power-of-two prescaling) and the coefficients are mapped back; the ridge and sto
 then mean the same thing whatever the scale of the scores. Stopping follows
 :mod:`mlcal._solvers.platt_newton`: gradient below ``tol`` times the total weight, or full
 Newton steps once the predicted decrease is below the objective's rounding error.
+
+Warm start: above :data:`~mlcal._solvers.platt_newton.WARM_POINTS` (2,000) rows, the same
+penalised fit first runs on that many groups of consecutive rows (weighted mean features and
+targets, total weights; :func:`~mlcal._solvers.platt_newton.group_rows`, integer boundaries on
+the caller's canonical order, so row-order independent), and the full-data Newton starts from
+its optimum with the same stopping test. The optimum is the same; the full data need two to
+four passes instead of about seven. The result's last bits differ from a start at zero.
 """
 
 from __future__ import annotations
@@ -26,16 +33,14 @@ import numpy as np
 from numba import njit
 
 from mlcal._solvers.detmath import det_exp, det_log1p
-from mlcal._solvers.platt_newton import EPS, POLISH_STEPS, backtrack, standardise
+from mlcal._solvers.platt_newton import (EPS, POLISH_STEPS, WARM_POINTS, backtrack,
+                                         group_rows, standardise)
 
 #: |z| beyond which a fitted probability is 0 or 1 to within exp(-700): an MLE that needs it is
 #: at infinity (the labels are separable by the features)
 DIVERGED_Z = 700.0
 #: a Newton run stopped by an underflowed gradient on separable labels has every |z| beyond ~27
 SATURATED_Z = 20.0
-#: above this many (collapsed) rows a fit first runs on this many groups of
-#: consecutive rows (:func:`group_rows`) and starts the full-data Newton from that optimum
-WARM_POINTS = 2000
 
 
 @njit(cache=True, nogil=True)
@@ -55,7 +60,7 @@ def _loss(x, t, w, theta):
 @njit(cache=True, nogil=True)
 def _loss_probabilities(x, t, w, theta, p):
     """:func:`_loss`, also writing each row's ``expit(z)`` into ``p`` exactly as
-    :func:`_gradient_hessian` computes it (the same ``det_exp`` value), and ``max |z|``: the
+    :func:`_loss_gradient_hessian` computes it (the same ``det_exp`` value), and ``max |z|``: the
     gradient at an accepted line-search point then costs no second exponential."""
     total = 0.0
     zmax = 0.0
@@ -77,7 +82,8 @@ def _loss_probabilities(x, t, w, theta, p):
 
 @njit(cache=True, nogil=True)
 def _gradient_hessian_from(x, t, w, p):
-    """:func:`_gradient_hessian` from the rows' probabilities (same operations, same bits)."""
+    """:func:`_loss_gradient_hessian`'s gradient and Hessian from the rows' probabilities (same
+    operations, same bits)."""
     k = x.shape[1]
     g = np.zeros(k)
     h = np.zeros((k, k))
@@ -92,34 +98,6 @@ def _gradient_hessian_from(x, t, w, p):
         for m in range(j):
             h[m, j] = h[j, m]
     return g, h
-
-
-@njit(cache=True, nogil=True)
-def _gradient_hessian(x, t, w, theta):
-    k = x.shape[1]
-    g = np.zeros(k)
-    h = np.zeros((k, k))
-    zmax = 0.0
-    for i in range(x.shape[0]):
-        z = 0.0
-        for j in range(k):
-            z += theta[j] * x[i, j]
-        zmax = max(zmax, abs(z))
-        if z >= 0.0:
-            p = 1.0 / (1.0 + det_exp(-z))
-        else:
-            e = det_exp(z)
-            p = e / (1.0 + e)
-        d1 = w[i] * (p - t[i])
-        d2 = w[i] * p * (1.0 - p)
-        for j in range(k):
-            g[j] += d1 * x[i, j]
-            for m in range(j + 1):
-                h[j, m] += d2 * x[i, j] * x[i, m]
-    for j in range(k):
-        for m in range(j):
-            h[m, j] = h[j, m]
-    return g, h, zmax
 
 
 def _with_penalty(f: float, th: np.ndarray, lam: np.ndarray, k: int) -> float:
@@ -227,39 +205,6 @@ def _loss_gradient_hessian(x, t, w, theta, p):
     return total, zmax, g, h
 
 
-@njit(cache=True, nogil=True)
-def _group_sums(x, t, w, bounds):
-    """Weighted means of features and targets and total weights of the row groups
-    ``[bounds[i], bounds[i + 1])`` (sequential sums)."""
-    m = bounds.size - 1
-    k = x.shape[1]
-    gx = np.zeros((m, k))
-    gt = np.zeros(m)
-    gw = np.zeros(m)
-    for i in range(m):
-        sw = 0.0
-        st = 0.0
-        for r in range(bounds[i], bounds[i + 1]):
-            sw += w[r]
-            st += w[r] * t[r]
-            for j in range(k):
-                gx[i, j] += w[r] * x[r, j]
-        gw[i] = sw
-        gt[i] = min(max(st / sw, 0.0), 1.0)
-        for j in range(k):
-            gx[i, j] /= sw
-    return gx, gt, gw
-
-
-def group_rows(x: np.ndarray, t: np.ndarray, w: np.ndarray, n_groups: int):
-    """The rows (in the caller's canonical order) merged into ``n_groups`` groups of
-    consecutive rows of (nearly) equal count: weighted mean features and targets, total
-    weights. Integer boundaries ``i n // n_groups``: no float decides a group."""
-    n = t.size
-    bounds = (np.arange(n_groups + 1, dtype=np.int64) * n) // n_groups
-    return _group_sums(np.ascontiguousarray(x, dtype=np.float64), t, w, bounds)
-
-
 def _solve(h: np.ndarray, g: np.ndarray) -> np.ndarray:
     """``h^-1 g`` by Gaussian elimination with partial pivoting (k <= 3, no BLAS/LAPACK)."""
     k = g.size
@@ -309,7 +254,8 @@ def _scale_columns(x: np.ndarray, w: np.ndarray, intercept: bool):
 
 def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool,
                  start_intercept: float = 0.0, max_iter: int = 100, min_step: float = 1e-10,
-                 ridge: float = 1e-12, tol: float = 1e-12, penalty=None):
+                 ridge: float = 1e-12, tol: float = 1e-12, penalty=None,
+                 warm_points: int | None = WARM_POINTS):
     """Minimise the weighted cross-entropy of ``expit(x @ coef + intercept)`` against ``t``,
     plus an optional ridge penalty on the standardised coefficients.
 
@@ -329,6 +275,9 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
         the weighted root mean square without one), i.e. a ridge on the coefficient of the
         standardised feature, in units of total weight. ``None``: no penalty. The Newton
         system gains ``diag(lam)``, so the penalised objective is minimised exactly.
+    warm_points : int or None
+        Above this many rows, start from the fit on this many groups of consecutive rows
+        (module docstring); ``None``: start from zero (and ``start_intercept``).
 
     Returns
     -------
@@ -361,10 +310,10 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
                 f += 0.5 * lam[j] * th[j] * th[j]
         return f
 
-    if k > 0 and t.size > WARM_POINTS:
+    if k > 0 and warm_points is not None and t.size > warm_points:
         # warm start: the same fit on at most WARM_POINTS cells of consecutive rows, then the
         # full-data Newton from there to the same stopping test (module docstring)
-        cg, ct, cw = group_rows(g_x, t, w, WARM_POINTS)
+        cg, ct, cw = group_rows(g_x, t, w, int(warm_points))
         theta, _, _, _ = _newton(cg, ct, cw, theta, lam, k, max_iter, min_step, ridge, tol)
         if not np.isfinite(theta).all():
             theta = np.zeros(g_x.shape[1])

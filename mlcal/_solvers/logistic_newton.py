@@ -15,6 +15,13 @@ power-of-two prescaling) and the coefficients are mapped back; the ridge and sto
 then mean the same thing whatever the scale of the scores. Stopping follows
 :mod:`mlcal._solvers.platt_newton`: gradient below ``tol`` times the total weight, or full
 Newton steps once the predicted decrease is below the objective's rounding error.
+
+Warm start: above :data:`~mlcal._solvers.platt_newton.WARM_POINTS` (2,000) rows, the same
+penalised fit first runs on that many groups of consecutive rows (weighted mean features and
+targets, total weights; :func:`~mlcal._solvers.platt_newton.group_rows`, integer boundaries on
+the caller's canonical order, so row-order independent), and the full-data Newton starts from
+its optimum with the same stopping test. The optimum is the same; the full data need two to
+four passes instead of about seven. The result's last bits differ from a start at zero.
 """
 
 from __future__ import annotations
@@ -26,7 +33,8 @@ import numpy as np
 from numba import njit
 
 from mlcal._solvers.detmath import det_exp, det_log1p
-from mlcal._solvers.platt_newton import EPS, POLISH_STEPS, backtrack, standardise
+from mlcal._solvers.platt_newton import (EPS, POLISH_STEPS, WARM_POINTS, backtrack,
+                                         group_rows, standardise)
 
 #: |z| beyond which a fitted probability is 0 or 1 to within exp(-700): an MLE that needs it is
 #: at infinity (the labels are separable by the features)
@@ -52,7 +60,7 @@ def _loss(x, t, w, theta):
 @njit(cache=True, nogil=True)
 def _loss_probabilities(x, t, w, theta, p):
     """:func:`_loss`, also writing each row's ``expit(z)`` into ``p`` exactly as
-    :func:`_gradient_hessian` computes it (the same ``det_exp`` value), and ``max |z|``: the
+    :func:`_loss_gradient_hessian` computes it (the same ``det_exp`` value), and ``max |z|``: the
     gradient at an accepted line-search point then costs no second exponential."""
     total = 0.0
     zmax = 0.0
@@ -74,7 +82,8 @@ def _loss_probabilities(x, t, w, theta, p):
 
 @njit(cache=True, nogil=True)
 def _gradient_hessian_from(x, t, w, p):
-    """:func:`_gradient_hessian` from the rows' probabilities (same operations, same bits)."""
+    """:func:`_loss_gradient_hessian`'s gradient and Hessian from the rows' probabilities (same
+    operations, same bits)."""
     k = x.shape[1]
     g = np.zeros(k)
     h = np.zeros((k, k))
@@ -91,11 +100,84 @@ def _gradient_hessian_from(x, t, w, p):
     return g, h
 
 
+def _with_penalty(f: float, th: np.ndarray, lam: np.ndarray, k: int) -> float:
+    """``f`` plus ``sum_j lam_j / 2 th_j^2`` (a sequential sum over <= 3 terms: same bits
+    everywhere)."""
+    for j in range(k):
+        if lam[j] != 0.0:
+            f += 0.5 * lam[j] * th[j] * th[j]
+    return f
+
+
+def _newton(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol):
+    """Damped Newton on standardised features from ``theta``: ``(theta, fval, zmax,
+    converged)`` with ``fval`` the penalised objective and ``zmax`` the largest ``|z|`` at
+    the returned ``theta``."""
+    scale = float(np.sum(w))
+    # ``p`` holds expit(z) at ``theta`` whenever ``cached`` (the loss at an accepted point
+    # computed it), so the next gradient needs no exponentials; bits as without the cache
+    p, trial = np.empty(t.size), np.empty(t.size)
+    fval, zmax = _loss_probabilities(g_x, t, w, theta, p)
+    fval = _with_penalty(fval, theta, lam, k)
+    cached = True    # p, fval and zmax are those of theta
+    rounding = 64.0 * t.size * EPS * (abs(fval) + scale)
+    polish, converged = 0, False
+    trial_zmax = [0.0]
+    penalised = bool(lam.any())
+
+    def loss_at(st):
+        th = theta + st * d
+        f, trial_zmax[0] = _loss_probabilities(g_x, t, w, th, trial)
+        return _with_penalty(f, th, lam, k)
+
+    for _ in range(max_iter):
+        if cached:
+            grad, hess = _gradient_hessian_from(g_x, t, w, p)
+        else:
+            fval, zmax, grad, hess = _loss_gradient_hessian(g_x, t, w, theta, p)
+            fval = _with_penalty(fval, theta, lam, k)
+            cached = True
+        if penalised:
+            grad = grad + lam * theta
+            hess[np.diag_indices_from(hess)] += lam
+        if theta.size == 0 or float(np.max(np.abs(grad))) < tol * scale:
+            converged = True
+            break
+        hess[np.diag_indices_from(hess)] += ridge
+        d = -_solve(hess, grad)
+        slope = float(np.sum(grad * d))
+        if -slope <= rounding or polish:
+            # below the objective's rounding the line search cannot judge a step; this close
+            # to the optimum full Newton steps converge quadratically
+            theta = theta + d
+            cached = False
+            polish += 1
+            if polish >= POLISH_STEPS:
+                converged = True
+                break
+            continue
+        found = backtrack(loss_at, fval, slope, min_step)
+        if found is None:
+            converged = True   # no further decrease at machine precision
+            break
+        step, fval = found
+        theta = theta + step * d
+        zmax = trial_zmax[0]
+        p, trial = trial, p   # the accepted step was the last one evaluated
+    if not cached:
+        fval, zmax = _loss_probabilities(g_x, t, w, theta, p)
+        fval = _with_penalty(fval, theta, lam, k)
+    return theta, fval, zmax, converged
+
+
 @njit(cache=True, nogil=True)
-def _gradient_hessian(x, t, w, theta):
+def _loss_gradient_hessian(x, t, w, theta, p):
+    """:func:`_loss_probabilities` and :func:`_gradient_hessian_from` in one pass (the same
+    operations in the same order, so the same bits as the two calls)."""
     k = x.shape[1]
     g = np.zeros(k)
     h = np.zeros((k, k))
+    total = 0.0
     zmax = 0.0
     for i in range(x.shape[0]):
         z = 0.0
@@ -103,12 +185,16 @@ def _gradient_hessian(x, t, w, theta):
             z += theta[j] * x[i, j]
         zmax = max(zmax, abs(z))
         if z >= 0.0:
-            p = 1.0 / (1.0 + det_exp(-z))
+            e = det_exp(-z)
+            total += w[i] * ((1.0 - t[i]) * z + det_log1p(e))
+            pi = 1.0 / (1.0 + e)
         else:
             e = det_exp(z)
-            p = e / (1.0 + e)
-        d1 = w[i] * (p - t[i])
-        d2 = w[i] * p * (1.0 - p)
+            total += w[i] * (det_log1p(e) - t[i] * z)
+            pi = e / (1.0 + e)
+        p[i] = pi
+        d1 = w[i] * (pi - t[i])
+        d2 = w[i] * pi * (1.0 - pi)
         for j in range(k):
             g[j] += d1 * x[i, j]
             for m in range(j + 1):
@@ -116,7 +202,7 @@ def _gradient_hessian(x, t, w, theta):
     for j in range(k):
         for m in range(j):
             h[m, j] = h[j, m]
-    return g, h, zmax
+    return total, zmax, g, h
 
 
 def _solve(h: np.ndarray, g: np.ndarray) -> np.ndarray:
@@ -168,7 +254,8 @@ def _scale_columns(x: np.ndarray, w: np.ndarray, intercept: bool):
 
 def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool,
                  start_intercept: float = 0.0, max_iter: int = 100, min_step: float = 1e-10,
-                 ridge: float = 1e-12, tol: float = 1e-12, penalty=None):
+                 ridge: float = 1e-12, tol: float = 1e-12, penalty=None,
+                 warm_points: int | None = WARM_POINTS):
     """Minimise the weighted cross-entropy of ``expit(x @ coef + intercept)`` against ``t``,
     plus an optional ridge penalty on the standardised coefficients.
 
@@ -188,6 +275,9 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
         the weighted root mean square without one), i.e. a ridge on the coefficient of the
         standardised feature, in units of total weight. ``None``: no penalty. The Newton
         system gains ``diag(lam)``, so the penalised objective is minimised exactly.
+    warm_points : int or None
+        Above this many rows, start from the fit on this many groups of consecutive rows
+        (module docstring); ``None``: start from zero (and ``start_intercept``).
 
     Returns
     -------
@@ -220,57 +310,16 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
                 f += 0.5 * lam[j] * th[j] * th[j]
         return f
 
-    scale = float(np.sum(w))
-    # ``p`` holds expit(z) at ``theta`` whenever ``cached`` (the loss at an accepted point
-    # computed it), so the next gradient needs no exponentials; bits as without the cache
-    p, trial = np.empty(t.size), np.empty(t.size)
-    fval, zmax = _loss_probabilities(g_x, t, w, theta, p)
-    fval = with_penalty(fval, theta)
-    cached = True
-    rounding = 64.0 * t.size * EPS * (abs(fval) + scale)
-    polish, converged = 0, False
-
-    def loss_at(st):
-        th = theta + st * d
-        return with_penalty(_loss_probabilities(g_x, t, w, th, trial)[0], th)
-
-    for _ in range(max_iter):
-        if cached:
-            grad, hess = _gradient_hessian_from(g_x, t, w, p)
-        else:
-            grad, hess, zmax = _gradient_hessian(g_x, t, w, theta)
-        if penalised:
-            grad = grad + lam * theta
-            hess[np.diag_indices_from(hess)] += lam
-        if theta.size == 0 or float(np.max(np.abs(grad))) < tol * scale:
-            converged = True
-            break
-        hess[np.diag_indices_from(hess)] += ridge
-        d = -_solve(hess, grad)
-        slope = float(np.sum(grad * d))
-        if -slope <= rounding or polish:
-            # below the objective's rounding the line search cannot judge a step; this close
-            # to the optimum full Newton steps converge quadratically
-            theta = theta + d
-            cached = False
-            polish += 1
-            if polish >= POLISH_STEPS:
-                converged = True
-                break
-            continue
-        found = backtrack(loss_at, fval, slope, min_step)
-        if found is None:
-            converged = True   # no further decrease at machine precision
-            break
-        step, fval = found
-        theta = theta + step * d
-        p, trial = trial, p   # the accepted step was the last one evaluated
-        cached = True
-    if cached:
-        fval, zmax = _loss_probabilities(g_x, t, w, theta, trial)
-    else:
-        fval, zmax = _loss_probabilities(g_x, t, w, theta, p)
-    fval = with_penalty(fval, theta)
+    if k > 0 and warm_points is not None and t.size > warm_points:
+        # warm start: the same fit on at most WARM_POINTS cells of consecutive rows, then the
+        # full-data Newton from there to the same stopping test (module docstring)
+        cg, ct, cw = group_rows(g_x, t, w, int(warm_points))
+        theta, _, _, _ = _newton(cg, ct, cw, theta, lam, k, max_iter, min_step, ridge, tol)
+        if not np.isfinite(theta).all():
+            theta = np.zeros(g_x.shape[1])
+            theta[-1] = start_intercept
+    theta, fval, zmax, converged = _newton(g_x, t, w, theta, lam, k, max_iter, min_step,
+                                           ridge, tol)
     # at a finite optimum the objective rises along the ray through it (convexity, zero slope
     # at t = 1); if doubling every coefficient does not raise it, the fit stopped on the way to
     # an optimum at infinity (separable or quasi-separable labels) where the gradient

@@ -1,0 +1,105 @@
+"""The warm start of the parametric Newton solvers (fit on groups of consecutive rows, then the
+full data from that optimum) reaches the cold start's optimum and scipy.optimize's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+from scipy.special import expit, log_expit
+
+import mlcal
+from mlcal._solvers.logistic_newton import fit_logistic
+from mlcal._solvers.platt_newton import WARM_POINTS, fit_sigmoid, group_rows
+
+
+def _data(n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    f = np.sort(rng.normal(0.3, 1.7, n))
+    y = (rng.random(n) < expit(0.8 * f - 0.4 + 0.15 * f * f)).astype(float)
+    w = rng.uniform(0.5, 2.0, n)
+    return f, y, w
+
+
+def _close(a, b, rtol):
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    assert np.max(np.abs(a - b)) <= rtol * max(np.max(np.abs(b)), 1.0), (a, b)
+
+
+def _scipy_logistic(x, t, w, penalty=None):
+    """Independent optimum: BFGS on the (scaled) weighted cross-entropy, tight tolerance."""
+    xx = np.column_stack((x, np.ones(len(t))))
+    sd = np.sqrt(np.average((x - np.average(x, axis=0, weights=w)) ** 2, axis=0, weights=w))
+    lam = np.zeros(xx.shape[1]) if penalty is None else np.r_[penalty, 0.0]
+
+    def f(th):
+        z = xx @ th
+        val = -np.sum(w * (t * log_expit(z) + (1 - t) * log_expit(-z)))
+        val += 0.5 * np.sum(lam[:-1] * (th[:-1] * sd) ** 2)
+        grad = xx.T @ (w * (expit(z) - t))
+        grad[:-1] += lam[:-1] * th[:-1] * sd * sd
+        return val / w.sum(), grad / w.sum()
+
+    res = minimize(f, np.zeros(xx.shape[1]), jac=True, method="BFGS",
+                   options={"gtol": 1e-13, "maxiter": 10000})
+    return res.x
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_warm_sigmoid_fit_equals_cold_fit_and_scipy(seed):
+    f, y, w = _data(1500, seed)
+    warm = fit_sigmoid(f, y, w, warm_points=100)
+    cold = fit_sigmoid(f, y, w, warm_points=None)
+    _close(warm[:2], cold[:2], 1e-9)
+    ref = _scipy_logistic(f[:, None], y, w)   # Platt's p = 1/(1 + exp(a f + b))
+    _close(warm[:2], -ref, 1e-6)
+
+
+@pytest.mark.parametrize("penalty", [None, [0.0, 3.0]])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_warm_logistic_fit_equals_cold_fit_and_scipy(seed, penalty):
+    f, y, w = _data(1500, seed)
+    x = np.column_stack((f, f * f))
+    warm = fit_logistic(x, y, w, intercept=True, penalty=penalty, warm_points=100)
+    cold = fit_logistic(x, y, w, intercept=True, penalty=penalty, warm_points=None)
+    assert warm[3] and cold[3]
+    _close(np.r_[warm[0], warm[1]], np.r_[cold[0], cold[1]], 1e-9)
+    _close(np.r_[warm[0], warm[1]], _scipy_logistic(x, y, w, penalty), 1e-6)
+
+
+def test_warm_fit_without_intercept_equals_cold_fit():
+    f, y, w = _data(3000, 3)
+    warm = fit_logistic(f[:, None], y, w, intercept=False)
+    cold = fit_logistic(f[:, None], y, w, intercept=False, warm_points=None)
+    _close(warm[0], cold[0], 1e-9)
+
+
+@pytest.mark.parametrize("method", ["platt", "platt-logit", "temperature", "beta", "quadratic"])
+def test_large_standalone_fits_reach_the_cold_start_optimum(method, monkeypatch):
+    """Above WARM_POINTS unique scores every standalone parametric fit starts warm; its map is
+    the cold start's (the same solvers with ``warm_points=None`` as their default) to 1e-9
+    relative to the largest parameter."""
+    rng = np.random.default_rng(5)
+    n = 20_000
+    s = rng.beta(2.0, 5.0, n)
+    y = (rng.random(n) < s ** 0.7).astype(float)
+    warm = mlcal.get_calibrator(method).fit(s, y).map_
+    monkeypatch.setitem(fit_logistic.__kwdefaults__, "warm_points", None)
+    monkeypatch.setitem(fit_sigmoid.__kwdefaults__, "warm_points", None)
+    cold = mlcal.get_calibrator(method).fit(s, y).map_
+    keys = [k for k in ("a", "b", "c") if hasattr(warm, k)]
+    assert keys
+    _close([getattr(warm, k) for k in keys], [getattr(cold, k) for k in keys], 1e-9)
+
+
+def test_groups_are_consecutive_equal_count_and_keep_weight_exactly():
+    f, y, w = _data(2003, 4)
+    gx, gt, gw = group_rows(f[:, None], y, w, 10)
+    bounds = np.arange(11) * 2003 // 10
+    for i in range(10):
+        sl = slice(bounds[i], bounds[i + 1])
+        assert gw[i] == pytest.approx(w[sl].sum(), rel=1e-15)
+        assert gx[i, 0] == pytest.approx(np.average(f[sl], weights=w[sl]), rel=1e-12)
+        assert gt[i] == pytest.approx(np.average(y[sl], weights=w[sl]), rel=1e-12, abs=1e-15)
+    assert np.all(np.diff(gx[:, 0]) > 0)
+    assert WARM_POINTS == 2000

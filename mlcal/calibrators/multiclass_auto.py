@@ -4,8 +4,9 @@ The multiclass counterpart of :class:`~mlcal.calibrators.auto.AutoCalibrator`, w
 fold dealing (:func:`~mlcal.calibrators.auto.assign_folds`) and a selection that prefers the
 richer regularised map: the first listed candidate (by default matrix scaling, then SMS, SVS,
 ts-mix, temperature, one-vs-rest ``auto``) whose K-fold CV log loss is within ``se_rule``
-(default 2) paired standard errors of the lowest (:func:`select_preferred`); ``prefer=
-"simplest"`` is the binary ``auto``'s one-SE rule (:func:`~mlcal.calibrators.auto.select_one_se`). The chosen method is refitted on all rows, so
+(default 2) paired standard errors of the lowest (:func:`select_preferred`);
+``prefer="simplest"`` is the binary ``auto``'s one-SE rule
+(:func:`~mlcal.calibrators.auto.select_one_se`). The chosen method is refitted on all rows, so
 the result is that method's own map; ``fit_info`` in the JSON records what was compared and why
 the winner won.
 

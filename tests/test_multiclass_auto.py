@@ -76,7 +76,8 @@ def test_where_vector_and_matrix_scaling_overfit_auto_is_no_worse_than_temperatu
 
 def test_cv_log_losses_match_an_independent_recomputation_and_the_one_se_rule():
     s, y = _distorted(600, seed=2)
-    auto = MulticlassAuto(candidates=["temperature", "vector", "matrix"], se_rule=1.0).fit(s, y)
+    auto = MulticlassAuto(candidates=["temperature", "vector", "matrix"], se_rule=1.0,
+                          prefer="simplest").fit(s, y)
     folds = stratified_folds(s, y, np.ones(len(y)), 5, 0)
     # stratified: each class's rows are spread evenly over the folds
     for k in range(4):
@@ -100,6 +101,13 @@ def test_cv_log_losses_match_an_independent_recomputation_and_the_one_se_rule():
     within = [n for n in ("temperature", "vector", "matrix")
               if losses[n].mean() - losses[best].mean() <= se[n]]
     assert auto.chosen_ == within[0]   # listed simplest first: 1, 2K-1, K^2+K-1 parameters
+    # the default rule: the first listed candidate within 2 SE of the lowest CV log loss
+    for listed in (["matrix", "vector", "temperature"], ["temperature", "vector", "matrix"]):
+        preferred = MulticlassAuto(candidates=listed).fit(s, y)
+        assert preferred.selection_["rule"] == "first-listed-within-se"
+        assert preferred.chosen_ == next(n for n in listed
+                                         if losses[n].mean() - losses[best].mean() <= 2 * se[n])
+        assert preferred.selection_["best"] == best
 
 
 def test_the_choice_does_not_depend_on_row_order_and_round_trips_through_json():
@@ -189,7 +197,7 @@ def test_too_few_rows_per_class_fall_back_to_the_first_candidate_with_a_warning(
     keep = (y != 2) | (np.cumsum(y == 2) <= 1)   # class 2 on a single row
     with pytest.warns(UserWarning, match="no 2-fold cross-validation possible"):
         auto = MulticlassAuto().fit(s[keep], y[keep])
-    assert auto.chosen_ == MulticlassAuto().candidate_names(4)[0] == "temperature"
+    assert auto.chosen_ == MulticlassAuto().candidate_names(4)[0] == "matrix"
     assert auto.selection_["best"] is None
     assert "rows per class" in auto.selection_["reason"]
 
@@ -214,11 +222,11 @@ def test_the_defaults_are_the_regularised_family_without_sms_at_many_classes():
 
     assert MAX_OVR_CLASSES < MAX_SMS_CLASSES
 
-    assert MulticlassAuto().candidate_names(3) == ["temperature", "ts-mix", "svs", "sms",
-                                                   "matrix", "one-vs-rest:auto"]
-    assert default_candidates(MAX_OVR_CLASSES + 1) == ("temperature", "ts-mix", "svs", "sms",
-                                                       "matrix")
-    assert default_candidates(MAX_SMS_CLASSES + 1) == ("temperature", "ts-mix", "svs")
+    assert MulticlassAuto().candidate_names(3) == ["matrix", "sms", "svs", "ts-mix",
+                                                   "temperature", "one-vs-rest:auto"]
+    assert default_candidates(MAX_OVR_CLASSES + 1) == ("matrix", "sms", "svs", "ts-mix",
+                                                       "temperature")
+    assert default_candidates(MAX_SMS_CLASSES + 1) == ("svs", "ts-mix", "temperature")
     s, y = _distorted(400, seed=10)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -28,11 +28,16 @@ _VARIANTS: dict[str, list[dict]] = {
 }
 
 
-def _datasets(seed: int = 0) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+#: methods whose fits above :data:`~mlcal._solvers.platt_newton.WARM_POINTS` distinct scores
+#: first run on row groups (the warm start): their kernels for that path need larger data
+_WARM_STARTED = ("platt", "platt-logit", "temperature", "beta", "quadratic")
+
+
+def _datasets(seed: int = 0, n: int = 400,
+              decimals: int = 3) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
     """Probabilities with ties and integer weights, and raw margins without weights."""
     rng = np.random.default_rng(seed)
-    n = 400
-    p = np.round(rng.beta(2.0, 2.0, n), 3)
+    p = np.round(rng.beta(2.0, 2.0, n), decimals)
     y = (rng.random(n) < p).astype(np.float64)
     w = rng.integers(1, 4, n).astype(np.float64)
     margins = rng.normal(0.0, 2.0, n)
@@ -61,11 +66,15 @@ def warmup(methods: list[str] | None = None, *, all_variants: bool = True,
 
     names = list(methods or available_calibrators())
     data = _datasets()
+    from mlcal._solvers.platt_newton import WARM_POINTS
+
+    # more distinct scores than WARM_POINTS, so the warm start runs
+    large = _datasets(n=4 * WARM_POINTS, decimals=5)
     seconds: dict[str, float] = {}
     for name in names:
         start = time.perf_counter()
         for params in (_VARIANTS.get(name, [{}]) if all_variants else [{}]):
-            for scores, y, w in data:
+            for scores, y, w in (data + large if name in _WARM_STARTED else data):
                 with warnings.catch_warnings():   # e.g. SBB/ABB pre-aggregation notices
                     warnings.simplefilter("ignore")
                     cal = get_calibrator(name, **params).fit(scores, y, sample_weight=w)

@@ -261,29 +261,45 @@ def _(m: SigmoidMap, g: GraphBuilder, x: str, dtype: np.dtype, method) -> tuple[
     return sigmoid_map_nodes(g, x, m, dtype), "none"
 
 
-# -- BetaMap (kept apart from the other registrations) ------------------------------------------
+# -- BetaMap and QuadraticMap: float64 maps of the clamped score's logarithms ------------------
+def _float64_score(g: GraphBuilder, x: str, m, dtype: np.dtype, prefix: str) -> str:
+    """The score as ``predict`` sees it: cast to float64, through the sigmoid for margins."""
+    if dtype != np.float64:
+        x = g.op("Cast", [x], f"{prefix}_in64", to=TensorProto.DOUBLE)
+    if m.input_transform == "sigmoid":
+        x = sigmoid_nodes(g, x, np.dtype(np.float64))
+    return x
+
+
+def _clamped_logs(g: GraphBuilder, x: str, prefix: str) -> tuple[str, str]:
+    """``Log(s)`` and ``Log(1 - s)`` of ``s = Clip(x, BETA_EPS, 1 - BETA_EPS)`` in float64."""
+    s = g.op("Clip", [x, g.const(np.float64(BETA_EPS), f"{prefix}_lo"),
+                      g.const(np.float64(1.0 - BETA_EPS), f"{prefix}_hi")], f"{prefix}_s")
+    log_s = g.op("Log", [s], f"{prefix}_log_s")
+    log_1ms = g.op("Log", [g.op("Sub", [g.const(np.float64(1.0), "one"), s],
+                                f"{prefix}_one_minus_s")], f"{prefix}_log_1ms")
+    return log_s, log_1ms
+
+
+def _floored_output(g: GraphBuilder, eta: str, raw: str, m, dtype: np.dtype, prefix: str) -> str:
+    """scipy's expit of the float64 linear predictor, the map's floor, the graph's dtype, and
+    NaN restored for non-finite scores."""
+    p = floor_nodes(g, sigmoid_nodes(g, eta, np.dtype(np.float64)), m.floor,
+                    np.dtype(np.float64))
+    if dtype != np.float64:
+        p = g.op("Cast", [p], f"{prefix}_out", to=TensorProto.FLOAT)
+    # Clip's result for NaN is unspecified by ONNX: put NaN back explicitly
+    return _non_finite_to_nan(g, raw, p)
+
+
 def beta_map_nodes(g: GraphBuilder, x: str, m: BetaMap, dtype: np.dtype) -> str:
     """``((a * ln s) - (b * ln(1 - s))) + c`` in ``predict``'s order, then scipy's expit."""
-    raw = x
-    f64 = np.dtype(np.float64)
-    if dtype != f64:
-        x = g.op("Cast", [x], "beta_in64", to=TensorProto.DOUBLE)
-    if m.input_transform == "sigmoid":
-        x = sigmoid_nodes(g, x, f64)
-    s = g.op("Clip", [x, g.const(np.float64(BETA_EPS), "beta_lo"),
-                      g.const(np.float64(1.0 - BETA_EPS), "beta_hi")], "beta_s")
-    log_s = g.op("Log", [s], "log_s")
-    log_1ms = g.op("Log", [g.op("Sub", [g.const(np.float64(1.0), "one"), s], "one_minus_s")],
-                   "log_1ms")
+    log_s, log_1ms = _clamped_logs(g, _float64_score(g, x, m, dtype, "beta"), "beta")
     z = g.op("Sub", [g.op("Mul", [g.const(np.float64(m.a), "beta_a"), log_s], "a_log_s"),
                      g.op("Mul", [g.const(np.float64(m.b), "beta_b"), log_1ms], "b_log_1ms")],
              "beta_ab")
-    p = sigmoid_nodes(g, g.op("Add", [z, g.const(np.float64(m.c), "beta_c")], "beta_z"), f64)
-    p = floor_nodes(g, p, m.floor, f64)
-    if dtype != f64:
-        p = g.op("Cast", [p], "beta_out", to=TensorProto.FLOAT)
-    # Clip's result for NaN is unspecified by ONNX: put NaN back explicitly
-    return _non_finite_to_nan(g, raw, p)
+    eta = g.op("Add", [z, g.const(np.float64(m.c), "beta_c")], "beta_z")
+    return _floored_output(g, eta, x, m, dtype, "beta")
 
 
 @map_subgraph.register
@@ -292,25 +308,12 @@ def _(m: BetaMap, g: GraphBuilder, x: str, dtype: np.dtype, method) -> tuple[str
     return beta_map_nodes(g, x, m, dtype), "none"
 
 
-# -- QuadraticMap ---------------------------------------------------------------------------------
 def quadratic_map_nodes(g: GraphBuilder, x: str, m: QuadraticMap, dtype: np.dtype) -> str:
     """``((a * z) + (b * (z * z))) + c`` in ``predict``'s order, then scipy's expit; ``z`` the
     clamped score's ``Log(s) - Log(1 - s)`` or the margin itself."""
-    raw = x
-    f64 = np.dtype(np.float64)
-    if dtype != f64:
-        x = g.op("Cast", [x], "quad_in64", to=TensorProto.DOUBLE)
-    if m.input_transform == "sigmoid":
-        x = sigmoid_nodes(g, x, f64)
+    z = _float64_score(g, x, m, dtype, "quad")
     if m.on == "logit":
-        s = g.op("Clip", [x, g.const(np.float64(BETA_EPS), "quad_lo"),
-                          g.const(np.float64(1.0 - BETA_EPS), "quad_hi")], "quad_s")
-        log_s = g.op("Log", [s], "quad_log_s")
-        log_1ms = g.op("Log", [g.op("Sub", [g.const(np.float64(1.0), "one"), s],
-                                    "quad_one_minus_s")], "quad_log_1ms")
-        z = g.op("Sub", [log_s, log_1ms], "quad_z")
-    else:
-        z = x
+        z = g.op("Sub", list(_clamped_logs(g, z, "quad")), "quad_z")
     az = g.op("Mul", [g.const(np.float64(m.a), "quad_a"), z], "quad_az")
     bzz = g.op("Mul", [g.const(np.float64(m.b), "quad_b"), g.op("Mul", [z, z], "quad_zz")],
                "quad_bzz")
@@ -323,11 +326,7 @@ def quadratic_map_nodes(g: GraphBuilder, x: str, m: QuadraticMap, dtype: np.dtyp
                                                    g.const(np.float64(m.a), "quad_a")],
                                             "quad_bza")], "quad_zbza"), c], "quad_eta_alt")
     eta = g.op("Where", [g.op("IsNaN", [eta], "quad_eta_nan"), alt, eta], "quad_eta_ok")
-    p = floor_nodes(g, sigmoid_nodes(g, eta, f64), m.floor, f64)
-    if dtype != f64:
-        p = g.op("Cast", [p], "quad_out", to=TensorProto.FLOAT)
-    # Clip's result for NaN is unspecified by ONNX: put NaN back explicitly
-    return _non_finite_to_nan(g, raw, p)
+    return _floored_output(g, eta, x, m, dtype, "quad")
 
 
 @map_subgraph.register

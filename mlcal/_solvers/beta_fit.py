@@ -38,16 +38,22 @@ def collapsed_targets(scores: np.ndarray, y: np.ndarray, w: np.ndarray, smooth: 
 
 
 def identity_prior_targets(t: np.ndarray, wsum: np.ndarray, base: np.ndarray,
-                           prior_rows: float) -> tuple[np.ndarray, np.ndarray]:
-    """Targets and weights of the data plus ``prior_rows`` rows of pseudo-data spread over the
-    points in proportion to their weights, labelled with the base model's probabilities
-    ``base``: ``t' = (t + r base) / (1 + r)``, ``w' = (1 + r) w`` with ``r = prior_rows / W``
-    (``W`` the correctly rounded total weight). The cross-entropy is linear in the target, so
-    this is the weighted cross-entropy plus ``r`` times the cross-entropy against the base
-    probabilities: a penalty ``m KL(base || fit)`` (per row, averaged) that is zero at the
-    identity map and fades as the data grow (``r -> 0``)."""
-    r = float(prior_rows) / math.fsum(wsum.tolist())
-    return (t + r * base) / (1.0 + r), wsum * (1.0 + r)
+                           prior_rows: float) -> np.ndarray:
+    """Targets of the data plus ``prior_rows`` rows of pseudo-data spread over the points in
+    proportion to their weights ``wsum``, labelled with the base model's probabilities
+    ``base``. The cross-entropy is linear in the target, so the augmented objective is the
+    weighted cross-entropy plus ``r = prior_rows / W`` times the cross-entropy against the base
+    probabilities (``W`` the correctly rounded total weight): a penalty ``prior_rows`` times
+    the mean KL divergence from the base probabilities to the fitted ones, zero at the identity
+    map, fading as the data grow. Divided by ``1 + r`` (same minimiser), that is the weighted
+    cross-entropy, weights unchanged, against ``(1 - beta) t + beta base`` with
+    ``beta = prior_rows / (W + prior_rows)``, which never overflows (tiny or huge weights)."""
+    try:
+        total = math.fsum(wsum.tolist())
+    except OverflowError:   # weights near the largest double: the prior is nothing against them
+        return t
+    beta = float(prior_rows) / (total + float(prior_rows))
+    return (1.0 - beta) * t + beta * base
 
 
 def log_features(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -104,7 +110,7 @@ def fit_logit_scaling(feature: np.ndarray, y: np.ndarray, w: np.ndarray, *, inte
     x, t, wsum, start = collapsed_targets(feature, y, w, smooth)
     if identity_prior > 0.0:
         base = np.clip(x, BETA_EPS, 1.0 - BETA_EPS) if on_logit else det_expit_array(x)
-        t, wsum = identity_prior_targets(t, wsum, base, identity_prior)
+        t = identity_prior_targets(t, wsum, base, identity_prior)
     if on_logit:
         l1, l2 = log_features(x)
         x = l1 + l2

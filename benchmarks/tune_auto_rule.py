@@ -21,12 +21,21 @@ candidate on average). Then the per-fold-seed tables of docs/auto.md for the sev
 and for the seven plus quadratic scaling, and the two ``auto`` variants ranked together per
 task among the eight candidates and each other.
 
+With ``--peers-json PATH`` (the ``--json`` of ``bench_quality.py --peers`` on the same tasks),
+each rule of :data:`PEER_RULES` is put in place of ``auto`` in that per-task table and ranked
+against every other entry (ours and the peers'), per fold seed and averaged: the tables of
+docs/auto.md, "Ranks against the peers". Candidates named ``"method:key=value,..."`` are that
+method with those parameters on top of auto's own (e.g. the smoothed targets auto used before).
+
     PYTHONPATH=. python benchmarks/tune_auto_rule.py --sizes 200 1000 --seeds 2
+    PYTHONPATH=. python benchmarks/tune_auto_rule.py --sizes 200 1000 --seeds 2 \
+        --groups linear trees --peers-json /tmp/autobin_peers.json --save /tmp/tune.pkl
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import pickle
 import sys
 import time
@@ -36,7 +45,8 @@ import numpy as np
 from scipy.stats import rankdata
 
 import mlcal
-from mlcal.calibrators.auto import cv_statistics, select_one_se
+from mlcal.calibrators.auto import (AutoCalibrator, cv_statistics, select_one_se,
+                                    select_preferred)
 from mlcal.metrics import brier, log_loss
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
@@ -50,10 +60,49 @@ SEVEN = ("platt", "platt-logit", "temperature", "beta", "spline", "isotonic", "e
 CANDIDATES = ("platt", "platt-logit", "temperature", "beta", "quadratic", "spline", "isotonic",
               "elite", "venn-abers")
 N_REPEATS = 3
+#: auto's candidates before the peers' comparison: temperature and Platt on the log-odds on
+#: Platt's smoothed targets without the identity prior
+OLD_TEMPERATURE = "temperature:smooth_targets=true"
+OLD_PLATT_LOGIT = "platt-logit:smooth_targets=true,identity_prior=0"
+#: collected with --peers-json: the default candidates, the two old variants, Venn-Abers
+PEER_CANDIDATES = ("temperature", "platt-logit", "beta", "quadratic", "platt", "spline",
+                   "isotonic", "elite", OLD_TEMPERATURE, OLD_PLATT_LOGIT, "venn-abers")
+FLEXIBLE = ["spline", "isotonic", "elite"]
+#: rules ranked against the peers: (candidates in listed order, "listed" or "simplest", se_rule)
+PEER_RULES = {
+    "before (7 smoothed, simplest, 0.5)": (["platt", OLD_PLATT_LOGIT, OLD_TEMPERATURE, "beta"]
+                                           + FLEXIBLE, "simplest", 0.5),
+    "7 smoothed, listed smooth first, 0.5": ([OLD_TEMPERATURE, OLD_PLATT_LOGIT, "beta",
+                                             "platt"] + FLEXIBLE, "listed", 0.5),
+    "new candidates, lowest CV": (list(PEER_CANDIDATES[:8]), "listed", 0.0),
+    "new candidates, simplest, 0.5": (list(PEER_CANDIDATES[:8]), "simplest", 0.5),
+    "new candidates, listed, 0.5": (list(PEER_CANDIDATES[:8]), "listed", 0.5),
+    "new candidates, listed, 1": (list(PEER_CANDIDATES[:8]), "listed", 1.0),
+    "new: listed, 0.25 (default)": (list(PEER_CANDIDATES[:8]), "listed", 0.25),
+    "new without quadratic, listed, 0.25": ([c for c in PEER_CANDIDATES[:8]
+                                             if c != "quadratic"], "listed", 0.25),
+    "new + Venn-Abers, listed, 0.25": (list(PEER_CANDIDATES[:8]) + ["venn-abers"], "listed",
+                                       0.25),
+}
+
+
+class _Auto(AutoCalibrator):
+    """auto whose candidate names may carry parameters: ``"method:key=value,..."``."""
+
+    def candidate(self, name):
+        method, _, spec = name.partition(":")
+        params = self.candidate_params(method)
+        for item in filter(None, spec.split(",")):
+            key, _, value = item.partition("=")
+            params[key] = json.loads(value)
+        return mlcal.get_calibrator(method, **params)
+
+    def fold_fit_points(self, name):
+        return super().fold_fit_points(name.partition(":")[0])
 
 
 def collect(tasks, candidates=CANDIDATES, n_repeats=N_REPEATS):
-    auto = mlcal.AutoCalibrator(candidates=list(candidates))
+    auto = _Auto()
     out = []
     for i, task in enumerate(tasks):
         s = np.asarray(task.s_cal, dtype=float)
@@ -112,9 +161,60 @@ def combine(reps, n_repeats, names):
     return results, weights
 
 
-def choose(record, names, se_rule, n_repeats):
+def choose(record, names, se_rule, n_repeats, prefer="simplest"):
     results, weights = combine(record["reps"], n_repeats, names)
-    return select_one_se(names, results, weights, se_rule)["chosen"]
+    select = select_one_se if prefer == "simplest" else select_preferred
+    return select(names, results, weights, se_rule)["chosen"]
+
+
+def peer_ranks(data, peers_json, groups, rules=PEER_RULES):
+    """Each rule's auto in place of ``auto`` in the peers' per-task table (tasks in the same
+    order), ranked per task against every other entry (``auto`` variants of that table
+    left out), per fold seed; mean ranks, mean log loss and Brier per group."""
+    with open(peers_json) as fh:
+        table = json.load(fh)
+    recs = [d for d in data if d["group"] != "sim"]
+    if len(recs) != len(table) or any(d["task"] != t["task"] or d["n"] != t["n_cal"]
+                                      for d, t in zip(recs, table)):
+        raise SystemExit(f"{peers_json}: not the tasks collected here")
+    others = [m for m in table[0]["results"] if not m.startswith("auto")]
+    n_seeds = len(recs[0]["reps"])
+    print(f"\nranked against {len(others)} entries of {peers_json} ({', '.join(others)}); "
+          "per fold seed 0 / 1 / 2, then the mean")
+    print("| rule | group | log-loss rank | mean log loss | Brier rank | mean Brier | best "
+          "other (LL rank, Brier rank) |")
+    print("|---|---|---|---|---|---|---|")
+    for label, (names, prefer, m) in rules.items():
+        for group in groups:
+            idx = [i for i, d in enumerate(recs) if d["group"] == group]
+            if not idx:
+                continue
+            ranks = {"log_loss": [], "brier": []}
+            other_ranks = {"log_loss": [], "brier": []}
+            vals = {"log_loss": [], "brier": []}
+            for j in range(n_seeds):
+                per = {"log_loss": [], "brier": []}
+                for i in idx:
+                    d = recs[i]
+                    c = choose(dict(d, reps=d["reps"][j:j + 1]), names, m, 1, prefer)
+                    for k, met in enumerate(("log_loss", "brier")):
+                        v = d["held"][c][k]
+                        vals[met].append(v)
+                        row = rankdata([table[i]["results"][o][met] for o in others] + [v])
+                        per[met].append(row)
+                for met in per:
+                    mean_row = np.mean(per[met], axis=0)
+                    ranks[met].append(mean_row[-1])
+                    other_ranks[met].append(mean_row[:-1])
+            best = {met: min(zip(np.mean(other_ranks[met], axis=0), others))
+                    for met in other_ranks}
+            print(f"| {label} | {group} ({len(idx)}) | "
+                  + " / ".join(f"{r:.2f}" for r in ranks["log_loss"])
+                  + f" ({np.mean(ranks['log_loss']):.2f}) | {np.mean(vals['log_loss']):.5f} | "
+                  + " / ".join(f"{r:.2f}" for r in ranks["brier"])
+                  + f" ({np.mean(ranks['brier']):.2f}) | {np.mean(vals['brier']):.5f} | "
+                  f"{best['log_loss'][1]} {best['log_loss'][0]:.2f}, {best['brier'][1]} "
+                  f"{best['brier'][0]:.2f} |")
 
 
 RULES = {}
@@ -224,6 +324,10 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--groups", nargs="+", default=["linear", "trees"],
                     choices=("sim", "linear", "trees"))
+    ap.add_argument("--peers-json", metavar="PATH",
+                    help="rank the rules of PEER_RULES against the entries of this "
+                         "bench_quality.py --peers --json table (same tasks; collects "
+                         "PEER_CANDIDATES)")
     ap.add_argument("--save", metavar="PATH", help="pickle the collected fits to PATH")
     ap.add_argument("--load", metavar="PATH",
                     help="analyse a collection saved by --save instead (a pickle: load only "
@@ -239,12 +343,15 @@ def main(argv=None):
         families = [g for g in args.groups if g != "sim"]
         if families:
             tasks += list(real_tasks(sizes, args.seeds, families))
-        data = collect(tasks)
+        data = collect(tasks, PEER_CANDIDATES if args.peers_json else CANDIDATES)
         print(f"collected {len(tasks)} tasks in {time.perf_counter() - start:.0f} s",
               file=sys.stderr)
         if args.save:
             with open(args.save, "wb") as fh:
                 pickle.dump(data, fh)
+    if args.peers_json:
+        peer_ranks(data, args.peers_json, [g for g in args.groups if g != "sim"])
+        return
     analyse(data, args.groups)
     by_fold_seed(data, args.groups)
     by_fold_seed(data, args.groups, names=QUAD, label="with quadratic scaling")

@@ -97,16 +97,80 @@ def test_one_se_rule_and_its_limits():
     exact = mlcal.get_calibrator("auto", candidates=names, se_rule=0.0).fit(s, y)
     rows = exact.selection_["candidates"]
     assert exact.chosen_ == min(rows, key=lambda r: r["cv_log_loss"])["method"]
-    lenient = mlcal.get_calibrator("auto", candidates=names, se_rule=1e9).fit(s, y)
+    lenient = mlcal.get_calibrator("auto", candidates=names, se_rule=1e9,
+                                   prefer="simplest").fit(s, y)
     assert lenient.chosen_ == min(rows, key=lambda r: r["complexity"])["method"] == "platt"
+    assert lenient.selection_["rule"] == "one-se"
+    listed = mlcal.get_calibrator("auto", candidates=names[::-1], se_rule=1e9).fit(s, y)
+    assert listed.chosen_ == "enir" and listed.selection_["rule"] == "first-listed-within-se"
     best = min(rows, key=lambda r: r["cv_log_loss"])
-    for rule in (None, 1.0):   # the default: half a standard error
-        params = {} if rule is None else {"se_rule": rule}
+    for rule, prefer in ((None, "listed"), (1.0, "listed"), (0.5, "simplest")):
+        params = {"prefer": prefer} if rule is None else {"se_rule": rule, "prefer": prefer}
         one = mlcal.get_calibrator("auto", candidates=names, **params).fit(s, y).selection_
-        assert one["se_rule"] == (0.5 if rule is None else rule)
+        assert one["se_rule"] == (0.25 if rule is None else rule)   # the default: 0.25
         within = [r for r in one["candidates"]
                   if r["cv_log_loss"] - best["cv_log_loss"] <= one["se_rule"] * r["se"]]
-        assert one["chosen"] == min(within, key=lambda r: r["complexity"])["method"]
+        if prefer == "simplest":
+            assert one["chosen"] == min(within, key=lambda r: r["complexity"])["method"]
+        else:
+            assert one["chosen"] == within[0]["method"]
+
+
+def test_listed_rule_on_constructed_cv_losses():
+    # four candidates' per-point losses built so that the lowest mean is "c", "b" is 0.1 paired
+    # SE above it and "a" 0.4 paired SE: listed a, b, c, d the rule picks "a" for se_rule 0.5,
+    # "b" for 0.25 and "c" for 0; the SEs checked against a direct computation
+    from mlcal.calibrators.auto import select_preferred
+
+    rng = np.random.default_rng(0)
+    n = 4000
+    base = rng.exponential(0.5, size=n)
+    noise = rng.normal(size=(3, n))
+    noise -= noise.mean(axis=1, keepdims=True)
+    noise /= noise.std(axis=1, keepdims=True)
+    se_unit = 1.0 / np.sqrt(n)   # SE of the mean of a unit-variance difference
+    losses = {"c": base, "b": base + 0.1 * se_unit + noise[0], "a": base + 0.4 * se_unit
+              + noise[1], "d": base + 5 * se_unit + noise[2]}
+    w = np.ones(n)
+    results = {k: ((v, np.zeros(n)), 2.0) for k, v in losses.items()}
+    names = ["a", "b", "c", "d"]
+    for rule, expected in ((0.5, "a"), (0.25, "b"), (0.05, "c"), (0.0, "c")):
+        record = select_preferred(names, results, (w, np.zeros(n)), rule)
+        assert record["best"] == "c" and record["chosen"] == expected
+        for row in record["candidates"]:
+            d = losses[row["method"]] - losses["c"]
+            assert row["se"] == pytest.approx(d.std() / np.sqrt(n), rel=1e-9, abs=1e-15)
+    # a failed candidate is skipped, and the choice is the same however often it is asked
+    results["a"] = "ValueError: separable"
+    for _ in range(3):
+        record = select_preferred(names, results, (w, np.zeros(n)), 0.5)
+        assert record["chosen"] == "b" and record["candidates"][0]["status"].startswith("failed")
+
+
+def test_default_rule_is_deterministic_and_row_order_free():
+    s, y = calibration_set(1500, 4, beta=(2.0, 5.0), link_power=0.7)
+    docs = set()
+    for seed in range(3):
+        order = np.random.default_rng(seed).permutation(s.size)
+        docs.add(mlcal.AutoCalibrator().fit(s[order], y[order]).to_json())
+    assert len(docs) == 1
+
+
+def test_failed_refit_falls_back_to_the_next_candidate():
+    # six separable rows: no CV possible, the first candidate (temperature scaling on 0/1
+    # labels) has no finite fit, so the next one (Platt on the log-odds with its identity
+    # prior, always finite) is refitted, and the record says why
+    s = np.array([0.1, 0.2, 0.3, 0.7, 0.8, 0.9])
+    y = np.array([0, 0, 0, 1, 1, 1])
+    with pytest.warns(UserWarning, match="no 5-fold cross-validation"):
+        cal = mlcal.AutoCalibrator().fit(s, y)
+    assert cal.chosen_ == "platt-logit" == cal.selection_["chosen"]
+    assert "refitting temperature on all rows failed" in cal.selection_["reason"]
+    assert cal.selection_["chosen_params"] == CANDIDATE_PARAMS["platt-logit"]
+    assert cal.map_ == mlcal.get_calibrator("platt-logit", **CANDIDATE_PARAMS["platt-logit"]
+                                            ).fit(s, y).map_
+    back = mlcal.load_calibrator(cal.to_json())
+    assert back.chosen_ == "platt-logit" and back.map_ == cal.map_
 
 
 def test_candidates_get_bound_smoothing_where_they_have_it():

@@ -12,9 +12,11 @@ map is non-decreasing (see :func:`~mlcal._solvers.logistic_newton.fit_nonnegativ
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from mlcal._solvers.detmath import det_log, det_log1p_array, det_log_array
+from mlcal._solvers.detmath import det_expit_array, det_log, det_log1p_array, det_log_array
 from mlcal._solvers.logistic_newton import fit_logistic, fit_nonnegative
 from mlcal._solvers.platt_newton import platt_targets
 from mlcal._solvers.ties import sort_and_collapse
@@ -33,6 +35,25 @@ def collapsed_targets(scores: np.ndarray, y: np.ndarray, w: np.ndarray, smooth: 
     n_pos = float(np.sum(wsum * ybar))   # not np.dot: BLAS sums in a CPU-specific order
     n_neg = float(np.sum(wsum)) - n_pos
     return x, t, wsum, float(det_log((n_pos + 1.0) / (n_neg + 1.0)))
+
+
+def identity_prior_targets(t: np.ndarray, wsum: np.ndarray, base: np.ndarray,
+                           prior_rows: float) -> np.ndarray:
+    """Targets of the data plus ``prior_rows`` rows of pseudo-data spread over the points in
+    proportion to their weights ``wsum``, labelled with the base model's probabilities
+    ``base``. The cross-entropy is linear in the target, so the augmented objective is the
+    weighted cross-entropy plus ``r = prior_rows / W`` times the cross-entropy against the base
+    probabilities (``W`` the correctly rounded total weight): a penalty ``prior_rows`` times
+    the mean KL divergence from the base probabilities to the fitted ones, zero at the identity
+    map, fading as the data grow. Divided by ``1 + r`` (same minimiser), that is the weighted
+    cross-entropy, weights unchanged, against ``(1 - beta) t + beta base`` with
+    ``beta = prior_rows / (W + prior_rows)``, which never overflows (tiny or huge weights)."""
+    try:
+        total = math.fsum(wsum.tolist())
+    except OverflowError:   # weights near the largest double: the prior is nothing against them
+        return t
+    beta = float(prior_rows) / (total + float(prior_rows))
+    return (1.0 - beta) * t + beta * base
 
 
 def log_features(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -77,11 +98,19 @@ def fit_beta(s: np.ndarray, y: np.ndarray, w: np.ndarray, parameters: str, smoot
 
 
 def fit_logit_scaling(feature: np.ndarray, y: np.ndarray, w: np.ndarray, *, intercept: bool,
-                      smooth: bool, method: str, on_logit: bool) -> tuple[float, float]:
+                      smooth: bool, method: str, on_logit: bool,
+                      identity_prior: float = 0.0) -> tuple[float, float]:
     """``(slope, intercept)`` of ``expit(slope * f + intercept)`` with ``slope >= 0``, where
     ``f`` is the score's log-odds (``on_logit``: probability scores, clamped as BetaMap) or the
-    score itself (a margin). Without ``intercept`` the intercept is 0 (temperature scaling)."""
+    score itself (a margin). Without ``intercept`` the intercept is 0 (temperature scaling).
+
+    ``identity_prior = m > 0`` adds ``m`` rows' worth of pseudo-data whose labels are the base
+    model's own probabilities (:func:`identity_prior_targets`), which shrinks the fit toward
+    the identity map (slope 1, intercept 0)."""
     x, t, wsum, start = collapsed_targets(feature, y, w, smooth)
+    if identity_prior > 0.0:
+        base = np.clip(x, BETA_EPS, 1.0 - BETA_EPS) if on_logit else det_expit_array(x)
+        t = identity_prior_targets(t, wsum, base, identity_prior)
     if on_logit:
         l1, l2 = log_features(x)
         x = l1 + l2

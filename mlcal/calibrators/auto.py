@@ -1,4 +1,5 @@
-"""``auto``: choose a calibration method by cross-validated log loss, preferring simple maps.
+"""``auto``: choose a calibration method by cross-validated log loss, preferring the maps
+listed first (the smooth parametric ones) on near ties.
 
 The choice is one of the registered methods (never a blend), refitted on all the data, so the
 fitted calibrator is still one canonical map; what was compared and why the winner won is kept
@@ -17,31 +18,45 @@ from mlcal._solvers.detmath import det_log_array
 from mlcal._solvers.ties import exact_group_sums, sort_and_collapse
 from mlcal._validation import check_fit_inputs
 from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterError, IsNone,
-                                       ListOf, Real, short_repr)
+                                       ListOf, Options, Real, short_repr)
 from mlcal.calibrators.base import (BOUND_SMOOTHING_CONSTRAINTS, BaseCalibrator,
                                     CalibratorFormatError)
 from mlcal.calibrators.catalog import (available_calibrators, calibrator_class, get_calibrator,
                                        register_calibrator)
 
-#: The default candidates; ``candidates=None`` uses those of them that are registered when
-#: ``fit`` runs (Platt scaling on the score, Platt on the log-odds, temperature scaling, beta
-#: calibration, monotone spline, isotonic regression, ELiTE). SBB, ABB, BBQ and KDE are left
-#: out: slower than these and, in benchmarks/bench_quality.py, not better on log loss; ENIR
-#: (the same near-isotonic family as isotonic and ELiTE) had the lowest CV log loss in none of
-#: the benchmark's 55 tasks and cost 10 % of ``auto``'s fit. Venn-Abers as a further default
-#: changed ``auto``'s mean held-out log loss by at most 0.0002 per benchmark group (docs/auto.md).
-#: Quadratic scaling as an eighth default left it unchanged on tree bases and 0.0001 lower on
-#: linear/NB/SVM bases (benchmarks/tune_auto_rule.py, docs/auto.md), so it is not one.
+#: The default candidates, in preference order (``prefer="listed"``: the first within
+#: ``se_rule`` paired standard errors of the lowest CV log loss is chosen): temperature scaling
+#: and Platt scaling on the log-odds shrunk toward the identity map first (the parametric maps
+#: nearest to "the base model is already calibrated"), then beta calibration, quadratic
+#: scaling and Platt scaling, then the flexible maps (monotone spline, isotonic regression,
+#: ELiTE), which win only when clearly better. ``candidates=None`` uses those registered when
+#: ``fit`` runs. Measured against every method and the dev-only peers (probmetrics, netcal) on
+#: the bench_quality binary suite (benchmarks/tune_auto_rule.py --peers-json, docs/auto.md,
+#: "Ranks against the peers"). SBB, ABB, BBQ and KDE are left out: slower and not better on
+#: log loss; ENIR had the lowest CV log loss in none of the benchmark's 55 tasks; Venn-Abers
+#: changed ``auto``'s mean held-out log loss by at most 0.0002 per benchmark group.
 #: Adding a method is one entry here, plus its map kind
 #: in :data:`SMOOTH_MAP_KINDS` if it is a new few-parameter kind (for the cells' fold-fit speed),
 #: then ``python -m mlcal.calibrators.document_rules`` to regenerate the JVM rules.
-DEFAULT_CANDIDATES = ("platt", "platt-logit", "temperature", "beta", "spline", "isotonic",
-                      "elite")
-#: Parameters ``auto`` sets on its candidates besides ``bound_smoothing``, both for speed at
-#: no measured loss (docs/auto.md): ELiTE thins its points on a 1e-3 grid instead of its
-#: default 1e-5 (its own ``thinningLocal`` step, coarser; at 1e5 rows 2x isotonic regression's
-#: fit time instead of 12x); the spline picks its penalty by 3-fold instead of 5-fold CV.
-CANDIDATE_PARAMS = {"elite": {"thin_tol": 1e-3}, "spline": {"cv": 3}}
+DEFAULT_CANDIDATES = ("temperature", "platt-logit", "beta", "quadratic", "platt", "spline",
+                      "isotonic", "elite")
+#: Parameters ``auto`` sets on its candidates besides ``bound_smoothing``. Temperature scaling
+#: and Platt scaling on the log-odds fit the 0/1 labels (``smooth_targets=False``: Platt's
+#: regularised targets pull a nearly calibrated tree model's probabilities toward 1/2, which
+#: cost held-out log loss on every tree base of the benchmark), and Platt on the log-odds is
+#: shrunk toward the identity map by a prior worth 100 rows (``identity_prior``; separable
+#: labels keep a finite fit). For speed at no measured loss (docs/auto.md): ELiTE thins its
+#: points on a 1e-3 grid instead of its default 1e-5 (its own ``thinningLocal`` step, coarser;
+#: at 1e5 rows 2x isotonic regression's fit time instead of 12x); the spline picks its penalty
+#: by 3-fold instead of 5-fold CV.
+CANDIDATE_PARAMS = {"temperature": {"smooth_targets": False},
+                    "platt-logit": {"smooth_targets": False, "identity_prior": 100.0},
+                    "elite": {"thin_tol": 1e-3}, "spline": {"cv": 3}}
+#: default multiplier of the paired standard error (``se_rule``)
+DEFAULT_SE_RULE = 0.25
+#: selection rules: the first listed candidate within ``se_rule`` SE of the lowest CV log loss
+#: (:func:`select_preferred`), or the simplest (:func:`select_one_se`)
+PREFERENCES = ("listed", "simplest")
 #: predictions are clipped to this distance from 0 and 1 when scoring (only for scoring)
 EPS = 1e-15
 FIT_INFO_VERSION = 1
@@ -55,12 +70,13 @@ DEFAULT_FOLDS = 5
 #: the weights are counts totalling at most this many rows
 ROW_FOLDS_MAX_ROWS = 10_000_000
 CELL_FOLDS = 3
-#: map kinds of few-parameter smooth maps (Platt, Platt on the log-odds, temperature, beta),
+#: map kinds of few-parameter smooth maps (Platt, Platt on the log-odds, temperature, beta,
+#: quadratic scaling),
 #: and smooth methods of another map kind (the penalised 20-knot spline): on cells, these
 #: candidates' fold fits run on at most :data:`SMOOTH_FOLD_POINTS` training cells
-#: (:meth:`AutoCalibrator.fold_fit_points`). A new parametric map kind (e.g. quadratic
-#: scaling's, if it becomes a default) joins by being listed here.
-SMOOTH_MAP_KINDS = ("sigmoid", "beta")
+#: (:meth:`AutoCalibrator.fold_fit_points`). A new parametric map kind joins by being listed
+#: here.
+SMOOTH_MAP_KINDS = ("sigmoid", "beta", "quadratic")
 SMOOTH_METHODS = ("spline",)
 SMOOTH_FOLD_POINTS = 2000
 #: largest ``seed`` (exact in a double, so the Java evaluator compares it exactly too)
@@ -109,8 +125,9 @@ class RegisteredMethod(Constraint):
 
 @register_calibrator("auto")
 class AutoCalibrator(BaseCalibrator):
-    """Pick among registered methods by K-fold cross-validated log loss (a half-standard-error
-    rule; derivation in docs/auto.md).
+    """Pick among registered methods by K-fold cross-validated log loss (the first listed
+    candidate within a quarter of a paired standard error of the lowest; derivation in
+    docs/auto.md).
 
     1. Tied scores are collapsed into weighted points (positive and negative weight at each
        unique score; above ``cv_max_points`` of them, consecutive points are merged into
@@ -125,13 +142,16 @@ class AutoCalibrator(BaseCalibrator):
     3. Each candidate's CV log loss is the weighted mean over all out-of-fold rows. Its noise is
        measured against the best candidate: ``se`` is the standard error of the mean of the
        per-row loss differences (paired, weights as frequency weights).
-    4. Chosen: the simplest candidate with ``loss - best_loss <= se_rule * se``. Simplicity is
-       the mean size of the candidate's fold maps (:attr:`~mlcal.maps.SigmoidMap.size` is 2
-       parameters; a step or linear map counts its bins or knots), ties broken by the order of
-       ``candidates``.
+    4. Chosen (``prefer="listed"``): the first candidate, in the order of ``candidates``, with
+       ``loss - best_loss <= se_rule * se``. ``prefer="simplest"``: the simplest such
+       candidate, simplicity being the mean size of its fold maps
+       (:attr:`~mlcal.maps.SigmoidMap.size` is 2 parameters; a step or linear map counts its
+       bins or knots), ties broken by the order of ``candidates``.
     5. The chosen method is refitted on all the data (default parameters, plus
        ``bound_smoothing`` where it has one and :data:`CANDIDATE_PARAMS`: see
-       :meth:`candidate_params`); its map is this calibrator's map.
+       :meth:`candidate_params`); its map is this calibrator's map. Should that fit fail
+       (a maximum-likelihood fit on separable labels, say), the next candidate in the
+       selection's order is refitted, and the reason says so.
 
     With fewer than ``2 * n_folds`` unique scores (a small tree's leaves, say) the folds split
     the rows of each score instead (:func:`row_folds`; integer weights up to
@@ -148,11 +168,15 @@ class AutoCalibrator(BaseCalibrator):
     n_folds : int or None, default=None
         Number of cross-validation folds (>= 2). ``None``: :data:`DEFAULT_FOLDS` (5), or
         :data:`CELL_FOLDS` (3) when the CV runs on cells (see ``cv_max_points``).
-    se_rule : float, default=0.5
+    se_rule : float, default=0.25
         How many standard errors of the loss difference count as noise; 0 picks the lowest CV
-        log loss. The default 0.5 (1 before issue 26) is the multiplier whose ``auto`` never
-        lost on average to its own best candidate on the benchmark's linear/NB/SVM and tree
-        bases, under each of three fold seeds (docs/auto.md).
+        log loss. With the default candidates and ``prefer="listed"``, 0.25 had the lowest mean
+        log-loss and Brier ranks against every method and the dev-only peers on the benchmark's
+        linear/NB/SVM and tree bases (docs/auto.md, "Ranks against the peers").
+    prefer : {"listed", "simplest"}, default="listed"
+        Which candidate within ``se_rule`` SE wins: the first in ``candidates`` order
+        (:func:`select_preferred`), or the simplest map (:func:`select_one_se`, the rule
+        before the peers' comparison, with ``se_rule=0.5`` and Platt scaling listed first).
     cv_max_points : int or None, default=10000
         Largest number of points cross-validated. With more unique scores, the CV runs on
         ``cv_max_points`` cells of consecutive sorted scores, each carrying the weight of all
@@ -192,16 +216,19 @@ class AutoCalibrator(BaseCalibrator):
     _parameter_constraints = {"candidates": [IsNone(), ListOf(RegisteredMethod())],
                               "n_folds": [IsNone(), Integer(2)],
                               "se_rule": [Real(0.0)],
+                              "prefer": [Options(PREFERENCES)],
                               "cv_max_points": [IsNone(), Integer(2)],
                               "bound_smoothing": BOUND_SMOOTHING_CONSTRAINTS,
                               "seed": [Integer(0, MAX_SEED)]}
 
     def __init__(self, candidates: list[str] | None = None, n_folds: int | None = None,
-                 se_rule: float = 0.5, cv_max_points: int | None = DEFAULT_CV_MAX_POINTS,
+                 se_rule: float = DEFAULT_SE_RULE, prefer: str = "listed",
+                 cv_max_points: int | None = DEFAULT_CV_MAX_POINTS,
                  bound_smoothing: float | None = 0.5, seed: int = 0):
         self.candidates = candidates
         self.n_folds = n_folds
         self.se_rule = se_rule
+        self.prefer = prefer
         self.cv_max_points = cv_max_points
         self.bound_smoothing = bound_smoothing
         self.seed = seed
@@ -270,12 +297,38 @@ class AutoCalibrator(BaseCalibrator):
         record["fold_unit"] = unit
         record["n_unique"] = n_unique
         record["chosen_params"] = self.candidate_params(record["chosen"])
+        self.calibrator_ = self._refit(record, names, s, z, w)
         self.chosen_ = record["chosen"]
         self.selection_ = record
-        self.calibrator_ = self.candidate(self.chosen_).fit(s, z, w)
         self.map_ = self.calibrator_.map_
         self.map_reduction_ = self.calibrator_.map_reduction_
         return self
+
+    def _refit(self, record: dict[str, Any], names: list[str], s: np.ndarray, z: np.ndarray,
+               w: np.ndarray) -> BaseCalibrator:
+        """The chosen candidate fitted on all rows; should that fit raise (a maximum-likelihood
+        fit on separable labels when no CV was possible), the next candidates are tried, by
+        CV log loss when there was a CV, else in listed order, and ``record`` says so."""
+        chosen = record["chosen"]
+        cv = {r["method"]: r["cv_log_loss"] for r in record["candidates"] if "cv_log_loss" in r}
+        rest = [n for n in names if n != chosen and (n in cv or not cv)]
+        if self.prefer == "simplest" and cv:
+            rest.sort(key=lambda n: (cv[n], names.index(n)))
+        errors = []
+        for name in [chosen] + rest:
+            try:
+                calibrator = self.candidate(name).fit(s, z, w)
+            except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
+                errors.append(f"{name}: {type(exc).__name__}: {short_repr(str(exc))}")
+                continue
+            if name != chosen:
+                record["reason"] += (f"; refitting {chosen} on all rows failed "
+                                     f"({'; '.join(errors)}), so {name} is used")
+                record["chosen"] = name
+                record["chosen_params"] = self.candidate_params(name)
+            return calibrator
+        raise ValueError("auto: every candidate failed when refitted on all rows: " +
+                         "; ".join(errors))
 
     def cv_units(self, s: np.ndarray, z: np.ndarray, w: np.ndarray, seed: int):
         """The units the cross-validation scores, from rows sorted by score: test units ``x``
@@ -306,7 +359,8 @@ class AutoCalibrator(BaseCalibrator):
                         unit: str = "points") -> dict[str, Any]:
         """CV of every candidate on test units ``x`` (points, cells or per-fold row groups)
         with positive and negative weights and a fold each; ``folds=None``: no CV possible."""
-        record: dict[str, Any] = {"version": FIT_INFO_VERSION, "rule": "one-se",
+        rule = "one-se" if self.prefer == "simplest" else "first-listed-within-se"
+        record: dict[str, Any] = {"version": FIT_INFO_VERSION, "rule": rule,
                                   "se_rule": float(self.se_rule), "n_folds": k,
                                   "seed": int(self.seed), "n_points": int(np.unique(x).size)}
         if folds is not None:
@@ -334,7 +388,8 @@ class AutoCalibrator(BaseCalibrator):
                                                                      unit == "cells")
             results[name] = error if error is not None else ((loss_pos, loss_neg),
                                                              float(np.mean(sizes)))
-        record.update(select_one_se(names, results, (pos, neg), float(self.se_rule)))
+        select = select_one_se if self.prefer == "simplest" else select_preferred
+        record.update(select(names, results, (pos, neg), float(self.se_rule)))
         return record
 
     def _out_of_fold(self, name, x, pos, neg, folds, k, fit_cells=False):
@@ -438,6 +493,25 @@ def select_one_se(names: list[str], results: dict[str, Any], weights: tuple[np.n
     else:
         reason = f"simplest candidate within {se_rule:g} SE of the lowest CV log loss ({best})"
     return {"candidates": rows, "best": best, "chosen": chosen["method"], "reason": reason}
+
+
+def select_preferred(names: list[str], results: dict[str, Any], weights: tuple[np.ndarray, ...],
+                     se_rule: float) -> dict[str, Any]:
+    """The first of ``names`` whose CV log loss is within ``se_rule`` paired standard errors of
+    the lowest; otherwise as :func:`~mlcal.calibrators.auto.select_one_se` (same arguments,
+    same record: ``candidates``, ``best``, ``chosen``, ``reason``)."""
+    record = select_one_se(names, results, weights, 0.0)
+    rows = [r for r in record["candidates"] if "cv_log_loss" in r]
+    low = {r["method"]: r for r in rows}[record["best"]]["cv_log_loss"]
+    chosen = next(r["method"] for r in rows if r["cv_log_loss"] - low <= se_rule * r["se"])
+    if chosen == record["best"]:
+        reason = (f"lowest CV log loss, and no candidate listed before it within {se_rule:g} "
+                  "SE")
+    else:
+        reason = (f"first listed candidate within {se_rule:g} SE of the lowest CV log loss "
+                  f"({record['best']})")
+    record.update(chosen=chosen, reason=reason)
+    return record
 
 
 def row_folds(x: np.ndarray, pos: np.ndarray, neg: np.ndarray, n_folds: int, seed: int):

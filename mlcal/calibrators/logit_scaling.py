@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from mlcal._solvers.beta_fit import fit_logit_scaling
-from mlcal.calibrators._params import Boolean, Options
+from mlcal.calibrators._params import Boolean, Options, Real
 from mlcal.calibrators.base import INPUT_TRANSFORM_CHOICES, BaseCalibrator, resolve_input_transform
 from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import BetaMap, SigmoidMap
@@ -26,18 +26,22 @@ class _LogitScaling(BaseCalibrator):
     monotone = True   # slope k >= 0
     intercept: ClassVar[bool] = True
     _parameter_constraints = {"smooth_targets": [Boolean()],
-                              "input_transform": [Options(INPUT_TRANSFORM_CHOICES)]}
+                              "input_transform": [Options(INPUT_TRANSFORM_CHOICES)],
+                              "identity_prior": [Real(0.0)]}
 
-    def __init__(self, smooth_targets: bool = True, input_transform: str = "auto"):
+    def __init__(self, smooth_targets: bool = True, input_transform: str = "auto",
+                 identity_prior: float = 0.0):
         self.smooth_targets = smooth_targets
         self.input_transform = input_transform
+        self.identity_prior = identity_prior
 
     def _fit(self, scores, y, w):
         # the map records the identity transform either way: margins get an exact SigmoidMap
         margins = resolve_input_transform(self, self.input_transform, scores) == "sigmoid"
         k, c = fit_logit_scaling(scores, y, w, intercept=self.intercept,
                                  smooth=self.smooth_targets, method=self.method_name,
-                                 on_logit=not margins)
+                                 on_logit=not margins,
+                                 identity_prior=float(self.identity_prior))
         if margins:
             return SigmoidMap(-k, -c)   # SigmoidMap is 1 / (1 + exp(a m + b))
         return BetaMap(k, k, c)
@@ -63,6 +67,14 @@ class PlattLogit(_LogitScaling):
         ``"identity"``: the scores are probabilities (outside [0, 1] is an error);
         ``"sigmoid"``: the scores are margins (log-odds); ``"auto"``: margins when any
         training score lies outside [0, 1].
+    identity_prior : float, default=0.0
+        Rows' worth of pseudo-data labelled with the base model's own probabilities (the
+        score, or ``sigmoid(margin)``), spread over the calibration rows in proportion to
+        their weights: the fit minimises the cross-entropy plus ``identity_prior`` times the
+        mean Kullback-Leibler divergence from the base probabilities to the fitted ones, a
+        prior that the base model is calibrated (zero at ``k = 1, c = 0``) whose weight fades
+        as the calibration set grows. 0: none. ``auto`` fits ``platt-logit`` with 100 and
+        0/1 targets (docs/auto.md, "Ranks against the peers").
 
     Attributes
     ----------
@@ -87,6 +99,8 @@ class Temperature(_LogitScaling):
     input_transform : {"auto", "identity", "sigmoid"}, default="auto"
         As for ``platt-logit``: probabilities give ``BetaMap(1/T, 1/T, 0)``, margins (logits)
         ``SigmoidMap(-1/T, 0)``.
+    identity_prior : float, default=0.0
+        As for ``platt-logit`` (shrinks ``1/T`` toward 1).
 
     Attributes
     ----------

@@ -47,8 +47,8 @@ from mlcal._solvers.detmath import det_log_array
 from mlcal._solvers.softmax_affine import canonical_order
 from mlcal.calibrators._params import (Constraint, Integer, IsNone, ListOf, Options, Real,
                                        short_repr)
-from mlcal.calibrators.auto import (EPS, _check_fields, assign_folds, check_distinct_candidates,
-                                   select_one_se)
+from mlcal.calibrators.auto import (EPS, PREFERENCES, _check_fields, assign_folds,
+                                   check_distinct_candidates, select_one_se, select_preferred)
 from mlcal.calibrators.base import CalibratorFormatError
 from mlcal.calibrators.catalog import available_calibrators
 from mlcal.calibrators.multiclass import MulticlassCalibrator, OneVsRest
@@ -64,7 +64,6 @@ from mlcal.maps.multiclass import MulticlassMap, SoftmaxAffineMap
 DEFAULT_CANDIDATES = ("matrix", "sms", "svs", "ts-mix", "temperature", "one-vs-rest:auto")
 #: the default ``se_rule``: paired standard errors of CV log loss that count as noise
 DEFAULT_SE_RULE = 2.0
-PREFERENCES = ("listed", "simplest")
 #: the defaults leave out ``"sms"`` and ``"matrix"`` above this many classes (K^2 + K + 1
 #: parameters)
 MAX_SMS_CLASSES = 100
@@ -314,25 +313,6 @@ class MulticlassAuto(MulticlassCalibrator):
         chosen._restore_extras({k: v for k, v in doc.items() if k != "fit_info"})
         chosen._check_class_maps()
         self.selection_, self.chosen_, self.calibrator_ = info, info["chosen"], chosen
-
-
-def select_preferred(names: list[str], results: dict[str, Any], weights: tuple[np.ndarray, ...],
-                     se_rule: float) -> dict[str, Any]:
-    """The first of ``names`` whose CV log loss is within ``se_rule`` paired standard errors of
-    the lowest; otherwise as :func:`~mlcal.calibrators.auto.select_one_se` (same arguments,
-    same record: ``candidates``, ``best``, ``chosen``, ``reason``)."""
-    record = select_one_se(names, results, weights, 0.0)
-    rows = [r for r in record["candidates"] if "cv_log_loss" in r]
-    low = {r["method"]: r for r in rows}[record["best"]]["cv_log_loss"]
-    chosen = next(r["method"] for r in rows if r["cv_log_loss"] - low <= se_rule * r["se"])
-    if chosen == record["best"]:
-        reason = (f"lowest CV log loss, and no candidate listed before it within {se_rule:g} "
-                  "SE")
-    else:
-        reason = (f"first listed candidate within {se_rule:g} SE of the lowest CV log loss "
-                  f"({record['best']})")
-    record.update(chosen=chosen, reason=reason)
-    return record
 
 
 def shared_fit(name: str) -> str | None:

@@ -229,7 +229,9 @@ def _method_section(s: dict) -> str:
             "<table><tr><th>candidate</th><th>status</th><th>CV log loss</th>"
             "<th>SE of difference to best</th><th>map size</th></tr>" + "".join(rows)
             + "</table><p class='note'>auto cross-validates every candidate and takes the "
-            "simplest (smallest mean map size) whose CV log loss is within se_rule standard "
+            + ("simplest (smallest mean map size)" if info.get("rule") == "one-se" else
+               "first listed candidate") +
+            " whose CV log loss is within se_rule standard "
             "errors of the lowest (log loss is a proper score: it rewards calibration and "
             "sharpness together).</p>")
 

@@ -1,11 +1,14 @@
 """Why the worst segment is lost (issue #30): the held-out worst-segment |O - E| and global
-log loss of mlcal's stored offsets (the empirical-Bayes posterior means) against the same
-fit's unshrunk maximum-likelihood offsets and Efron-Morris limited translation (the posterior
-mean kept within ``c`` standard errors of the MLE), on ``bench_segmented``'s simulated draws.
+log loss of the empirical-Bayes posterior means (``shrinkage="mean"``) against the same
+fit's unshrunk maximum-likelihood offsets, Efron-Morris limited translation (the posterior
+mean kept within ``c`` standard errors of the MLE) and constrained Bayes (the default
+``shrinkage="constrained"``: :func:`mlcal.calibrators.segment_shrinkage.constrained_shrink`),
+on ``bench_segmented``'s simulated draws.
 
     python benchmarks/bench_segment_shrinkage.py [--repeats 3] [--rows 20000] [--segments 60]
 
-One ``SegmentedCalibrator("beta")`` fit (cross-fitted, ``select="off"``) per draw; the variants
+One ``SegmentedCalibrator("beta", shrinkage="mean")`` fit (cross-fitted, ``select="off"``)
+per draw; the variants
 only change the offsets applied to the shared map's held-out logits. Worst |O - E|: among
 segments with at least 100 held-out rows, as in ``bench_segments_report.py``.
 """
@@ -23,6 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import mlcal  # noqa: E402
 from bench_segmented import log_loss, simulate_with_truth  # noqa: E402
+from mlcal.calibrators.segment_shrinkage import constrained_shrink  # noqa: E402
 
 
 def worst(y, p, g, min_rows=100):
@@ -42,7 +46,7 @@ def main() -> None:
         for r in range(args.repeats):
             s, y, g, tr, _ = simulate_with_truth(scen, args.segments, args.rows, r)
             te = ~tr
-            cal = mlcal.SegmentedCalibrator("beta").fit(s[tr], y[tr], g[tr])
+            cal = mlcal.SegmentedCalibrator("beta", shrinkage="mean").fit(s[tr], y[tr], g[tr])
             idx = {k[0]: i for i, k in enumerate(cal.segments_)}
             gi = np.array([idx[k] for k in g[te]])
             lsh = logit(np.clip(cal.shared_calibrator_.predict(s[te]), 1e-15, 1 - 1e-15))
@@ -50,6 +54,8 @@ def main() -> None:
             variants = {"posterior mean (stored)": post, "MLE (no shrinkage)": d}
             for c in (0.25, 0.5, 1.0):
                 variants[f"limited, c = {c}"] = np.clip(post, d - c * sd, d + c * sd)
+            variants["constrained Bayes"] = constrained_shrink(d, cal.offset_var_,
+                                                               *cal.offset_prior_)[0]
             for name, off in variants.items():
                 p = expit(lsh + off[gi])
                 res.setdefault(name, []).append((log_loss(y[te], p), worst(y[te], p, g[te])))

@@ -501,3 +501,26 @@ def test_a_document_without_select_loads_as_select_off(fitted):
     bad["params"]["select"] = "always"
     with pytest.raises(CalibratorFormatError, match="parameter 'select'"):
         mlcal.load_calibrator(bad)
+
+
+def test_a_document_without_shrinkage_loads_as_the_posterior_mean(fitted):
+    cal, s, seg = fitted
+    assert cal.shrinkage == "constrained"
+    for absent in (["shrinkage"], ["shrinkage", "select"]):
+        doc = cal.to_dict()
+        for name in absent:                  # as written before the parameter(s) existed
+            del doc["params"][name]
+        old = mlcal.load_calibrator(doc)
+        assert old.shrinkage == "mean" and old.select == "off"
+        # the stored offsets are what is served: the same predictions, bit for bit
+        assert np.array_equal(old.predict(s, seg), cal.predict(s, seg))
+        assert json.loads(old.to_json())["params"]["shrinkage"] == "mean"
+    bad = cal.to_dict()
+    bad["params"]["shrinkage"] = "none"
+    with pytest.raises(CalibratorFormatError, match="parameter 'shrinkage'"):
+        mlcal.load_calibrator(bad)
+    extra = cal.to_dict()
+    del extra["params"]["shrinkage"]
+    extra["params"]["shrink"] = "mean"      # an unknown parameter is still refused by name
+    with pytest.raises(CalibratorFormatError, match="unknown \\['shrink'\\]"):
+        mlcal.load_calibrator(extra)

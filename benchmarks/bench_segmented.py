@@ -81,13 +81,6 @@ def contenders():
             "auto", select="cv").fit(s, y, g).predict(st, gt),
         "mlcal auto+sl cv": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
             "auto", min_rows_for_slope=200, select="cv").fit(s, y, g).predict(st, gt),
-        # shrinkage="mean": the posterior means (the estimator before constrained Bayes)
-        "mlcal beta mean": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
-            "beta", shrinkage="mean").fit(s, y, g).predict(st, gt),
-        "mlcal auto mean": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
-            "auto", shrinkage="mean").fit(s, y, g).predict(st, gt),
-        "mlcal auto cv mean": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
-            "auto", select="cv", shrinkage="mean").fit(s, y, g).predict(st, gt),
     }
     try:
         import probcal

@@ -65,7 +65,7 @@ def test_offsets_are_the_exact_likelihood_maxima_and_variances_the_curvature():
 def test_shrinkage_is_the_posterior_mean_under_the_reml_prior():
     s, y, code = _simulate([40, 80, 300, 1500, 120, 60], [0.8, -0.6, 0.3, -0.2, 0.0, 0.5],
                            seed=3)
-    cal = mlcal.SegmentedCalibrator("platt", n_folds=None, shrinkage="mean").fit(s, y, code)
+    cal = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(s, y, code)
     d, v = cal.offset_mle_, cal.offset_var_
     mu, tau2 = cal.offset_prior_
 
@@ -93,57 +93,6 @@ def test_shrinkage_is_the_posterior_mean_under_the_reml_prior():
     # smaller segments (larger variance) are shrunk more
     order = np.argsort(v)
     assert np.all(np.diff(cal.offset_shrinkage_[order]) < 0)
-
-
-def _constrained_by_hand(d, v, mu, tau2):
-    """Constrained Bayes (Ghosh 1992) found by root search, not by its closed form: the
-    stretch ``a`` of the posterior means about their mean whose sum of squares equals the
-    posterior expectation of the true offsets' sum of squares about their mean, then each
-    value clipped between its posterior mean and its MLE."""
-    from scipy.optimize import brentq
-
-    B = tau2 / (tau2 + v)
-    post = mu + B * (d - mu)
-    m = post.mean()
-    G = d.size
-    # E[sum (theta_g - theta_bar)^2 | data] for independent posteriors N(post_g, B_g v_g)
-    cov = np.diag(B * v)
-    centre = np.eye(G) - np.full((G, G), 1.0 / G)
-    target = np.sum((centre @ post) ** 2) + np.trace(centre @ cov @ centre)
-    a = brentq(lambda a: np.sum((a * (post - m)) ** 2) - target, 1.0, 100.0, xtol=1e-14)
-    return np.clip(m + a * (post - m), np.minimum(post, d), np.maximum(post, d)), a
-
-
-def test_constrained_shrinkage_restores_the_posterior_spread_within_the_mle():
-    s, y, code = _simulate([40, 80, 300, 1500, 120, 60], [0.8, -0.6, 0.3, -0.2, 0.0, 0.5],
-                           seed=3)
-    cal = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(s, y, code)
-    assert cal.shrinkage == "constrained"          # the default
-    mean = mlcal.SegmentedCalibrator("platt", n_folds=None, shrinkage="mean").fit(s, y, code)
-    d, v = cal.offset_mle_, cal.offset_var_
-    mu, tau2 = cal.offset_prior_
-    assert tau2 > 0 and (mu, tau2) == mean.offset_prior_
-    expected, a = _constrained_by_hand(d, v, mu, tau2)
-    assert cal.offset_expansion_ == pytest.approx(a, rel=1e-12) and a > 1.0
-    np.testing.assert_allclose(cal.map_.offsets, expected, rtol=0, atol=1e-14)
-    # every offset lies between its posterior mean and its MLE, and the small extreme
-    # segments (0: 40 rows, 5: 60 rows) are pulled in less than by the posterior mean
-    post = mean.map_.offsets
-    lo, hi = np.minimum(post, d), np.maximum(post, d)
-    assert np.all((cal.map_.offsets >= lo) & (cal.map_.offsets <= hi))
-    for g in (0, 5):
-        assert abs(cal.map_.offsets[g] - d[g]) < abs(post[g] - d[g])
-    assert np.std(cal.map_.offsets) > np.std(post)
-
-
-def test_constrained_shrinkage_is_the_posterior_mean_without_spread():
-    # no differences between segments: REML gives tau2 = 0 and nothing is stretched
-    s, y, code = _simulate([400, 300, 500, 350], [0.0, 0.0, 0.0, 0.0], seed=11)
-    cal = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(s, y, code)
-    mean = mlcal.SegmentedCalibrator("platt", n_folds=None, shrinkage="mean").fit(s, y, code)
-    assert cal.offset_prior_[1] == 0.0 and cal.offset_expansion_ == 1.0
-    assert np.array_equal(cal.map_.offsets, mean.map_.offsets)
-    np.testing.assert_allclose(cal.map_.offsets, cal.offset_prior_[0], rtol=0, atol=1e-15)
 
 
 def test_one_class_segments_get_finite_shrunk_offsets():
@@ -501,26 +450,3 @@ def test_a_document_without_select_loads_as_select_off(fitted):
     bad["params"]["select"] = "always"
     with pytest.raises(CalibratorFormatError, match="parameter 'select'"):
         mlcal.load_calibrator(bad)
-
-
-def test_a_document_without_shrinkage_loads_as_the_posterior_mean(fitted):
-    cal, s, seg = fitted
-    assert cal.shrinkage == "constrained"
-    for absent in (["shrinkage"], ["shrinkage", "select"]):
-        doc = cal.to_dict()
-        for name in absent:                  # as written before the parameter(s) existed
-            del doc["params"][name]
-        old = mlcal.load_calibrator(doc)
-        assert old.shrinkage == "mean" and old.select == "off"
-        # the stored offsets are what is served: the same predictions, bit for bit
-        assert np.array_equal(old.predict(s, seg), cal.predict(s, seg))
-        assert json.loads(old.to_json())["params"]["shrinkage"] == "mean"
-    bad = cal.to_dict()
-    bad["params"]["shrinkage"] = "none"
-    with pytest.raises(CalibratorFormatError, match="parameter 'shrinkage'"):
-        mlcal.load_calibrator(bad)
-    extra = cal.to_dict()
-    del extra["params"]["shrinkage"]
-    extra["params"]["shrink"] = "mean"      # an unknown parameter is still refused by name
-    with pytest.raises(CalibratorFormatError, match="unknown \\['shrink'\\]"):
-        mlcal.load_calibrator(extra)

@@ -127,8 +127,7 @@ def method_table() -> dict[str, dict[str, Any]]:
             "params": {k: [c.spec() for c in v] for k, v in sorted(constraints.items())}}
     assert set(BaseCalibrator.EXTRA_DOCUMENT_FIELDS) >= {
         e for entry in table.values() for e in entry["extras"]}
-    from mlcal.calibrators.segmented import (LEGACY_PARAMS, SEGMENTED_METHOD,
-                                             SegmentedCalibrator)
+    from mlcal.calibrators.segmented import SEGMENTED_METHOD, SegmentedCalibrator
 
     # a shared binary map plus a segment table (docs/segments.md); the map kind "segmented"
     # takes segment columns besides the score
@@ -137,7 +136,7 @@ def method_table() -> dict[str, dict[str, Any]]:
         "offset_stage": False, "monotone": False, "unit_interval": False, "extras": [],
         "param_names": sorted(SegmentedCalibrator._get_param_names()),
         # parameters added after the format: a document written before may lack them
-        "optional_params": sorted(LEGACY_PARAMS),
+        "optional_params": ["select"],
         "params": {k: [c.spec() for c in v]
                    for k, v in sorted(SegmentedCalibrator.document_constraints().items())}}
     table["multicalibration"] = multicalibration_entry()

@@ -43,16 +43,7 @@ Estimation
    The stored offset is the posterior mean ``d_g* = mu + tau^2 / (tau^2 + v_g) (d_hat_g - mu)``:
    a segment with little data (large ``v_g``) is pulled to ``mu``, close to the shared map
    (the shared map is fitted on all rows, so ``mu`` is near 0); a large segment keeps nearly its
-   own estimate. With ``shrinkage="constrained"`` (the default) the stored offsets are
-   constrained-Bayes estimates instead (Louis 1984; Ghosh 1992;
-   :func:`mlcal.calibrators.segment_shrinkage.constrained_shrink`): the posterior means are
-   under-dispersed as an ensemble (their spread lacks the posterior variances
-   ``B_g v_g``, ``B_g = tau^2 / (tau^2 + v_g)``), which leaves the most bias in the most extreme
-   segments, i.e. the worst-calibrated ones. They are stretched about their mean ``m`` by
-   ``a = sqrt(1 + (1 - 1/G) sum B_g v_g / sum (d_g* - m)^2)``, so that their spread is the
-   posterior expected spread of the true offsets, and each is clipped to lie between its
-   posterior mean and its own estimate ``d_hat_g``. ``tau^2 = 0`` (no detectable differences)
-   gives ``a = 1``: nothing is stretched.
+   own estimate.
 5. **Slopes (optional).** For segments with total weight ``>= min_rows_for_slope`` and both
    classes, ``(a_hat_g, b_g)`` of ``logit p = a l + b`` are fitted by maximum likelihood, and
    ``a_hat_g`` (variance from the 2x2 inverse Fisher information) is shrunk the same way
@@ -93,9 +84,8 @@ from mlcal.calibrators.base import (BaseCalibrator, CalibratorFormatError,
 from mlcal.calibrators.catalog import available_calibrators, calibrator_class, get_calibrator
 from mlcal.maps import MapFormatError
 from mlcal.maps.segment_keys import SegmentKeyError, encode_rows, segment_columns_of
-from mlcal.calibrators.segment_shrinkage import (constrained_shrink, logistic_loglik,
-                                                 reml_prior, segment_offsets, segment_slopes,
-                                                 shrink)
+from mlcal.calibrators.segment_shrinkage import (logistic_loglik, reml_prior, segment_offsets,
+                                                 segment_slopes, shrink)
 from mlcal.maps.segmented import UNSEEN_POLICIES, SegmentedMap
 
 SEGMENTED_METHOD = "segmented"
@@ -108,12 +98,6 @@ CV_MARGIN = 1e-6
 #: what ``select`` means for a document written before the parameter existed
 LEGACY_SELECT = "off"
 SELECT_CHOICES = ("cv", "off")
-#: how the offsets are shrunk: constrained Bayes (the default) or the posterior means
-SHRINKAGE_CHOICES = ("constrained", "mean")
-#: what ``shrinkage`` means for a document written before the parameter existed
-LEGACY_SHRINKAGE = "mean"
-#: parameters added after the format, with the value a document lacking them was fitted with
-LEGACY_PARAMS = {"select": LEGACY_SELECT, "shrinkage": LEGACY_SHRINKAGE}
 
 
 class SharedMethod(Constraint):
@@ -175,13 +159,6 @@ class SegmentedCalibrator(BaseEstimator):
         cross-fitting falls back to in-sample) nothing is chosen. ``"off"``: always fit the
         offsets (and slopes), the behaviour before this parameter existed, which is what a
         document without it is read as.
-    shrinkage : {"constrained", "mean"}, default="constrained"
-        How the offsets are shrunk toward the prior (module notes, step 4): ``"mean"``
-        stores the empirical-Bayes posterior means; ``"constrained"`` stretches them about
-        their mean until their spread matches the posterior expected spread of the true
-        offsets (constrained Bayes, Louis 1984 / Ghosh 1992), never moving a segment past its
-        own unshrunk estimate, which leaves less bias in the most extreme (worst-calibrated)
-        segments. A document written before this parameter existed is read as ``"mean"``.
 
     Attributes
     ----------
@@ -200,9 +177,6 @@ class SegmentedCalibrator(BaseEstimator):
         ``tau^2 / (tau^2 + v_g)`` per segment.
     offset_prior_ : tuple of float
         REML ``(mu, tau^2)`` of the offsets.
-    offset_expansion_ : float
-        The constrained-Bayes stretch factor ``a >= 1`` of the all-rows fit (1 with
-        ``shrinkage="mean"``, ``tau^2 = 0`` or fewer than two informative segments).
     slope_mle_, slope_var_ : ndarray
         Per segment slope estimate and variance (``nan`` where no slope was fitted).
     slope_prior_ : tuple of float or None
@@ -224,12 +198,11 @@ class SegmentedCalibrator(BaseEstimator):
         "weak_prior_sd": [Real(0.0, closed="neither")],
         "seed": [Integer(0, MAX_SEED)],
         "select": [Options(SELECT_CHOICES)],
-        "shrinkage": [Options(SHRINKAGE_CHOICES)],
     }
 
     def __init__(self, method="auto", *, unseen: str = "shared", n_folds: int | None = 5,
                  min_rows_for_slope: int | None = None, weak_prior_sd: float = 10.0,
-                 seed: int = 0, select: str = "off", shrinkage: str = "constrained"):
+                 seed: int = 0, select: str = "off"):
         self.method = method
         self.unseen = unseen
         self.n_folds = n_folds
@@ -237,7 +210,6 @@ class SegmentedCalibrator(BaseEstimator):
         self.weak_prior_sd = weak_prior_sd
         self.seed = seed
         self.select = select
-        self.shrinkage = shrinkage
 
     # -- parameters ------------------------------------------------------------------------
     @classmethod
@@ -329,7 +301,6 @@ class SegmentedCalibrator(BaseEstimator):
         self.segment_weight_, self.segment_positive_weight_ = weight, positive
         self.offset_mle_, self.offset_var_ = fit["d_hat"], fit["v"]
         self.offset_shrinkage_ = fit["factor"]
-        self.offset_expansion_ = fit["expansion"]
         self.offset_prior_ = fit["prior"]
         self.slope_mle_, self.slope_var_ = fit["a_hat"], fit["a_var"]
         self.slope_prior_ = fit["slope_prior"]
@@ -345,12 +316,10 @@ class SegmentedCalibrator(BaseEstimator):
         prior_prec = np.where(one_class, 1.0 / float(self.weak_prior_sd) ** 2, 0.0)
         d_hat, v = segment_offsets(l, y, w, codes, n_seg, prior_prec)
         mu, tau2 = reml_prior(d_hat, v)
-        _, factor = shrink(d_hat, v, mu, tau2)
-        offsets, expansion = self._shrink_offsets(d_hat, v, mu, tau2)
+        offsets, factor = shrink(d_hat, v, mu, tau2)
         # a segment without any informative row keeps the shared map
         offsets = np.where(np.isfinite(v), offsets, 0.0)
         out = {"d_hat": d_hat, "v": v, "factor": factor, "prior": (float(mu), float(tau2)),
-               "expansion": expansion,
                "slopes": np.ones(n_seg), "offsets": offsets, "a_hat": np.full(n_seg, np.nan),
                "a_var": np.full(n_seg, np.nan), "slope_prior": None,
                "big": np.empty(0, dtype=np.int64)}
@@ -367,18 +336,10 @@ class SegmentedCalibrator(BaseEstimator):
                 # offsets given the shrunk slopes, shrunk with the offset prior
                 d2, v2 = segment_offsets(l * out["slopes"][codes], y, w, codes, n_seg,
                                          prior_prec)
-                d2s, out["expansion"] = self._shrink_offsets(d2, v2, mu, tau2)
+                d2s, _ = shrink(d2, v2, mu, tau2)
                 out["offsets"][big] = d2s[big]
                 out["big"] = big
         return out
-
-    def _shrink_offsets(self, d_hat, v, mu, tau2) -> tuple[np.ndarray, float]:
-        """The stored offsets from the estimates (step 4 of the module notes): the posterior
-        means (``shrinkage="mean"``) or constrained Bayes (``"constrained"``), with the
-        expansion factor (1 for the posterior means)."""
-        if self.shrinkage == "mean":
-            return shrink(d_hat, v, mu, tau2)[0], 1.0
-        return constrained_shrink(d_hat, v, mu, tau2)
 
     def _choose(self, l, y, w, codes, n_seg, folds, with_slopes: bool
                 ) -> tuple[str, dict[str, float]]:
@@ -487,11 +448,9 @@ class SegmentedCalibrator(BaseEstimator):
                                         f"not a {SEGMENTED_METHOD!r} one")
         check_fields(doc, ENVELOPE_FIELDS, SEGMENTED_METHOD)
         expected = set(cls._get_param_names())
-        if expected - set(LEGACY_PARAMS) <= set(params) <= expected:
-            # a document written before a parameter existed: read as what it was fitted
-            # with (offsets always fitted, posterior means)
-            params = {**{k: v for k, v in LEGACY_PARAMS.items() if k not in params},
-                      **params}
+        if set(params) == expected - {"select"}:
+            # a document written before `select` existed: its offsets were always fitted
+            params = {**params, "select": LEGACY_SELECT}
         if set(params) != expected:
             raise CalibratorFormatError(
                 f"calibrator document: 'segmented' params must be exactly {sorted(expected)}; "

@@ -20,6 +20,7 @@ from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterErro
                                        ListOf, Real, short_repr)
 from mlcal.calibrators.base import (BOUND_SMOOTHING_CONSTRAINTS, BaseCalibrator,
                                     CalibratorFormatError)
+from mlcal.calibrators.output_floor import data_floor
 from mlcal.calibrators.catalog import (available_calibrators, calibrator_class, get_calibrator,
                                        register_calibrator)
 
@@ -265,24 +266,33 @@ class AutoCalibrator(BaseCalibrator):
         order = np.argsort(s, kind="stable")
         s, z, w = s[order], z[order], w[order]
         names = self.candidate_names()
-        x, pos, neg, folds, k, unit, n_unique = self.cv_units(s, z, w, int(self.seed))
+        points = sort_and_collapse(s, z, w)
+        x, pos, neg, folds, k, unit, n_unique = self.cv_units(s, z, w, int(self.seed),
+                                                              points=points)
         record = self._cross_validate(names, x, pos, neg, folds, k, unit)
         record["fold_unit"] = unit
         record["n_unique"] = n_unique
         record["chosen_params"] = self.candidate_params(record["chosen"])
         self.chosen_ = record["chosen"]
         self.selection_ = record
-        self.calibrator_ = self.candidate(self.chosen_).fit(s, z, w)
+        # the chosen method's own fit on the rows: its first step, sort_and_collapse of the
+        # same arrays, is the collapse above, so that is handed over (same bits)
+        chosen = self.candidate(self.chosen_)
+        if not chosen._fit_collapsed(*points, s, data_floor(w)):
+            chosen.fit(s, z, w)
+        self.calibrator_ = chosen
         self.map_ = self.calibrator_.map_
         self.map_reduction_ = self.calibrator_.map_reduction_
         return self
 
-    def cv_units(self, s: np.ndarray, z: np.ndarray, w: np.ndarray, seed: int):
+    def cv_units(self, s: np.ndarray, z: np.ndarray, w: np.ndarray, seed: int,
+                 points: tuple[np.ndarray, ...] | None = None):
         """The units the cross-validation scores, from rows sorted by score: test units ``x``
         (points, cells or per-fold row groups) with positive and negative weights and a fold
         each (``folds=None`` when there are too few distinct scores and no row folds), the
-        number of folds, the fold unit and the number of unique scores."""
-        x, ybar, wsum = sort_and_collapse(s, z, w)
+        number of folds, the fold unit and the number of unique scores. ``points``: the rows'
+        ``sort_and_collapse`` if the caller has it."""
+        x, ybar, wsum = sort_and_collapse(s, z, w) if points is None else points
         pos = ybar * wsum
         neg = np.maximum(wsum - pos, 0.0)
         n_unique = int(x.size)
@@ -347,11 +357,12 @@ class AutoCalibrator(BaseCalibrator):
             xt, pt, nt = x[train], pos[train], neg[train]
             if cap is not None and xt.size > cap:
                 xt, pt, nt = coarsen(xt, pt, nt, cap)
-            xs, ys, ws = _rows(xt, pt, nt)
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")   # the refit on all data shows warnings
-                    cal = self.candidate(name).fit(xs, ys, sample_weight=ws)
+                    cal = self.candidate(name)
+                    if not _fit_cells(cal, xt, pt, nt):
+                        cal.fit(*_rows(xt, pt, nt))
                 p[test] = cal.predict(x[test])
             except (ValueError, ArithmeticError, RuntimeError, np.linalg.LinAlgError) as exc:
                 return None, None, None, f"{type(exc).__name__}: {short_repr(str(exc))}"
@@ -477,6 +488,22 @@ def coarsen(x: np.ndarray, pos: np.ndarray, neg: np.ndarray,
     ends = np.append(starts[1:], x.size)
     return (x[(starts + ends - 1) // 2], exact_group_sums(pos, starts),
             exact_group_sums(neg, starts))
+
+
+def _fit_cells(cal: BaseCalibrator, x: np.ndarray, pos: np.ndarray, neg: np.ndarray) -> bool:
+    """Fit ``cal`` as ``cal.fit(*_rows(x, pos, neg))`` does, from the sorted points directly
+    (:meth:`BaseCalibrator._fit_collapsed`: the collapse of those rows is ``x`` with weight
+    ``pos + neg`` and mean label ``pos / (pos + neg)``, both rounded once as the collapse's
+    exact sums are). False: not fitted (the caller fits on the rows): the method has no
+    point fit, or ``x`` is not strictly increasing (row folds repeat a score)."""
+    if not cal._fits_points() or (x.size > 1 and not bool(np.all(x[1:] > x[:-1]))):
+        return False
+    floor = data_floor(np.concatenate((pos, neg)))
+    wsum = pos + neg
+    keep = wsum > 0
+    if not keep.all():
+        x, pos, wsum = x[keep], pos[keep], wsum[keep]
+    return cal._fit_collapsed(x, pos / wsum, wsum, x, floor)
 
 
 def _rows(x: np.ndarray, pos: np.ndarray, neg: np.ndarray):

@@ -104,7 +104,9 @@ class MonotoneSpline(BaseCalibrator):
         return np.asarray([float(v) for v in grid], dtype=np.float64)
 
     def _fit(self, scores, y, w):
-        x, ybar, wsum = sort_and_collapse(scores, y, w)
+        return self._fit_points(*sort_and_collapse(scores, y, w), scores)
+
+    def _fit_points(self, x, ybar, wsum, scores):
         grid = self._grid()
         if x.size == 1:   # one distinct score: the weighted mean label
             self.penalty_, self.cv_log_loss_ = float(grid[0]), np.full(grid.size, np.nan)

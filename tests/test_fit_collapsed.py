@@ -75,3 +75,34 @@ def test_auto_refit_is_the_chosen_methods_own_fit(method, n, margins):
     own = auto.candidate(method).fit(s, y, w)
     assert auto.calibrator_.to_json() == own.to_json()
     assert auto.map_ == own.map_
+
+
+def test_spline_grid_losses_equal_one_cold_qp_per_penalty():
+    # the spline's CV: one call per fold, each QP warm-started from the previous penalty's
+    # solution, against a cold monotone_qp and held_out_log_loss per penalty (the old loop)
+    from mlcal._solvers.pspline import (gram_sums, grid_held_out_losses, held_out_log_loss,
+                                        monotone_qp, penalised)
+    from mlcal.calibrators.spline import CV_CLIP, DEFAULT_PENALTIES, spline_knots
+
+    grid = np.asarray(DEFAULT_PENALTIES)
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        n = int(rng.integers(8, 3000))
+        x = np.unique(rng.random(n) ** rng.uniform(0.3, 3.0))
+        curve = rng.choice([lambda v: v, lambda v: v ** 3, lambda v: (v > 0.5) * 0.9,
+                            lambda v: 0.5 + 0.0 * v])
+        ybar = np.clip(curve(x) + rng.normal(0.0, 0.2, x.size), 0.0, 1.0)
+        ybar = np.where(rng.random(x.size) < 0.5, np.round(ybar), ybar)
+        w = rng.choice([0.5, 1.0, 3.0], size=x.size)
+        cv = int(rng.integers(2, 6))
+        knots = spline_knots(x, int(rng.integers(2, 25)), cv)
+        fold = np.arange(x.size) % cv
+        for f in range(cv):
+            train, held = fold != f, fold == f
+            a, b, _ = gram_sums(x, ybar, w, knots, train)
+            start = float(np.sum(b))
+            cold = [held_out_log_loss(x, ybar, w, held, knots,
+                                      monotone_qp(penalised(a, lam), b, start), CV_CLIP)
+                    for lam in grid]
+            fast = grid_held_out_losses(a, b, start, grid, x, ybar, w, held, knots, CV_CLIP)
+            np.testing.assert_array_equal(fast, np.array(cold))

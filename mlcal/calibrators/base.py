@@ -36,6 +36,10 @@ MAX_MAP_SIZE_CONSTRAINTS = [IsNone(), Integer(2)]
 BOUND_SMOOTHING_CONSTRAINTS = [IsNone(), Real(0.0, closed="neither")]
 
 
+#: per calibrator class, its ``__init__`` parameter names (:meth:`BaseCalibrator._get_param_names`)
+_PARAM_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def resolve_input_transform(calibrator: Any, choice: str, s: np.ndarray) -> str:
     """``"identity"`` or ``"sigmoid"`` for an ``input_transform`` choice and the training
     scores (see :class:`BaseCalibrator`); ``ValueError`` for ``"identity"`` with scores outside
@@ -92,6 +96,16 @@ class BaseCalibrator(BaseEstimator):
     #: whether every fitted map is non-decreasing in the score (checked on load)
     monotone: ClassVar[bool] = False
     _parameter_constraints: ClassVar[dict[str, list[Constraint]]] = {}
+
+    @classmethod
+    def _get_param_names(cls) -> list[str]:
+        """scikit-learn's parameter names (read off ``__init__``'s signature), cached per class:
+        ``inspect.signature`` ran three times per fit, 0.1-0.2 ms each time, which added up
+        over ``auto``'s fold fits."""
+        names = _PARAM_NAMES.get(cls)
+        if names is None:
+            names = _PARAM_NAMES[cls] = tuple(super()._get_param_names())
+        return list(names)
 
     def _validate_params(self) -> None:
         """``InvalidParameterError`` (a ``ValueError``) naming the first invalid parameter."""

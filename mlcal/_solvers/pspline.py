@@ -233,8 +233,8 @@ def grid_held_out_losses(a, b, start, grid, x, ybar, w, use, knots, eps):
     ``monotone_qp(penalised(a, grid[g]), b, start)``, in one call: the held-out points are
     located among the knots once instead of once per penalty (same operations), and each QP
     starts from the previous penalty's solution (the same optimum; the same bits whenever it
-    ends on the same free set as the cold start, which is the rule: checked in
-    tests/test_spline.py)."""
+    ends on the same free set as the cold start, which is the rule: checked against
+    the cold loop in tests/test_fit_collapsed.py)."""
     n_use = 0
     for i in range(x.shape[0]):
         if use[i]:

@@ -338,25 +338,34 @@ class AutoCalibrator(BaseCalibrator):
                                       for n in names], best=None, chosen=names[0],
                           reason=reason)
             return record
-        results = {}
+        results, train_cells = {}, {}
         for name in names:
             loss_pos, loss_neg, sizes, error = self._out_of_fold(name, x, pos, neg, folds, k,
-                                                                     unit == "cells")
+                                                                     unit == "cells",
+                                                                     train_cells)
             results[name] = error if error is not None else ((loss_pos, loss_neg),
                                                              float(np.mean(sizes)))
         record.update(select_one_se(names, results, (pos, neg), float(self.se_rule)))
         return record
 
-    def _out_of_fold(self, name, x, pos, neg, folds, k, fit_cells=False):
-        """Out-of-fold per-point losses of one method (or the error that stopped it)."""
+    def _out_of_fold(self, name, x, pos, neg, folds, k, fit_cells=False, train_cells=None):
+        """Out-of-fold per-point losses of one method (or the error that stopped it).
+        ``train_cells``: a dict shared by the candidates of one CV, which then build each
+        fold's training part (and its merge into at most ``fold_fit_points`` cells) once."""
         p = np.empty(x.size)
         sizes = []
         cap = self.fold_fit_points(name) if fit_cells else None
         for f in range(k):
             train, test = folds != f, folds == f
-            xt, pt, nt = x[train], pos[train], neg[train]
-            if cap is not None and xt.size > cap:
-                xt, pt, nt = coarsen(xt, pt, nt, cap)
+            cached = None if train_cells is None else train_cells.get((f, cap))
+            if cached is not None:
+                xt, pt, nt = cached
+            else:
+                xt, pt, nt = x[train], pos[train], neg[train]
+                if cap is not None and xt.size > cap:
+                    xt, pt, nt = coarsen(xt, pt, nt, cap)
+                if train_cells is not None:
+                    train_cells[(f, cap)] = (xt, pt, nt)
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")   # the refit on all data shows warnings

@@ -28,6 +28,8 @@ import time
 import numpy as np
 
 import mlcal
+from mlcal._solvers.ties import sort_and_collapse
+from mlcal.calibrators.output_floor import data_floor
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from bench_quality import simulated  # noqa: E402
@@ -45,12 +47,16 @@ def phases(auto: mlcal.AutoCalibrator, s: np.ndarray, y: np.ndarray) -> dict[str
     order = np.argsort(s, kind="stable")
     ss, zz, ww = s[order], y[order].astype(float), np.ones(s.size)
     t0 = time.process_time()
-    x, pos, neg, folds, k, unit, _ = auto.cv_units(ss, zz, ww, int(auto.seed))
+    points = sort_and_collapse(ss, zz, ww)
+    x, pos, neg, folds, k, unit, _ = auto.cv_units(ss, zz, ww, int(auto.seed), points=points)
     out["cv units"] = time.process_time() - t0
+    train_cells = {}   # shared by the candidates, as in fit (the first one builds them)
     for name in auto.candidate_names():
         out[f"cv {name}"] = cpu(lambda: auto._out_of_fold(name, x, pos, neg, folds, k,
-                                                                unit == "cells"))
-    out[f"refit {auto.chosen_}"] = cpu(lambda: auto.candidate(auto.chosen_).fit(ss, zz, ww))
+                                                                unit == "cells", train_cells))
+    # as fit refits: on the collapsed points it already has
+    out[f"refit {auto.chosen_}"] = cpu(lambda: auto.candidate(auto.chosen_)._fit_collapsed(
+        *points, ss, data_floor(ww)))
     return out
 
 

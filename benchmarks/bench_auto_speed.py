@@ -8,17 +8,28 @@ in every repeat so that a slow spell hits all of them. Phases of ``auto``: the C
 method on all rows.
 
     PYTHONPATH=. python benchmarks/bench_auto_speed.py --sizes 10000 100000 --repeats 7
+
+``--trees A B``: compare source trees (e.g. ``/work/main`` and a branch's worktree) in one run.
+Each tree's mlcal runs in a worker process of its own (``PYTHONPATH=<tree>``); every repeat
+asks each worker in turn for one isotonic fit and one ``auto`` fit (CPU time of the worker), so
+a slow spell of the machine hits both trees alike. Medians per tree, and the ratio of the
+trees' ``auto / isotonic``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
 import time
 
 import numpy as np
 
 import mlcal
+from mlcal._solvers.ties import sort_and_collapse
+from mlcal.calibrators.output_floor import data_floor
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from bench_quality import simulated  # noqa: E402
@@ -36,13 +47,86 @@ def phases(auto: mlcal.AutoCalibrator, s: np.ndarray, y: np.ndarray) -> dict[str
     order = np.argsort(s, kind="stable")
     ss, zz, ww = s[order], y[order].astype(float), np.ones(s.size)
     t0 = time.process_time()
-    x, pos, neg, folds, k, unit, _ = auto.cv_units(ss, zz, ww, int(auto.seed))
+    points = sort_and_collapse(ss, zz, ww)
+    x, pos, neg, folds, k, unit, _ = auto.cv_units(ss, zz, ww, int(auto.seed), points=points)
     out["cv units"] = time.process_time() - t0
+    train_cells = {}   # shared by the candidates, as in fit (the first one builds them)
     for name in auto.candidate_names():
         out[f"cv {name}"] = cpu(lambda: auto._out_of_fold(name, x, pos, neg, folds, k,
-                                                                unit == "cells"))
-    out[f"refit {auto.chosen_}"] = cpu(lambda: auto.candidate(auto.chosen_).fit(ss, zz, ww))
+                                                                unit == "cells", train_cells))
+    # as fit refits: on the collapsed points it already has
+    out[f"refit {auto.chosen_}"] = cpu(lambda: auto.candidate(auto.chosen_)._fit_collapsed(
+        *points, ss, data_floor(ww)))
     return out
+
+
+def worker() -> None:
+    """Serve ``{"kind", "n"}`` requests on stdin: one isotonic and one auto fit, CPU seconds
+    (and auto's choice) as one JSON line on stdout."""
+    data = {}
+    for line in sys.stdin:
+        req = json.loads(line)
+        key = (req["kind"], int(req["n"]))
+        if key not in data:
+            s, y = simulated(key[0], key[1], np.random.default_rng(0))
+            mlcal.AutoCalibrator().fit(s, y)   # warm-up (numba kernels, caches)
+            mlcal.Isotonic().fit(s, y)
+            data[key] = (s, y)
+        s, y = data[key]
+        auto = mlcal.AutoCalibrator()
+        ti = cpu(lambda: mlcal.Isotonic().fit(s, y))
+        ta = cpu(lambda: auto.fit(s, y))
+        print(json.dumps({"iso": ti, "auto": ta, "chosen": auto.chosen_,
+                          "cv": {r["method"]: r.get("cv_log_loss")
+                                 for r in auto.selection_["candidates"]}}), flush=True)
+
+
+def compare_trees(trees: list[str], kinds: list[str], sizes: list[int], repeats: int) -> None:
+    """Interleaved medians of isotonic and auto per source tree (module docstring)."""
+    procs = []
+    for tree in trees:
+        env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                      env=env, cwd=os.path.abspath(tree)))
+
+    def ask(proc, kind, n):
+        proc.stdin.write(json.dumps({"kind": kind, "n": n}) + "\n")
+        proc.stdin.flush()
+        return json.loads(proc.stdout.readline())
+
+    print("| data | N | tree | isotonic ms | auto ms | auto / isotonic (own) | "
+          "auto / isotonic (pooled) | auto vs first tree | chosen | "
+          "max CV log-loss change vs first tree |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for kind in kinds:
+        for n in sizes:
+            runs = [[] for _ in trees]
+            for proc in procs:
+                ask(proc, kind, n)   # warm-up
+            for r in range(repeats):
+                order = range(len(procs)) if r % 2 == 0 else reversed(range(len(procs)))
+                for i in order:
+                    runs[i].append(ask(procs[i], kind, n))
+            first = None
+            # isotonic's code is the same in every tree: the median over all trees' runs is
+            # the steadier unit under a varying load
+            pooled = float(np.median([v["iso"] for res in runs for v in res]))
+            for tree, res in zip(trees, runs):
+                ti = float(np.median([v["iso"] for v in res]))
+                ta = float(np.median([v["auto"] for v in res]))
+                cv = res[-1]["cv"]
+                if first is None:
+                    first = (ta, cv)
+                moved = max((abs(cv[m] - first[1][m]) for m in cv
+                             if cv[m] is not None and first[1].get(m) is not None),
+                            default=float("nan"))
+                print(f"| {kind} | {n:g} | {tree} | {ti * 1e3:.1f} | {ta * 1e3:.1f} | "
+                      f"{ta / ti:.2f} | {ta / pooled:.2f} | {ta / first[0]:.2f} | "
+                      f"{res[-1]['chosen']} | {moved:.1e} |", flush=True)
+    for proc in procs:
+        proc.stdin.close()
+        proc.wait()
 
 
 def main(argv=None) -> None:
@@ -50,7 +134,16 @@ def main(argv=None) -> None:
     ap.add_argument("--sizes", type=float, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--kinds", nargs="+", default=["sim-beta", "sim-overconfident"])
+    ap.add_argument("--trees", nargs="+", default=None,
+                    help="source trees to compare in one interleaved run (module docstring)")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.worker:
+        worker()
+        return
+    if args.trees:
+        compare_trees(args.trees, args.kinds, [int(v) for v in args.sizes], args.repeats)
+        return
     print("| data | N | mlcal isotonic ms | auto ms | auto / isotonic | chosen |")
     print("|---|---|---|---|---|---|")
     breakdown = []

@@ -30,7 +30,11 @@ LN2 = 0.6931471805599453   # ln 2 correctly rounded to float64
 def collapsed_targets(scores: np.ndarray, y: np.ndarray, w: np.ndarray, smooth: bool):
     """Sorted unique scores, their (optionally Platt-smoothed) targets and total weights, and
     the starting intercept (log-odds of the weighted base rate, +1 smoothed as Platt's)."""
-    x, ybar, wsum = sort_and_collapse(scores, y, w)
+    return point_targets(*sort_and_collapse(scores, y, w), smooth)
+
+
+def point_targets(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray, smooth: bool):
+    """:func:`collapsed_targets` from the collapsed points (``sort_and_collapse``'s output)."""
     t = platt_targets(ybar, wsum) if smooth else ybar
     n_pos = float(np.sum(wsum * ybar))   # not np.dot: BLAS sums in a CPU-specific order
     n_neg = float(np.sum(wsum)) - n_pos
@@ -75,7 +79,13 @@ def fit_beta(s: np.ndarray, y: np.ndarray, w: np.ndarray, parameters: str, smoot
 
     Raises ``ValueError`` when the optimum is at infinity (only possible with ``smooth=False``).
     """
-    x, t, wsum, start = collapsed_targets(s, y, w, smooth)
+    return fit_beta_points(*sort_and_collapse(s, y, w), parameters, smooth)
+
+
+def fit_beta_points(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray, parameters: str,
+                    smooth: bool) -> tuple[float, float, float]:
+    """:func:`fit_beta` on the collapsed points (``sort_and_collapse``'s output)."""
+    x, t, wsum, start = point_targets(x, ybar, wsum, smooth)
     l1, l2 = log_features(x)
     if parameters == "abm":
         coef, c, _, ok = fit_nonnegative(np.column_stack((l1, l2)), t, wsum, intercept=True,
@@ -107,7 +117,16 @@ def fit_logit_scaling(feature: np.ndarray, y: np.ndarray, w: np.ndarray, *, inte
     ``identity_prior = m > 0`` adds ``m`` rows' worth of pseudo-data whose labels are the base
     model's own probabilities (:func:`identity_prior_targets`), which shrinks the fit toward
     the identity map (slope 1, intercept 0)."""
-    x, t, wsum, start = collapsed_targets(feature, y, w, smooth)
+    return fit_logit_scaling_points(*sort_and_collapse(feature, y, w), intercept=intercept,
+                                    smooth=smooth, method=method, on_logit=on_logit,
+                                    identity_prior=identity_prior)
+
+
+def fit_logit_scaling_points(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray, *,
+                             intercept: bool, smooth: bool, method: str, on_logit: bool,
+                             identity_prior: float = 0.0) -> tuple[float, float]:
+    """:func:`fit_logit_scaling` on the collapsed points (``sort_and_collapse``'s output)."""
+    x, t, wsum, start = point_targets(x, ybar, wsum, smooth)
     if identity_prior > 0.0:
         base = np.clip(x, BETA_EPS, 1.0 - BETA_EPS) if on_logit else det_expit_array(x)
         t = identity_prior_targets(t, wsum, base, identity_prior)
@@ -139,7 +158,15 @@ def fit_quadratic(feature: np.ndarray, y: np.ndarray, w: np.ndarray, *, smooth: 
 
     Raises ``ValueError`` when the optimum is at infinity (only possible with ``smooth=False``).
     """
-    x, t, wsum, start = collapsed_targets(feature, y, w, smooth)
+    return fit_quadratic_points(*sort_and_collapse(feature, y, w), smooth=smooth,
+                                penalty=penalty, on_logit=on_logit, square=square)
+
+
+def fit_quadratic_points(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray, *, smooth: bool,
+                         penalty: float, on_logit: bool, square: bool = True
+                         ) -> tuple[float, float, float]:
+    """:func:`fit_quadratic` on the collapsed points (``sort_and_collapse``'s output)."""
+    x, t, wsum, start = point_targets(x, ybar, wsum, smooth)
     z = logit_clamped(x) if on_logit else x
     if square:
         coef, c, _, ok = fit_logistic(np.column_stack((z, z * z)), t, wsum, intercept=True,

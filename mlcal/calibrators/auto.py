@@ -21,6 +21,7 @@ from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterErro
                                        ListOf, Options, Real, short_repr)
 from mlcal.calibrators.base import (BOUND_SMOOTHING_CONSTRAINTS, BaseCalibrator,
                                     CalibratorFormatError)
+from mlcal.calibrators.output_floor import data_floor
 from mlcal.calibrators.catalog import (available_calibrators, calibrator_class, get_calibrator,
                                        register_calibrator)
 
@@ -292,12 +293,14 @@ class AutoCalibrator(BaseCalibrator):
         order = np.argsort(s, kind="stable")
         s, z, w = s[order], z[order], w[order]
         names = self.candidate_names()
-        x, pos, neg, folds, k, unit, n_unique = self.cv_units(s, z, w, int(self.seed))
+        points = sort_and_collapse(s, z, w)
+        x, pos, neg, folds, k, unit, n_unique = self.cv_units(s, z, w, int(self.seed),
+                                                              points=points)
         record = self._cross_validate(names, x, pos, neg, folds, k, unit)
         record["fold_unit"] = unit
         record["n_unique"] = n_unique
         record["chosen_params"] = self.candidate_params(record["chosen"])
-        self.calibrator_ = self._refit(record, names, s, z, w)
+        self.calibrator_ = self._refit(record, names, s, z, w, points)
         self.chosen_ = record["chosen"]
         self.selection_ = record
         self.map_ = self.calibrator_.map_
@@ -305,10 +308,12 @@ class AutoCalibrator(BaseCalibrator):
         return self
 
     def _refit(self, record: dict[str, Any], names: list[str], s: np.ndarray, z: np.ndarray,
-               w: np.ndarray) -> BaseCalibrator:
+               w: np.ndarray, points: tuple[np.ndarray, ...]) -> BaseCalibrator:
         """The chosen candidate fitted on all rows; should that fit raise (a maximum-likelihood
         fit on separable labels when no CV was possible), the next candidates are tried, by
-        CV log loss when there was a CV, else in listed order, and ``record`` says so."""
+        CV log loss when there was a CV, else in listed order, and ``record`` says so. Each is
+        the method's own fit on the rows: its first step, ``sort_and_collapse`` of the same
+        arrays, is ``points``, so that is handed over (same bits)."""
         chosen = record["chosen"]
         cv = {r["method"]: r["cv_log_loss"] for r in record["candidates"] if "cv_log_loss" in r}
         rest = [n for n in names if n != chosen and (n in cv or not cv)]
@@ -317,7 +322,9 @@ class AutoCalibrator(BaseCalibrator):
         errors = []
         for name in [chosen] + rest:
             try:
-                calibrator = self.candidate(name).fit(s, z, w)
+                calibrator = self.candidate(name)
+                if not calibrator._fit_collapsed(*points, s, data_floor(w)):
+                    calibrator.fit(s, z, w)
             except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
                 errors.append(f"{name}: {type(exc).__name__}: {short_repr(str(exc))}")
                 continue
@@ -330,12 +337,14 @@ class AutoCalibrator(BaseCalibrator):
         raise ValueError("auto: every candidate failed when refitted on all rows: " +
                          "; ".join(errors))
 
-    def cv_units(self, s: np.ndarray, z: np.ndarray, w: np.ndarray, seed: int):
+    def cv_units(self, s: np.ndarray, z: np.ndarray, w: np.ndarray, seed: int,
+                 points: tuple[np.ndarray, ...] | None = None):
         """The units the cross-validation scores, from rows sorted by score: test units ``x``
         (points, cells or per-fold row groups) with positive and negative weights and a fold
         each (``folds=None`` when there are too few distinct scores and no row folds), the
-        number of folds, the fold unit and the number of unique scores."""
-        x, ybar, wsum = sort_and_collapse(s, z, w)
+        number of folds, the fold unit and the number of unique scores. ``points``: the rows'
+        ``sort_and_collapse`` if the caller has it."""
+        x, ybar, wsum = sort_and_collapse(s, z, w) if points is None else points
         pos = ybar * wsum
         neg = np.maximum(wsum - pos, 0.0)
         n_unique = int(x.size)
@@ -382,31 +391,41 @@ class AutoCalibrator(BaseCalibrator):
                                       for n in names], best=None, chosen=names[0],
                           reason=reason)
             return record
-        results = {}
+        results, train_cells = {}, {}
         for name in names:
             loss_pos, loss_neg, sizes, error = self._out_of_fold(name, x, pos, neg, folds, k,
-                                                                     unit == "cells")
+                                                                     unit == "cells",
+                                                                     train_cells)
             results[name] = error if error is not None else ((loss_pos, loss_neg),
                                                              float(np.mean(sizes)))
         select = select_one_se if self.prefer == "simplest" else select_preferred
         record.update(select(names, results, (pos, neg), float(self.se_rule)))
         return record
 
-    def _out_of_fold(self, name, x, pos, neg, folds, k, fit_cells=False):
-        """Out-of-fold per-point losses of one method (or the error that stopped it)."""
+    def _out_of_fold(self, name, x, pos, neg, folds, k, fit_cells=False, train_cells=None):
+        """Out-of-fold per-point losses of one method (or the error that stopped it).
+        ``train_cells``: a dict shared by the candidates of one CV, which then build each
+        fold's training part (and its merge into at most ``fold_fit_points`` cells) once."""
         p = np.empty(x.size)
         sizes = []
         cap = self.fold_fit_points(name) if fit_cells else None
         for f in range(k):
             train, test = folds != f, folds == f
-            xt, pt, nt = x[train], pos[train], neg[train]
-            if cap is not None and xt.size > cap:
-                xt, pt, nt = coarsen(xt, pt, nt, cap)
-            xs, ys, ws = _rows(xt, pt, nt)
+            cached = None if train_cells is None else train_cells.get((f, cap))
+            if cached is not None:
+                xt, pt, nt = cached
+            else:
+                xt, pt, nt = x[train], pos[train], neg[train]
+                if cap is not None and xt.size > cap:
+                    xt, pt, nt = coarsen(xt, pt, nt, cap)
+                if train_cells is not None:
+                    train_cells[(f, cap)] = (xt, pt, nt)
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")   # the refit on all data shows warnings
-                    cal = self.candidate(name).fit(xs, ys, sample_weight=ws)
+                    cal = self.candidate(name)
+                    if not _fit_cells(cal, xt, pt, nt):
+                        cal.fit(*_rows(xt, pt, nt))
                 p[test] = cal.predict(x[test])
             except (ValueError, ArithmeticError, RuntimeError, np.linalg.LinAlgError) as exc:
                 return None, None, None, f"{type(exc).__name__}: {short_repr(str(exc))}"
@@ -551,6 +570,22 @@ def coarsen(x: np.ndarray, pos: np.ndarray, neg: np.ndarray,
     ends = np.append(starts[1:], x.size)
     return (x[(starts + ends - 1) // 2], exact_group_sums(pos, starts),
             exact_group_sums(neg, starts))
+
+
+def _fit_cells(cal: BaseCalibrator, x: np.ndarray, pos: np.ndarray, neg: np.ndarray) -> bool:
+    """Fit ``cal`` as ``cal.fit(*_rows(x, pos, neg))`` does, from the sorted points directly
+    (:meth:`BaseCalibrator._fit_collapsed`: the collapse of those rows is ``x`` with weight
+    ``pos + neg`` and mean label ``pos / (pos + neg)``, both rounded once as the collapse's
+    exact sums are). False: not fitted (the caller fits on the rows): the method has no
+    point fit, or ``x`` is not strictly increasing (row folds repeat a score)."""
+    if not cal._fits_points() or (x.size > 1 and not bool(np.all(x[1:] > x[:-1]))):
+        return False
+    floor = data_floor(np.concatenate((pos, neg)))
+    wsum = pos + neg
+    keep = wsum > 0
+    if not keep.all():
+        x, pos, wsum = x[keep], pos[keep], wsum[keep]
+    return cal._fit_collapsed(x, pos / wsum, wsum, x, floor)
 
 
 def _rows(x: np.ndarray, pos: np.ndarray, neg: np.ndarray):

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from mlcal._solvers.beta_fit import BETA_PARAMETERS, fit_beta
+from mlcal._solvers.beta_fit import BETA_PARAMETERS, fit_beta, fit_beta_points
 from mlcal.calibrators._params import Boolean, Options
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.catalog import register_calibrator
@@ -55,4 +55,8 @@ class Beta(BaseCalibrator):
 
     def _fit(self, scores, y, w):
         a, b, c = fit_beta(scores, y, w, self.parameters, self.smooth_targets)
+        return BetaMap(a, b, c)
+
+    def _fit_points(self, x, ybar, wsum, scores):
+        a, b, c = fit_beta_points(x, ybar, wsum, self.parameters, self.smooth_targets)
         return BetaMap(a, b, c)

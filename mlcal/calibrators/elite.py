@@ -169,7 +169,9 @@ class ELiTE(BaseCalibrator):
         self.bound_smoothing = bound_smoothing
 
     def _fit(self, scores, y, w):
-        x, ybar, wsum = sort_and_collapse(scores, y, w)
+        return self._fit_points(*sort_and_collapse(scores, y, w), scores)
+
+    def _fit_points(self, x, ybar, wsum, scores):
         x, ybar, wsum = thin(x, ybar, wsum, float(self.thin_tol or 0.0))
         x, ybar, wsum = merge_close(x, ybar, wsum,
                                     max(MIN_GAP_ABS, MIN_GAP_REL * (x[-1] - x[0])))

@@ -66,7 +66,9 @@ class Isotonic(BaseCalibrator):
         self.bound_smoothing = bound_smoothing
 
     def _fit(self, scores, y, w):
-        x, ybar, wsum = sort_and_collapse(scores, y, w)
+        return self._fit_points(*sort_and_collapse(scores, y, w), scores)
+
+    def _fit_points(self, x, ybar, wsum, scores):
         # scores a subnormal distance apart count as tied: the slope between them overflows
         x, ybar, wsum = merge_close(x, ybar, wsum, MIN_SLOPE_GAP)
         starts, values = pava_blocks(ybar, wsum)

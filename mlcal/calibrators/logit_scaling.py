@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from mlcal._solvers.beta_fit import fit_logit_scaling
+from mlcal._solvers.beta_fit import fit_logit_scaling_points
+from mlcal._solvers.ties import sort_and_collapse
 from mlcal.calibrators._params import Boolean, Options, Real
 from mlcal.calibrators.base import INPUT_TRANSFORM_CHOICES, BaseCalibrator, resolve_input_transform
 from mlcal.calibrators.catalog import register_calibrator
@@ -36,12 +37,15 @@ class _LogitScaling(BaseCalibrator):
         self.identity_prior = identity_prior
 
     def _fit(self, scores, y, w):
+        return self._fit_points(*sort_and_collapse(scores, y, w), scores)
+
+    def _fit_points(self, x, ybar, wsum, scores):
         # the map records the identity transform either way: margins get an exact SigmoidMap
         margins = resolve_input_transform(self, self.input_transform, scores) == "sigmoid"
-        k, c = fit_logit_scaling(scores, y, w, intercept=self.intercept,
-                                 smooth=self.smooth_targets, method=self.method_name,
-                                 on_logit=not margins,
-                                 identity_prior=float(self.identity_prior))
+        k, c = fit_logit_scaling_points(x, ybar, wsum, intercept=self.intercept,
+                                        smooth=self.smooth_targets, method=self.method_name,
+                                        on_logit=not margins,
+                                        identity_prior=float(self.identity_prior))
         if margins:
             return SigmoidMap(-k, -c)   # SigmoidMap is 1 / (1 + exp(a m + b))
         return BetaMap(k, k, c)

@@ -47,7 +47,9 @@ class Platt(BaseCalibrator):
     def _fit(self, scores, y, w):
         # the cross-entropy is linear in the target, so tied rows merge exactly into one point
         # with the weighted mean target; sorted sums make the fit independent of row order
-        x, ybar, wsum = sort_and_collapse(scores, y, w)
+        return self._fit_points(*sort_and_collapse(scores, y, w), scores)
+
+    def _fit_points(self, x, ybar, wsum, scores):
         t = platt_targets(ybar, wsum) if self.smooth_targets else ybar
         a, b, self.n_iter_ = fit_sigmoid(x, t, wsum)
         if not (np.isfinite(a) and np.isfinite(b)):

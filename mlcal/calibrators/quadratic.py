@@ -11,7 +11,8 @@ its SigmoidMap.
 
 from __future__ import annotations
 
-from mlcal._solvers.beta_fit import fit_quadratic
+from mlcal._solvers.beta_fit import fit_quadratic_points
+from mlcal._solvers.ties import sort_and_collapse
 from mlcal.calibrators._params import Boolean, Options, Real
 from mlcal.calibrators.base import INPUT_TRANSFORM_CHOICES, BaseCalibrator, resolve_input_transform
 from mlcal.calibrators.catalog import register_calibrator
@@ -85,8 +86,11 @@ class Quadratic(BaseCalibrator):
         self.input_transform = input_transform
 
     def _fit(self, scores, y, w):
+        return self._fit_points(*sort_and_collapse(scores, y, w), scores)
+
+    def _fit_points(self, x, ybar, wsum, scores):
         # the map records the identity transform either way: margins are its z as they are
         margins = resolve_input_transform(self, self.input_transform, scores) == "sigmoid"
-        a, b, c = fit_quadratic(scores, y, w, smooth=self.smooth_targets,
-                                penalty=float(self.penalty), on_logit=not margins)
+        a, b, c = fit_quadratic_points(x, ybar, wsum, smooth=self.smooth_targets,
+                                       penalty=float(self.penalty), on_logit=not margins)
         return QuadraticMap(a, b, c, on="margin" if margins else "logit")

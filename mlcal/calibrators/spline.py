@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlcal._solvers.pspline import gram_sums, held_out_log_loss, monotone_qp, penalised
+from mlcal._solvers.pspline import gram_sums, grid_held_out_losses, monotone_qp, penalised
 from mlcal._solvers.ties import sort_and_collapse
 from mlcal.calibrators._params import Integer, IsNone, ListOf, Real
 from mlcal.calibrators.base import BOUND_SMOOTHING_CONSTRAINTS, BaseCalibrator
@@ -104,7 +104,9 @@ class MonotoneSpline(BaseCalibrator):
         return np.asarray([float(v) for v in grid], dtype=np.float64)
 
     def _fit(self, scores, y, w):
-        x, ybar, wsum = sort_and_collapse(scores, y, w)
+        return self._fit_points(*sort_and_collapse(scores, y, w), scores)
+
+    def _fit_points(self, x, ybar, wsum, scores):
         grid = self._grid()
         if x.size == 1:   # one distinct score: the weighted mean label
             self.penalty_, self.cv_log_loss_ = float(grid[0]), np.full(grid.size, np.nan)
@@ -118,9 +120,8 @@ class MonotoneSpline(BaseCalibrator):
             for f in range(self.cv):
                 train, held = fold != f, fold == f
                 a, b, _ = gram_sums(x, ybar, wn, knots, train)
-                for g, lam in enumerate(grid):
-                    theta = monotone_qp(penalised(a, lam), b, float(np.sum(b)))
-                    losses[g] += held_out_log_loss(x, ybar, wn, held, knots, theta, CV_CLIP)
+                losses += grid_held_out_losses(a, b, float(np.sum(b)), grid, x, ybar, wn,
+                                               held, knots, CV_CLIP)
             losses /= float(np.sum(wn))
         # smallest loss; among equal losses the largest penalty (the smoothest fit)
         ties = np.flatnonzero(losses == losses.min())

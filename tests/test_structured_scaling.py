@@ -368,7 +368,10 @@ def test_subsample_warm_start_and_preconditioned_lbfgs_reach_the_newton_optimum(
     L-BFGS preconditioned by the Hessian diagonal, for few classes L-BFGS preconditioned by
     the subsample's exact Hessian) end at the optimum Newton's method finds with the exact
     Hessian on all rows, and at one scipy's minimiser of the documented objective cannot
-    improve; the JSON does not depend on the row order."""
+    improve; the JSON does not depend on the row order. The full-data stage stops at a
+    predicted decrease of 1e-9 relative (FINE_DECREASE: the objective within ~1e-10 of the
+    tight optimum), so "cannot improve" is to that level (scipy's run is tight), and the
+    gradient there is ~sqrt(gap * curvature), up to ~1e-5."""
     import dataclasses
 
     import mlcal._solvers.softmax_affine as softmax_affine
@@ -393,7 +396,7 @@ def test_subsample_warm_start_and_preconditioned_lbfgs_reach_the_newton_optimum(
         return
     f, g = _penalised_objective(fast, s, y)
     assert f == pytest.approx(fast.objective_, rel=1e-12)
-    assert np.max(np.abs(g)) <= 1e-6
+    assert np.max(np.abs(g)) <= 3e-5
     K = s.shape[1]
     full = make is not StructuredVectorScaling
 
@@ -408,7 +411,7 @@ def test_subsample_warm_start_and_preconditioned_lbfgs_reach_the_newton_optimum(
     theta0 = np.concatenate([fast.map_.weights.ravel(), fast.map_.bias])
     res = minimize(objective, theta0 + 0.01, jac=True, method="BFGS",
                    options={"gtol": 1e-10, "maxiter": 2000})
-    assert fast.objective_ <= res.fun * (1 + 1e-12)
+    assert fast.objective_ <= res.fun * (1 + 1e-9)
     assert fast.objective_ == pytest.approx(res.fun, rel=1e-9, abs=0.0)
 
 

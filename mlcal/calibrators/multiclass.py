@@ -400,7 +400,9 @@ class _SoftmaxScaling(MulticlassCalibrator):
     kernels in :mod:`mlcal._solvers.softmax_derivatives`). Newton's method is affine
     invariant, so the scale and offset of the scores need no standardisation; it stops once
     the Newton decrement predicts a gap to the optimum below 1e-14 relative to the objective
-    (then takes that last step). Subclasses return ``(evaluate, theta0, build, solver)``."""
+    (then takes that last step). Above ``2 * COARSE_ROWS`` rows the fit starts on a subsample
+    and its all-rows stage stops at a predicted gap of 1e-9 relative (:func:`coarse_to_fine`,
+    :data:`FINE_DECREASE`). Subclasses return ``(evaluate, theta0, build, solver)``."""
 
     def _problem(self, x, y, w, K):  # pragma: no cover - abstract
         raise NotImplementedError

@@ -368,7 +368,10 @@ def test_subsample_warm_start_and_preconditioned_lbfgs_reach_the_newton_optimum(
     L-BFGS preconditioned by the Hessian diagonal, for few classes L-BFGS preconditioned by
     the subsample's exact Hessian) end at the optimum Newton's method finds with the exact
     Hessian on all rows, and at one scipy's minimiser of the documented objective cannot
-    improve; the JSON does not depend on the row order."""
+    improve; the JSON does not depend on the row order. The full-data stage stops at a
+    predicted decrease of 1e-9 relative (FINE_DECREASE: the objective within ~1e-10 of the
+    tight optimum), so "cannot improve" is to that level (scipy's run is tight), and the
+    gradient there is ~sqrt(gap * curvature), up to ~1e-5."""
     import dataclasses
 
     import mlcal._solvers.softmax_affine as softmax_affine
@@ -393,7 +396,7 @@ def test_subsample_warm_start_and_preconditioned_lbfgs_reach_the_newton_optimum(
         return
     f, g = _penalised_objective(fast, s, y)
     assert f == pytest.approx(fast.objective_, rel=1e-12)
-    assert np.max(np.abs(g)) <= 1e-6
+    assert np.max(np.abs(g)) <= 3e-5
     K = s.shape[1]
     full = make is not StructuredVectorScaling
 
@@ -408,7 +411,7 @@ def test_subsample_warm_start_and_preconditioned_lbfgs_reach_the_newton_optimum(
     theta0 = np.concatenate([fast.map_.weights.ravel(), fast.map_.bias])
     res = minimize(objective, theta0 + 0.01, jac=True, method="BFGS",
                    options={"gtol": 1e-10, "maxiter": 2000})
-    assert fast.objective_ <= res.fun * (1 + 1e-12)
+    assert fast.objective_ <= res.fun * (1 + 1e-9)
     assert fast.objective_ == pytest.approx(res.fun, rel=1e-9, abs=0.0)
 
 
@@ -431,3 +434,62 @@ def test_four_row_gradient_kernel_is_bit_identical_to_the_row_kernel(n, K):
     np.testing.assert_allclose(dW2, (w[:, None] * q).T @ x / w.sum(), rtol=1e-9, atol=1e-12)
     assert f2 == pytest.approx(float(np.sum(w * (logsumexp(z, axis=1) - z[np.arange(n), y]))
                                      / w.sum()), rel=1e-12)
+
+
+def test_matrix_hessian_diagonal_matches_numpy():
+    """The L-BFGS preconditioner of matrix scaling is the exact diagonal of the Hessian of the
+    weighted mean NLL: ``mean(p_k (1 - p_k) x_j^2)`` per ``W[k, j]``, ``mean(p_k (1 - p_k))``
+    per bias (numpy, from the softmax of ``x W^T + b``)."""
+    from mlcal._solvers.softmax_derivatives import matrix_hessian_diagonal
+
+    rng = np.random.default_rng(3)
+    n, K = 203, 7
+    x = rng.normal(0.0, 2.0, (n, K))
+    y = rng.integers(0, K, n)
+    w = rng.uniform(0.2, 3.0, n)
+    for W, b in [(np.eye(K), np.zeros(K)),
+                 (np.eye(K) + 0.3 * rng.normal(size=(K, K)), rng.normal(size=K))]:
+        p = softmax(x @ W.T + b, axis=1)
+        q = w[:, None] * p * (1.0 - p)
+        expected = np.concatenate([(q.T @ (x * x)).ravel(), q.sum(axis=0)]) / w.sum()
+        got = matrix_hessian_diagonal(x, y, w, np.ascontiguousarray(W), b)
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=0.0)
+
+
+def test_large_n_temperature_pre_step_is_the_optimum_with_an_unevaluated_last_step(
+        monkeypatch):
+    """Above 2 * COARSE_ROWS rows the pre-step of SMS ends with Newton's step on all rows
+    taken unevaluated: no pass at the returned inverse temperature, two or three passes over
+    all rows in all (two at N = 1e5, K = 100, where the subsample's optimum is closer than on
+    this 375-row subsample), and the temperature is the root of the temperature objective's
+    derivative (scipy's brentq on numpy's derivative) to 1e-8 relative (3.6e-9 here: Newton's
+    error after the step is about the square of the one before; the checked rule it replaces
+    stopped on the objective's 1e-14 gap, which leaves the parameter at up to ~1e-7, 8.5e-8
+    at N = 1e5, K = 100)."""
+    import mlcal._solvers.softmax_affine as softmax_affine
+    import mlcal.calibrators.multiclass as multiclass
+    from scipy.optimize import brentq
+
+    s, y, _ = _simulated(3000, 6, seed=5, power=1.7, zero_below=0.001)
+    monkeypatch.setattr(softmax_affine, "COARSE_ROWS", 400)
+    passes = []
+    kernel = multiclass.temperature_derivatives
+
+    def counted(x, yy, w, beta):
+        passes.append((x.shape[0], beta))
+        return kernel(x, yy, w, beta)
+
+    monkeypatch.setattr(multiclass, "temperature_derivatives", counted)
+    cal = StructuredMatrixScaling().fit(s, y)
+    full = [beta for rows, beta in passes if rows == len(y)]
+    assert len(full) in (2, 3) and len(passes) > len(full)
+    assert 1.0 / cal.map_.temperature not in full
+    x = cal.map_.transform_input(s)
+
+    def derivative(beta):
+        z = beta * x
+        p = softmax(z, axis=1)
+        return float(np.mean(np.sum(p * x, axis=1) - x[np.arange(len(y)), y]))
+
+    beta = brentq(derivative, 0.05, 5.0, xtol=1e-15, rtol=1e-15)
+    assert cal.map_.temperature == pytest.approx(1.0 / beta, rel=1e-8)

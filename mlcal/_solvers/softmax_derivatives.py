@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit, uint64
 
 from mlcal._solvers.detmath import det_exp, det_log, det_log1p
-from mlcal._solvers.softmax_affine import nll_and_gradient_full
+from mlcal._solvers.softmax_affine import _affine_row, nll_and_gradient_full
 
 #: fixed number of row blocks summed separately (independent of the CPU and thread count)
 N_CHUNKS = 16
@@ -316,26 +316,27 @@ def matrix_hessian_diagonal(x, y, w, W, b):
     """Diagonal of the Hessian of :func:`matrix_derivatives`' objective, in the same parameter
     order (``W`` row-major, then ``b``): ``mean(p_k (1 - p_k) x_j^2)`` and ``mean(p_k (1 - p_k))``.
     A preconditioner for L-BFGS (its exact value does not change the optimum found), at the
-    cost of one gradient pass; rows in block order as everywhere in this module."""
+    cost of one gradient pass; rows in block order as everywhere in this module. The logits
+    come from the vectorised :func:`~mlcal._solvers.softmax_affine._affine_row` (the same sums
+    in the same order as a dot product per class, so the same bits)."""
     n, K = x.shape
     D = np.zeros(K * K + K)
     z = np.empty(K)
     e = np.empty(K)
+    WT = np.ascontiguousarray(W.T)
     ws = 0.0
     for i in range(n):
         wi = w[i]
-        for k in range(K):
-            acc = 0.0
-            for j in range(K):
-                acc += W[k, j] * x[i, j]
-            z[k] = acc + b[k]
+        _affine_row(x, i, WT, b, 1.0, z)
         _, s, _ = _row_loss(z, y[i], e)
         ws += wi
+        xi = x[i]
         for k in range(K):
             pk = e[k] / s
             q = wi * pk * (1.0 - pk)
+            Dk = D[k * K:(k + 1) * K]
             for j in range(K):
-                D[k * K + j] += q * x[i, j] * x[i, j]
+                Dk[j] += q * xi[j] * xi[j]
             D[K * K + k] += q
     for a in range(K * K + K):
         D[a] /= ws

@@ -91,7 +91,7 @@ class TemperatureMixScaling(TemperatureScaling):
 
 def _inverse_temperature(x, y, w, K, who: str) -> float:
     """``1/T`` of temperature scaling on the sorted rows (the pre-step of SVS and SMS)."""
-    evaluate, theta0, _, solver = TemperatureScaling()._problem(x, y, w, K)
+    evaluate, theta0, _, solver = TemperatureScaling()._problem(x, y, w, K, pre_step=True)
     theta, n_iter, converged = solver(evaluate, theta0)
     if not (converged and theta[0] > 0.0):
         raise ValueError(f"{who}: the temperature pre-step found no positive inverse "

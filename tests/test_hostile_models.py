@@ -13,10 +13,10 @@ import pytest
 pytest.importorskip("mlflow")
 
 #: per case: CPU seconds of the loading process (all its threads), which a loaded machine does
-#: not inflate (wall time did: one case took 18 s of wall time at load average 19); wall time
-#: gets a looser backstop, which still catches a load that waits on something
+#: not inflate. Wall time did: at load average 11-19 the same case (mlmodel_huge through
+#: pyfunc, 5.2 s of CPU) took 18 s and 77 s of wall time. A load that waits on something
+#: instead of computing is caught by the runner's own timeout (the fixture's 300 s)
 CASE_CPU_SECONDS = 10.0
-CASE_WALL_SECONDS = 60.0
 #: what the tampered cases may add to the child's peak RSS over its setup's (imports, numba
 #: compilation, the reference fit and first load). Measured as growth, not as the peak itself:
 #: Linux carries the RSS high-water mark of the forking process (a pytest worker of 1.5 GB
@@ -115,6 +115,6 @@ def test_pyfunc_load_model_ends_in_a_named_error_or_a_correct_load(corpus_run):
 
 def test_each_case_is_bounded_in_time_and_memory(corpus_run):
     slow = {k: (r["cpu_seconds"], r["seconds"]) for k, r in corpus_run["results"].items()
-            if r["cpu_seconds"] > CASE_CPU_SECONDS or r["seconds"] > CASE_WALL_SECONDS}
+            if r["cpu_seconds"] > CASE_CPU_SECONDS}
     assert slow == {}
     assert corpus_run["peak_mb"] - corpus_run["setup_mb"] < CASE_GROWTH_MB

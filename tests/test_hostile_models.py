@@ -12,7 +12,11 @@ import pytest
 
 pytest.importorskip("mlflow")
 
-CASE_SECONDS = 10.0
+#: per case: CPU seconds of the loading process (all its threads), which a loaded machine does
+#: not inflate. Wall time did: at load average 11-19 the same case (mlmodel_huge through
+#: pyfunc, 5.2 s of CPU) took 18 s and 77 s of wall time. A load that waits on something
+#: instead of computing is caught by the runner's own timeout (the fixture's 300 s)
+CASE_CPU_SECONDS = 10.0
 #: what the tampered cases may add to the child's peak RSS over its setup's (imports, numba
 #: compilation, the reference fit and first load). Measured as growth, not as the peak itself:
 #: Linux carries the RSS high-water mark of the forking process (a pytest worker of 1.5 GB
@@ -46,7 +50,7 @@ results = {}
 for name in expected:
     path = str(work / "corpus" / name)
     for loader_name, loader in (("mlcal", load_model), ("pyfunc", mlflow.pyfunc.load_model)):
-        t0 = time.monotonic()
+        t0, c0 = time.monotonic(), time.process_time()
         try:
             loaded = loader(path)
         except Exception as exc:
@@ -56,7 +60,8 @@ for name in expected:
             ok = np.array_equal(raw.predict_proba(X), want)
             outcome, message = ("loads" if ok else "WRONG PREDICTIONS"), ""
         results[f"{name}/{loader_name}"] = {"outcome": outcome, "message": message,
-                                            "seconds": time.monotonic() - t0}
+                                            "seconds": time.monotonic() - t0,
+                                            "cpu_seconds": time.process_time() - c0}
 peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"expected": expected, "results": results, "peak_mb": peak_mb,
                   "setup_mb": setup_mb}))
@@ -109,7 +114,7 @@ def test_pyfunc_load_model_ends_in_a_named_error_or_a_correct_load(corpus_run):
 
 
 def test_each_case_is_bounded_in_time_and_memory(corpus_run):
-    slow = {k: r["seconds"] for k, r in corpus_run["results"].items()
-            if r["seconds"] > CASE_SECONDS}
+    slow = {k: (r["cpu_seconds"], r["seconds"]) for k, r in corpus_run["results"].items()
+            if r["cpu_seconds"] > CASE_CPU_SECONDS}
     assert slow == {}
     assert corpus_run["peak_mb"] - corpus_run["setup_mb"] < CASE_GROWTH_MB

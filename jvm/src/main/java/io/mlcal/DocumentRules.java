@@ -139,10 +139,11 @@ final class DocumentRules {
         Map<String, Object> entry = TABLE.get(SegmentedMap.KIND);
         checkFields(doc, ENVELOPE, SegmentedMap.KIND);
         Set<Object> expected = new HashSet<>(list(entry, "param_names"));
-        // a document written before a parameter was added may lack it ("optional_params")
-        Set<Object> legacy = new HashSet<>(expected);
-        legacy.removeAll(list(entry, "optional_params"));
-        if (!params.keySet().equals(expected) && !params.keySet().equals(legacy)) {
+        // a document written before a parameter was added may lack it ("optional_params"):
+        // every required parameter and no unknown one, whichever optional ones are present
+        Set<Object> required = new HashSet<>(expected);
+        required.removeAll(list(entry, "optional_params"));
+        if (!expected.containsAll(params.keySet()) || !params.keySet().containsAll(required)) {
             List<String> names = new ArrayList<>();
             for (Object n : list(entry, "param_names")) {
                 names.add((String) n);

@@ -9,8 +9,7 @@ with those knots (and constant beyond the outermost ones): one :class:`~mlcal.ma
 from __future__ import annotations
 
 import numpy as np
-
-from mlcal._solvers.trend_filter import piecewise_linear_extrapolate
+from numba import njit
 
 
 def _crossings(xk: np.ndarray, vk: np.ndarray) -> np.ndarray:
@@ -57,15 +56,73 @@ def fold_clipped_average(members, weights, min_weight: float = 0.0
     used = [(xk, vk, wt) for (xk, vk), wt in zip(members, weights) if wt > min_weight]
     pts = [xk for xk, _, _ in used] + [_crossings(xk, vk) for xk, vk, _ in used]
     knots = np.unique(np.concatenate(pts))
-    values = np.zeros(knots.size)
-    for xk, vk, wt in used:
-        values += wt * np.clip(piecewise_linear_extrapolate(xk, vk, knots), 0.0, 1.0)
+    offsets = np.zeros(len(used) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([xk.size for xk, _, _ in used])
+    values = _clipped_sum(knots, np.concatenate([np.asarray(xk, dtype=np.float64)
+                                                 for xk, _, _ in used] or [np.empty(0)]),
+                          np.concatenate([np.asarray(vk, dtype=np.float64)
+                                          for _, vk, _ in used] or [np.empty(0)]),
+                          offsets, np.array([float(wt) for _, _, wt in used]))
     if knots.size > 1:
         # the outermost knots carry the limits at -inf / +inf exactly (a crossing abscissa is
         # rounded, and on a steep ray one ulp can move the member's value off 0 or 1)
         values[0] = sum(wt * _ray_limit(xk, vk, -1) for xk, vk, wt in used)
         values[-1] = sum(wt * _ray_limit(xk, vk, +1) for xk, vk, wt in used)
     return knots, np.clip(values, 0.0, 1.0)
+
+
+@njit(cache=True, nogil=True)
+def _clipped_sum(knots, xs, vs, offsets, wts):
+    """``sum_m wts[m] * clip(f_m(knots), 0, 1)``, members added in order, where ``f_m`` is the
+    function through ``(xs, vs)[offsets[m]:offsets[m + 1]]`` extended linearly by its end
+    slopes (:func:`~mlcal._solvers.trend_filter.piecewise_linear_extrapolate`). One compiled
+    merge walk per member instead of ``np.interp`` and masks: the same operations as
+    ``np.interp`` (its slope, the value at a breakpoint taken as is, its fallbacks when the
+    interpolation is NaN) and as the rays' formula, so the same bits; ``knots`` ascending."""
+    n = knots.shape[0]
+    values = np.zeros(n)
+    for m in range(wts.shape[0]):
+        lo = offsets[m]
+        hi = offsets[m + 1]
+        wt = wts[m]
+        if hi - lo == 1:
+            for i in range(n):
+                v = vs[lo]
+                if v < 0.0:
+                    v = 0.0
+                elif v > 1.0:
+                    v = 1.0
+                values[i] += wt * v
+            continue
+        s0 = (vs[lo + 1] - vs[lo]) / (xs[lo + 1] - xs[lo])
+        s1 = (vs[hi - 1] - vs[hi - 2]) / (xs[hi - 1] - xs[hi - 2])
+        j = lo
+        for i in range(n):
+            x = knots[i]
+            if x < xs[lo]:
+                v = vs[lo] + s0 * (x - xs[lo])
+            elif x > xs[hi - 1]:
+                v = vs[hi - 1] + s1 * (x - xs[hi - 1])
+            elif x == xs[hi - 1]:
+                v = vs[hi - 1]
+            else:
+                while xs[j + 1] <= x:   # xs[j] <= x < xs[j + 1]
+                    j += 1
+                if xs[j] == x:
+                    v = vs[j]
+                else:
+                    slope = (vs[j + 1] - vs[j]) / (xs[j + 1] - xs[j])
+                    v = slope * (x - xs[j]) + vs[j]
+                    if v != v:
+                        v = slope * (x - xs[j + 1]) + vs[j + 1]
+                        if v != v and vs[j] == vs[j + 1]:
+                            v = vs[j]
+            if v < 0.0:   # np.clip(v, 0, 1)
+                v = 0.0
+            elif v > 1.0:
+                v = 1.0
+            values[i] += wt * v
+    return values
 
 
 def _ray_limit(xk: np.ndarray, vk: np.ndarray, side: int) -> float:

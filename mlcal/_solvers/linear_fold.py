@@ -14,31 +14,48 @@ from numba import njit
 
 def _crossings(xk: np.ndarray, vk: np.ndarray) -> np.ndarray:
     """Abscissae where the linearly extrapolated piecewise-linear function through (xk, vk)
-    crosses 0 or 1, inside the pieces and on the two extrapolation rays."""
+    crosses 0 or 1, inside the pieces and on the two extrapolation rays (per level: the pieces'
+    crossings in order, then the left and the right ray's), the finite ones."""
     if xk.size < 2:
         return np.empty(0)
-    out = []
-    dx = np.diff(xk)
-    dv = np.diff(vk)
+    return _crossings_kernel(np.asarray(xk, dtype=np.float64), np.asarray(vk, dtype=np.float64))
+
+
+@njit(cache=True, nogil=True)
+def _crossings_kernel(xk, vk):
+    """:func:`_crossings` as one compiled loop (``xk.size >= 2``): the same operations as the
+    former array expressions, ``x0 - a * dx / dv`` inside a piece and
+    ``x - (v - level) / slope`` on a ray, so the same values in the same order."""
+    n = xk.shape[0]
+    out = np.empty(2 * (n + 1))
+    c = 0
     for level in (0.0, 1.0):
-        a = vk[:-1] - level
-        b = vk[1:] - level
-        inside = a * b < 0.0
-        out.append(xk[:-1][inside] - a[inside] * dx[inside] / dv[inside])
+        for i in range(n - 1):
+            a = vk[i] - level
+            b = vk[i + 1] - level
+            if a * b < 0.0:
+                out[c] = xk[i] - a * (xk[i + 1] - xk[i]) / (vk[i + 1] - vk[i])
+                c += 1
         # rays: left of xk[0] with the first slope, right of xk[-1] with the last
-        s0 = dv[0] / dx[0]
+        s0 = (vk[1] - vk[0]) / (xk[1] - xk[0])
         if s0 != 0.0:
-            t = xk[0] - (vk[0] - level) / s0
-            if t < xk[0]:
-                out.append(np.array([t]))
-        s1 = dv[-1] / dx[-1]
+            r = xk[0] - (vk[0] - level) / s0
+            if r < xk[0]:
+                out[c] = r
+                c += 1
+        s1 = (vk[n - 1] - vk[n - 2]) / (xk[n - 1] - xk[n - 2])
         if s1 != 0.0:
-            t = xk[-1] - (vk[-1] - level) / s1
-            if t > xk[-1]:
-                out.append(np.array([t]))
-    c = np.concatenate(out)
+            r = xk[n - 1] - (vk[n - 1] - level) / s1
+            if r > xk[n - 1]:
+                out[c] = r
+                c += 1
     # a ray so flat that its crossing overflows is constant to within |slope| * range there
-    return c[np.isfinite(c)]
+    keep = 0
+    for i in range(c):
+        if np.isfinite(out[i]):
+            out[keep] = out[i]
+            keep += 1
+    return out[:keep].copy()
 
 
 def fold_clipped_average(members, weights, min_weight: float = 0.0

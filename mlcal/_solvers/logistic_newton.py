@@ -126,9 +126,8 @@ def _newton_loop(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, scale
                  polish_steps):
     """The damped Newton iterations of :func:`_newton`, compiled: the operations of the former
     Python loop in the same order (the gradient norm, the k x k solve :func:`_solve`, the
-    slope as NumPy sums k <= 3 terms, Armijo backtracking as
-    :func:`~mlcal._solvers.platt_newton.backtrack`), so the same bits, without the Python cost
-    of each iteration."""
+    slope as NumPy sums k <= 3 terms, Armijo backtracking from the full step by halving it as
+    Platt's solver does), so the same bits, without the Python cost of each iteration."""
     n = t.size
     kk = theta.size
     # ``p`` holds expit(z) at ``theta`` whenever ``cached`` (the loss at an accepted point

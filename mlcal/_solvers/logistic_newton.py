@@ -60,7 +60,7 @@ def _loss(x, t, w, theta):
 @njit(cache=True, nogil=True)
 def _loss_probabilities(x, t, w, theta, p):
     """:func:`_loss`, also writing each row's ``expit(z)`` into ``p`` exactly as
-    :func:`_loss_gradient_hessian` computes it (the same ``det_exp`` value), and ``max |z|``: the
+    the gradient needs it (the same ``det_exp`` value), and ``max |z|``: the
     gradient at an accepted line-search point then costs no second exponential."""
     total = 0.0
     zmax = 0.0
@@ -82,8 +82,8 @@ def _loss_probabilities(x, t, w, theta, p):
 
 @njit(cache=True, nogil=True)
 def _gradient_hessian_from(x, t, w, p):
-    """:func:`_loss_gradient_hessian`'s gradient and Hessian from the rows' probabilities (same
-    operations, same bits)."""
+    """The gradient and Hessian of :func:`_loss` from the rows' probabilities ``p`` (as
+    :func:`_loss_probabilities` writes them)."""
     k = x.shape[1]
     g = np.zeros(k)
     h = np.zeros((k, k))
@@ -148,7 +148,10 @@ def _newton_loop(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, scale
         if cached:
             grad, hess = _gradient_hessian_from(g_x, t, w, p)
         else:
-            fval, zmax, grad, hess = _loss_gradient_hessian(g_x, t, w, theta, p)
+            # two passes: faster than one fused pass at k = 3 (9.0 against 7.8 ms at 1e5
+            # rows), as fast at k = 1; the same operations, so the same bits
+            fval, zmax = _loss_probabilities(g_x, t, w, theta, p)
+            grad, hess = _gradient_hessian_from(g_x, t, w, p)
             fval = _with_penalty(fval, theta, lam, k)
             cached = True
         if penalised:
@@ -206,41 +209,6 @@ def _newton_loop(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, scale
         fval, zmax = _loss_probabilities(g_x, t, w, theta, p)
         fval = _with_penalty(fval, theta, lam, k)
     return theta, fval, zmax, converged
-
-
-@njit(cache=True, nogil=True)
-def _loss_gradient_hessian(x, t, w, theta, p):
-    """:func:`_loss_probabilities` and :func:`_gradient_hessian_from` in one pass (the same
-    operations in the same order, so the same bits as the two calls)."""
-    k = x.shape[1]
-    g = np.zeros(k)
-    h = np.zeros((k, k))
-    total = 0.0
-    zmax = 0.0
-    for i in range(x.shape[0]):
-        z = 0.0
-        for j in range(k):
-            z += theta[j] * x[i, j]
-        zmax = max(zmax, abs(z))
-        if z >= 0.0:
-            e = det_exp(-z)
-            total += w[i] * ((1.0 - t[i]) * z + det_log1p(e))
-            pi = 1.0 / (1.0 + e)
-        else:
-            e = det_exp(z)
-            total += w[i] * (det_log1p(e) - t[i] * z)
-            pi = e / (1.0 + e)
-        p[i] = pi
-        d1 = w[i] * (pi - t[i])
-        d2 = w[i] * pi * (1.0 - pi)
-        for j in range(k):
-            g[j] += d1 * x[i, j]
-            for m in range(j + 1):
-                h[j, m] += d2 * x[i, j] * x[i, m]
-    for j in range(k):
-        for m in range(j):
-            h[m, j] = h[j, m]
-    return total, zmax, g, h
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

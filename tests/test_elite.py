@@ -375,3 +375,31 @@ def test_lambda_grid_is_log_spaced():
     g = lambda_grid(50, 1e-4)
     np.testing.assert_allclose(g, np.logspace(0, -4, 50), rtol=1e-12)
     assert lambda_grid(1).tolist() == [1.0]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_fold_of_random_members_is_their_clipped_average(seed):
+    """``fold_clipped_average`` (compiled crossings and sum) on member sets that ELiTE rarely
+    makes: single breakpoints, flat and saturated pieces, values on 0 and 1, steep rays; the
+    interpolant equals the average of the clipped members, evaluated independently, at the
+    knots, between them and far beyond."""
+    from mlcal._solvers.linear_fold import fold_clipped_average
+
+    rng = np.random.default_rng(seed)
+    members = []
+    for m in range(int(rng.integers(1, 12))):
+        xk = np.unique(rng.random(int(rng.integers(1, 25))) * [1.0, 1e-3, 50.0][seed % 3])
+        vk = rng.standard_normal(xk.size) * [0.2, 1.0, 5.0][m % 3] + 0.5
+        if m % 4 == 1:
+            vk = np.clip(vk, 0.0, 1.0)
+        if m % 5 == 2:
+            vk[:] = vk[0]
+        members.append((xk, vk))
+    weights = rng.random(len(members))
+    weights /= weights.sum()
+    knots, values = fold_clipped_average(members, weights)
+    t = np.concatenate([knots, (knots[1:] + knots[:-1]) / 2, [knots[0] - 1e3, knots[-1] + 1e3],
+                        np.linspace(knots[0] - 1.0, knots[-1] + 1.0, 5001)])
+    avg = sum(wt * np.clip(extrapolated(xk, vk, t) if xk.size > 1 else np.full(t.size, vk[0]),
+                           0, 1) for (xk, vk), wt in zip(members, weights))
+    np.testing.assert_allclose(np.interp(t, knots, values), avg, rtol=0, atol=1e-12)

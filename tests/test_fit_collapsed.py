@@ -10,6 +10,7 @@ import pytest
 import mlcal
 from mlcal.calibrators.auto import DEFAULT_CANDIDATES, _fit_cells, _rows
 from mlcal.calibrators.catalog import calibrator_class
+from mlcal._solvers.ties import stable_argsort
 
 #: the default candidates and quadratic scaling (all have a point fit)
 METHODS = DEFAULT_CANDIDATES + ("quadratic",)
@@ -106,3 +107,17 @@ def test_spline_grid_losses_equal_one_cold_qp_per_penalty():
                     for lam in grid]
             fast = grid_held_out_losses(a, b, start, grid, x, ybar, w, held, knots, CV_CLIP)
             np.testing.assert_array_equal(fast, np.array(cold))
+
+
+@pytest.mark.parametrize("kind", ["unique", "few values", "signed zeros", "rounded", "constant"])
+def test_stable_argsort_is_numpys_stable_permutation(kind):
+    """``auto`` sorts its rows with ``stable_argsort``: the permutation of NumPy's stable sort
+    (ties in their input order), whatever the default sort did with the tied rows."""
+    rng = np.random.default_rng(len(kind))
+    for n in (1, 2, 7, 300, 5000):
+        s = {"unique": lambda: rng.random(n),
+             "few values": lambda: rng.integers(0, max(1, n // 10), n).astype(float),
+             "signed zeros": lambda: rng.choice([-0.0, 0.0, 1.0, -1.0], n),
+             "rounded": lambda: np.round(rng.standard_normal(n), 2),
+             "constant": lambda: np.full(n, 0.5)}[kind]()
+        np.testing.assert_array_equal(stable_argsort(s), np.argsort(s, kind="stable"))

@@ -9,37 +9,53 @@ with those knots (and constant beyond the outermost ones): one :class:`~mlcal.ma
 from __future__ import annotations
 
 import numpy as np
-
-from mlcal._solvers.trend_filter import piecewise_linear_extrapolate
+from numba import njit
 
 
 def _crossings(xk: np.ndarray, vk: np.ndarray) -> np.ndarray:
     """Abscissae where the linearly extrapolated piecewise-linear function through (xk, vk)
-    crosses 0 or 1, inside the pieces and on the two extrapolation rays."""
+    crosses 0 or 1, inside the pieces and on the two extrapolation rays (per level: the pieces'
+    crossings in order, then the left and the right ray's), the finite ones."""
     if xk.size < 2:
         return np.empty(0)
-    out = []
-    dx = np.diff(xk)
-    dv = np.diff(vk)
+    return _crossings_kernel(np.asarray(xk, dtype=np.float64), np.asarray(vk, dtype=np.float64))
+
+
+@njit(cache=True, nogil=True)
+def _crossings_kernel(xk, vk):
+    """:func:`_crossings` as one compiled loop (``xk.size >= 2``): the same operations as the
+    former array expressions, ``x0 - a * dx / dv`` inside a piece and
+    ``x - (v - level) / slope`` on a ray, so the same values in the same order."""
+    n = xk.shape[0]
+    out = np.empty(2 * (n + 1))
+    c = 0
     for level in (0.0, 1.0):
-        a = vk[:-1] - level
-        b = vk[1:] - level
-        inside = a * b < 0.0
-        out.append(xk[:-1][inside] - a[inside] * dx[inside] / dv[inside])
+        for i in range(n - 1):
+            a = vk[i] - level
+            b = vk[i + 1] - level
+            if a * b < 0.0:
+                out[c] = xk[i] - a * (xk[i + 1] - xk[i]) / (vk[i + 1] - vk[i])
+                c += 1
         # rays: left of xk[0] with the first slope, right of xk[-1] with the last
-        s0 = dv[0] / dx[0]
+        s0 = (vk[1] - vk[0]) / (xk[1] - xk[0])
         if s0 != 0.0:
-            t = xk[0] - (vk[0] - level) / s0
-            if t < xk[0]:
-                out.append(np.array([t]))
-        s1 = dv[-1] / dx[-1]
+            r = xk[0] - (vk[0] - level) / s0
+            if r < xk[0]:
+                out[c] = r
+                c += 1
+        s1 = (vk[n - 1] - vk[n - 2]) / (xk[n - 1] - xk[n - 2])
         if s1 != 0.0:
-            t = xk[-1] - (vk[-1] - level) / s1
-            if t > xk[-1]:
-                out.append(np.array([t]))
-    c = np.concatenate(out)
+            r = xk[n - 1] - (vk[n - 1] - level) / s1
+            if r > xk[n - 1]:
+                out[c] = r
+                c += 1
     # a ray so flat that its crossing overflows is constant to within |slope| * range there
-    return c[np.isfinite(c)]
+    keep = 0
+    for i in range(c):
+        if np.isfinite(out[i]):
+            out[keep] = out[i]
+            keep += 1
+    return out[:keep].copy()
 
 
 def fold_clipped_average(members, weights, min_weight: float = 0.0
@@ -57,15 +73,73 @@ def fold_clipped_average(members, weights, min_weight: float = 0.0
     used = [(xk, vk, wt) for (xk, vk), wt in zip(members, weights) if wt > min_weight]
     pts = [xk for xk, _, _ in used] + [_crossings(xk, vk) for xk, vk, _ in used]
     knots = np.unique(np.concatenate(pts))
-    values = np.zeros(knots.size)
-    for xk, vk, wt in used:
-        values += wt * np.clip(piecewise_linear_extrapolate(xk, vk, knots), 0.0, 1.0)
+    offsets = np.zeros(len(used) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([xk.size for xk, _, _ in used])
+    values = _clipped_sum(knots, np.concatenate([np.asarray(xk, dtype=np.float64)
+                                                 for xk, _, _ in used] or [np.empty(0)]),
+                          np.concatenate([np.asarray(vk, dtype=np.float64)
+                                          for _, vk, _ in used] or [np.empty(0)]),
+                          offsets, np.array([float(wt) for _, _, wt in used]))
     if knots.size > 1:
         # the outermost knots carry the limits at -inf / +inf exactly (a crossing abscissa is
         # rounded, and on a steep ray one ulp can move the member's value off 0 or 1)
         values[0] = sum(wt * _ray_limit(xk, vk, -1) for xk, vk, wt in used)
         values[-1] = sum(wt * _ray_limit(xk, vk, +1) for xk, vk, wt in used)
     return knots, np.clip(values, 0.0, 1.0)
+
+
+@njit(cache=True, nogil=True)
+def _clipped_sum(knots, xs, vs, offsets, wts):
+    """``sum_m wts[m] * clip(f_m(knots), 0, 1)``, members added in order, where ``f_m`` is the
+    function through ``(xs, vs)[offsets[m]:offsets[m + 1]]`` extended linearly by its end
+    slopes (:func:`~mlcal._solvers.trend_filter.piecewise_linear_extrapolate`). One compiled
+    merge walk per member instead of ``np.interp`` and masks: the same operations as
+    ``np.interp`` (its slope, the value at a breakpoint taken as is, its fallbacks when the
+    interpolation is NaN) and as the rays' formula, so the same bits; ``knots`` ascending."""
+    n = knots.shape[0]
+    values = np.zeros(n)
+    for m in range(wts.shape[0]):
+        lo = offsets[m]
+        hi = offsets[m + 1]
+        wt = wts[m]
+        if hi - lo == 1:
+            for i in range(n):
+                v = vs[lo]
+                if v < 0.0:
+                    v = 0.0
+                elif v > 1.0:
+                    v = 1.0
+                values[i] += wt * v
+            continue
+        s0 = (vs[lo + 1] - vs[lo]) / (xs[lo + 1] - xs[lo])
+        s1 = (vs[hi - 1] - vs[hi - 2]) / (xs[hi - 1] - xs[hi - 2])
+        j = lo
+        for i in range(n):
+            x = knots[i]
+            if x < xs[lo]:
+                v = vs[lo] + s0 * (x - xs[lo])
+            elif x > xs[hi - 1]:
+                v = vs[hi - 1] + s1 * (x - xs[hi - 1])
+            elif x == xs[hi - 1]:
+                v = vs[hi - 1]
+            else:
+                while xs[j + 1] <= x:   # xs[j] <= x < xs[j + 1]
+                    j += 1
+                if xs[j] == x:
+                    v = vs[j]
+                else:
+                    slope = (vs[j + 1] - vs[j]) / (xs[j + 1] - xs[j])
+                    v = slope * (x - xs[j]) + vs[j]
+                    if v != v:
+                        v = slope * (x - xs[j + 1]) + vs[j + 1]
+                        if v != v and vs[j] == vs[j + 1]:
+                            v = vs[j]
+            if v < 0.0:   # np.clip(v, 0, 1)
+                v = 0.0
+            elif v > 1.0:
+                v = 1.0
+            values[i] += wt * v
+    return values
 
 
 def _ray_limit(xk: np.ndarray, vk: np.ndarray, side: int) -> float:

@@ -73,19 +73,6 @@ def _gradient_hessian(f, t, w, a, b):
     return g0, g1, h11, h21, h22
 
 
-def backtrack(loss_at, fval: float, slope: float, min_step: float):
-    """Armijo backtracking from the full Newton step, halving it: ``(step, loss)`` of the first
-    step with a sufficient decrease (``loss_at(step) <= fval + 1e-4 step slope``), or ``None``
-    once the step falls below ``min_step``."""
-    step = 1.0
-    while step >= min_step:
-        nf = loss_at(step)
-        if nf <= fval + 1e-4 * step * slope:
-            return step, nf
-        step /= 2.0
-    return None
-
-
 def platt_targets(ybar: np.ndarray, wsum: np.ndarray) -> np.ndarray:
     """Platt's (1999) regularised targets for collapsed points (weighted mean label ``ybar``,
     total weight ``wsum``): ``(N+ + 1)/(N+ + 2)`` for positives, ``1/(N- + 2)`` for negatives
@@ -118,16 +105,32 @@ def standardise(f: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float, float]
 
 
 def _sigmoid_newton(g, t, w, a, b, max_iter, min_step, ridge, tol):
-    """Damped Newton for :func:`fit_sigmoid` on standardised scores ``g`` from ``(a, b)``."""
-    scale = float(np.sum(w))
+    """Damped Newton for :func:`fit_sigmoid` on standardised scores ``g`` from ``(a, b)``; the
+    iterations run as one compiled loop (:func:`_sigmoid_newton_loop`)."""
+    a, b, n_iter = _sigmoid_newton_loop(g, t, w, float(a), float(b), max_iter, min_step, ridge,
+                                        tol, float(np.sum(w)), POLISH_STEPS)
+    return float(a), float(b), int(n_iter)
+
+
+@njit(cache=True, nogil=True)
+def _sigmoid_newton_loop(g, t, w, a, b, max_iter, min_step, ridge, tol, scale, polish_steps):
+    """The iterations of :func:`_sigmoid_newton`, compiled: the operations of the former Python
+    loop in the same order, Armijo backtracking from the full step by halving it (the first
+    step with ``f <= fval + 1e-4 step slope``; none below ``min_step``); the same bits, a zero
+    determinant raises ``ZeroDivisionError`` as Python floats did. ``scale`` is the total
+    weight (NumPy's pairwise sum)."""
     fval = _objective(g, t, w, a, b)
     # rounding-error bound of a sequential sum of N positive-ish terms, with margin
     rounding = 64.0 * g.size * EPS * (abs(fval) + scale)
     polish = 0
     n_iter = 0
-    for n_iter in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):
+        n_iter = it
         g0, g1, h11, h21, h22 = _gradient_hessian(g, t, w, a, b)
-        if max(abs(g0), abs(g1)) < tol * scale:
+        gmax = abs(g0)   # Python's max(abs(g0), abs(g1))
+        if abs(g1) > gmax:
+            gmax = abs(g1)
+        if gmax < tol * scale:
             break
         h11 += ridge
         h22 += ridge
@@ -140,14 +143,21 @@ def _sigmoid_newton(g, t, w, a, b, max_iter, min_step, ridge, tol):
             # full Newton step converges quadratically
             a, b = a + da, b + db
             polish += 1
-            if polish >= POLISH_STEPS:
+            if polish >= polish_steps:
                 break
             continue
-        found = backtrack(lambda st: _objective(g, t, w, a + st * da, b + st * db), fval, slope,
-                          min_step)
-        if found is None:
+        step = 1.0
+        found = False
+        nf = 0.0
+        while step >= min_step:
+            nf = _objective(g, t, w, a + step * da, b + step * db)
+            if nf <= fval + 1e-4 * step * slope:
+                found = True
+                break
+            step /= 2.0
+        if not found:
             break  # no further decrease possible at machine precision
-        step, fval = found
+        fval = nf
         a, b = a + step * da, b + step * db
     return a, b, n_iter
 

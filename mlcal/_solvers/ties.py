@@ -69,6 +69,39 @@ def exact_group_sums(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return out
 
 
+@njit(cache=True, nogil=True)
+def _sort_tied_runs(order, s):
+    """Sort ``order`` ascending within every run of equal ``s`` (``s`` sorted, ``order`` its
+    permutation), in place."""
+    n = s.shape[0]
+    lo = 0
+    while lo < n:
+        hi = lo + 1
+        while hi < n and s[hi] == s[lo]:
+            hi += 1
+        if hi - lo > 1:
+            order[lo:hi] = np.sort(order[lo:hi])
+        lo = hi
+
+
+def stable_argsort(scores: np.ndarray) -> np.ndarray:
+    """``np.argsort(scores, kind="stable")``, the same permutation, faster.
+
+    A stable sort orders the rows by (score, original index). NumPy's default sort (several
+    times faster than its stable one on float64) gives the scores in order but leaves tied rows
+    in an order of its own (which can depend on the CPU's sort kernel); sorting the indices
+    within each run of equal scores restores the stable permutation. ``scores`` must be finite
+    (a NaN equals nothing, so its run would not be put in order); ``-0.0`` and ``0.0`` are one
+    run, as for the stable sort.
+    """
+    scores = np.ascontiguousarray(scores, dtype=np.float64)
+    order = np.argsort(scores)
+    s = scores[order]
+    if s.size > 1 and bool((s[1:] == s[:-1]).any()):
+        _sort_tied_runs(order, s)
+    return order
+
+
 def sort_and_collapse(scores: np.ndarray, y: np.ndarray, w: np.ndarray):
     """Sort by score and merge exactly equal scores into one weighted point.
 

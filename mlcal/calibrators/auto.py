@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from mlcal._solvers.detmath import det_log_array
-from mlcal._solvers.ties import exact_group_sums, sort_and_collapse
+from mlcal._solvers.ties import exact_group_sums, sort_and_collapse, stable_argsort
 from mlcal._validation import check_fit_inputs
 from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterError, IsNone,
                                        ListOf, Options, Real, short_repr)
@@ -290,7 +290,7 @@ class AutoCalibrator(BaseCalibrator):
         s, z, w = check_fit_inputs(scores, y, sample_weight)
         # sorted once, so that every candidate's own sort runs on sorted rows (several times
         # faster); each method collapses ties with exact sums, so the maps cannot change
-        order = np.argsort(s, kind="stable")
+        order = stable_argsort(s)   # np.argsort(s, kind="stable")'s permutation, faster
         s, z, w = s[order], z[order], w[order]
         names = self.candidate_names()
         points = sort_and_collapse(s, z, w)

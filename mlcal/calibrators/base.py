@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import stat
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -135,22 +135,9 @@ class BaseCalibrator(BaseEstimator):
         self._validate_params()
         s, z, w = check_fit_inputs(scores, y, sample_weight)
         transform = self._resolve_input_transform(s)
-        self._early_reduction: tuple[int, float] | None = None
         st = apply_input_transform(s, transform)
-        try:
-            fitted = self._fit(st, z, w)
-        finally:
-            early = self.__dict__.pop("_early_reduction", None)
-        if getattr(self, "bound_smoothing", None) is not None:
-            fitted = keep_off_bounds(fitted, st, z, w, float(self.bound_smoothing))
-        fitted, reduction = reduce_map(fitted, self._max_map_size())
-        if early is not None:   # errors of two reductions add up (triangle inequality)
-            reduction = MapReduction(early[0], reduction.size, early[1] + reduction.max_error)
-        self.map_reduction_ = reduction
-        fitted = dataclasses.replace(fitted, input_transform=transform,
-                                     domain=(float(s.min()), float(s.max())))
-        # no probability of exactly 0 or 1 that the data cannot support (output_floor.py)
-        self.map_ = floor_map(fitted, data_floor(w))
+        self._finish_fit(self._fit, (st, z, w), lambda: sort_and_collapse(st, z, w), transform, s,
+                         data_floor(w))
         return self
 
     def _fit_points(self, x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray,
@@ -183,21 +170,33 @@ class BaseCalibrator(BaseEstimator):
         transform = self._resolve_input_transform(scores)
         if transform != "identity":
             return False
-        self._early_reduction = None
+        self._finish_fit(self._fit_points, (x, ybar, wsum, scores), lambda: (x, ybar, wsum),
+                         transform, scores, floor)
+        return True
+
+    def _finish_fit(self, fit_fn: Callable[..., CalibrationMap], args: tuple,
+                    points: Callable[[], tuple], transform: str, scores: np.ndarray,
+                    floor: float) -> None:
+        """Run ``fit_fn(*args)`` (``_fit`` or ``_fit_points``) and finish the map as every fit
+        does: ``bound_smoothing`` (``points()`` gives the tie-collapsed training points, asked
+        only when a run sits on 0 or 1), the size cap added to any reduction ``fit_fn`` recorded,
+        the input transform and the raw ``scores``' domain, and the data floor ``floor``;
+        sets ``map_reduction_`` and ``map_``."""
+        self._early_reduction: tuple[int, float] | None = None
         try:
-            fitted = self._fit_points(x, ybar, wsum, scores)
+            fitted = fit_fn(*args)
         finally:
             early = self.__dict__.pop("_early_reduction", None)
-        if getattr(self, "bound_smoothing", None) is not None:
-            fitted = keep_off_bounds_points(fitted, x, ybar, wsum, float(self.bound_smoothing))
+        if getattr(self, "bound_smoothing", None) is not None and has_bound_runs(fitted):
+            fitted = keep_off_bounds_points(fitted, *points(), float(self.bound_smoothing))
         fitted, reduction = reduce_map(fitted, self._max_map_size())
-        if early is not None:
+        if early is not None:   # errors of two reductions add up (triangle inequality)
             reduction = MapReduction(early[0], reduction.size, early[1] + reduction.max_error)
         self.map_reduction_ = reduction
         fitted = dataclasses.replace(fitted, input_transform=transform,
                                      domain=(float(scores.min()), float(scores.max())))
+        # no probability of exactly 0 or 1 that the data cannot support (output_floor.py)
         self.map_ = floor_map(fitted, floor)
-        return True
 
     def _max_map_size(self) -> int | None:
         """The size cap: the ``max_map_size`` parameter if the method has one, else the default."""
@@ -323,6 +322,13 @@ class BaseCalibrator(BaseEstimator):
         check_binary_map(type(self), self.get_params(deep=False), self.map_, where)
 
 
+def has_bound_runs(fitted: CalibrationMap) -> bool:
+    """Whether ``bound_smoothing`` has anything to move: a step or piecewise-linear map with a
+    value at exactly 0 or 1 (other map types are left unchanged)."""
+    return isinstance(fitted, (StepMap, LinearMap)) and bool(
+        ((fitted.values == 0.0) | (fitted.values == 1.0)).any())
+
+
 def keep_off_bounds(fitted: CalibrationMap, scores: np.ndarray, y: np.ndarray, w: np.ndarray,
                     a: float) -> CalibrationMap:
     """``fitted`` with its runs at exactly 0 or 1 moved off the bounds: the ``bound_smoothing``
@@ -340,8 +346,7 @@ def keep_off_bounds(fitted: CalibrationMap, scores: np.ndarray, y: np.ndarray, w
     runs extend to infinity. ``scores`` are the scores the map was fitted on (after the input
     transform). Other map types are returned unchanged.
     """
-    if not isinstance(fitted, (StepMap, LinearMap)) or not (
-            (fitted.values == 0.0) | (fitted.values == 1.0)).any():
+    if not has_bound_runs(fitted):
         return fitted
     return keep_off_bounds_points(fitted, *sort_and_collapse(scores, y, w), a)
 
@@ -350,8 +355,7 @@ def keep_off_bounds_points(fitted: CalibrationMap, x: np.ndarray, ybar: np.ndarr
                            wsum: np.ndarray, a: float) -> CalibrationMap:
     """:func:`keep_off_bounds` on the tie-collapsed training points (``sort_and_collapse``'s
     output on the rows): the same result."""
-    if not isinstance(fitted, (StepMap, LinearMap)) or not (
-            (fitted.values == 0.0) | (fitted.values == 1.0)).any():
+    if not has_bound_runs(fitted):
         return fitted
     starts, ends = equal_runs(fitted.values)
     inf = np.array([np.inf])

@@ -104,8 +104,11 @@ CASES = ([(n, kind) for n in (1, 2, 7, 60) for kind in ("calibrated", "overconfi
 @pytest.mark.parametrize("n,kind", CASES)
 def test_smooth_ece_equals_the_dense_reference(n, kind):
     y, p = _sample(n, n * 7 + len(kind), kind)
-    value, sigma = metrics.smooth_ece(y, p, return_bandwidth=True)
-    ref_value, ref_sigma = ref_smooth_ece(y, p)
+    # at the aggregation threshold a coarser tolerance keeps the dense reference to seconds
+    # (the bandwidths below 1e-3 are compared value by value in the next test)
+    tol = 1e-4 if n < 1000 else 1e-3
+    value, sigma = metrics.smooth_ece(y, p, return_bandwidth=True, tol=tol)
+    ref_value, ref_sigma = ref_smooth_ece(y, p, tol)
     assert sigma == ref_sigma                     # the same bisection path
     assert value == pytest.approx(ref_value, rel=1e-12, abs=1e-13)
 
@@ -127,7 +130,7 @@ def test_smooth_ece_at_follows_the_papers_definition():
     # Błasiok & Nakkiran: the residuals smoothed by the reflected Gaussian kernel, integrated
     # over [0, 1] and normalised by the smoothed density's integral (adaptive quadrature)
     # (the trapezoid rule on |num| errs by O(h^2) where num changes sign)
-    y, p = _sample(40, 3, "overconfident")
+    y, p = _sample(20, 3, "overconfident")
     p[:3] = [0.0, 1.0, 1e-9]
     for sigma in (0.02, 0.15):
         def kern(t):

@@ -93,8 +93,9 @@ def _sample(n, seed, kind):
 
 
 # every kind at small N; around the aggregation threshold (2001) and above it, one kind each
-# (the dense reference costs seconds there; a one-off run of every kind at every size, in the
-# commit adding this file, agreed just as well: max |diff| in its message)
+# (the dense reference costs seconds there). A one-off run of all five kinds at N = 1, 2, 3, 7,
+# 60, 500, 2000, 2001, 2002, 5000, 30000 plus 15 bandwidths from 1 to 6.1e-5 at each N (220
+# cases) found the same sigma* everywhere and |diff| <= 7.6e-14 x max(value, 1e-3).
 CASES = ([(n, kind) for n in (1, 2, 7, 60) for kind in ("calibrated", "overconfident",
                                                          "extreme", "ties", "bad")]
          + [(_AGGREGATE_ABOVE - 1, "extreme"), (_AGGREGATE_ABOVE, "ties"),

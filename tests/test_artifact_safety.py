@@ -318,28 +318,46 @@ def test_unknown_top_level_fields_are_refused_by_name(fitted):
         load_calibrator(doc)
 
 
-@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory", "symlink-to-fifo"])
-def test_only_regular_files_are_read_and_nothing_blocks(kind, tmp_path):
+_NOT_REGULAR = ("fifo", "dev-zero", "directory", "symlink-to-fifo")
+
+
+@pytest.fixture(scope="module")
+def not_regular_loads(tmp_path_factory):
+    """Each kind of non-regular path loaded in one subprocess (one interpreter start for the
+    four; the old loader blocked forever on a FIFO and streamed /dev/zero, so a hang on any of
+    them times the subprocess out): {kind: the loader's message}."""
+    import json
     import os
     import subprocess
     import sys
 
-    if kind in ("fifo", "symlink-to-fifo"):
-        path = tmp_path / "cal.json"
-        os.mkfifo(path)
-        if kind == "symlink-to-fifo":
-            (tmp_path / "link.json").symlink_to(path)
-            path = tmp_path / "link.json"
-    else:
-        path = {"dev-zero": Path("/dev/zero"), "directory": tmp_path}[kind]
-    # in a subprocess: the old loader blocked forever on a FIFO (and streamed /dev/zero)
-    code = ("import sys, mlcal\ntry:\n    mlcal.load_calibrator(__import__('pathlib').Path("
-            f"{str(path)!r}))\nexcept mlcal.CalibratorFormatError as e:\n    print(e)\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60)
+    tmp = tmp_path_factory.mktemp("not-regular")
+    os.mkfifo(tmp / "cal.json")
+    (tmp / "link.json").symlink_to(tmp / "cal.json")
+    (tmp / "dir").mkdir()
+    paths = {"fifo": tmp / "cal.json", "dev-zero": Path("/dev/zero"), "directory": tmp / "dir",
+             "symlink-to-fifo": tmp / "link.json"}
+    assert set(paths) == set(_NOT_REGULAR)
+    code = ("import json, pathlib, sys, mlcal\nout = {}\n"
+            "for kind, path in json.loads(sys.argv[1]).items():\n"
+            "    try:\n        mlcal.load_calibrator(pathlib.Path(path))\n"
+            "        out[kind] = 'loaded'\n"
+            "    except mlcal.CalibratorFormatError as e:\n        out[kind] = str(e)\n"
+            "    print(kind, 'done', file=sys.stderr, flush=True)\n"
+            "print(json.dumps(out))\n")
+    proc = subprocess.run([sys.executable, "-c", code,
+                           json.dumps({k: str(v) for k, v in paths.items()})],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("kind", _NOT_REGULAR)
+def test_only_regular_files_are_read_and_nothing_blocks(kind, not_regular_loads):
     expected = {"fifo": "is a FIFO", "symlink-to-fifo": "is a FIFO",
                 "dev-zero": "is a character device", "directory": "is a directory"}[kind]
-    assert expected in proc.stdout and "not a regular file" in proc.stdout, proc
+    message = not_regular_loads[kind]
+    assert expected in message and "not a regular file" in message, message
 
 
 @pytest.mark.parametrize("method, edit, message", [

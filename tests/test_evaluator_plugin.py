@@ -30,6 +30,15 @@ def data():
     return model, test
 
 
+@pytest.fixture(scope="module")
+def saved_model(data, tmp_path_factory):
+    """The model saved once in the MLflow format (a local model URI) for the tests about the
+    evaluation data; the tests above evaluate a model logged to their run."""
+    path = tmp_path_factory.mktemp("nb") / "model"
+    mlflow.sklearn.save_model(data[0], str(path), pip_requirements=["scikit-learn"])
+    return str(path)
+
+
 def test_plugin_is_registered():
     assert "calibration" in mlflow.models.list_evaluators()
 
@@ -95,7 +104,7 @@ def test_diagnostics_are_logged(store, data):
 @pytest.mark.parametrize("kind,message", [
     ("all NaN", "missing"), ("5% NaN", "missing"), ("unknown strings", "not among"),
     ("single class", "negative class"), ("too few rows", "minimum")])
-def test_bad_labels_are_refused_with_a_clear_error(store, data, kind, message):
+def test_bad_labels_are_refused_with_a_clear_error(store, data, saved_model, kind, message):
     model, test = data
     t = test.copy()
     if kind == "all NaN":
@@ -110,8 +119,7 @@ def test_bad_labels_are_refused_with_a_clear_error(store, data, kind, message):
     else:
         t = t.iloc[:50]
     with mlflow.start_run() as run:
-        info = mlflow.sklearn.log_model(model, name="nb", pip_requirements=["scikit-learn"])
         with pytest.raises(Exception, match=message):
-            mlflow.models.evaluate(info.model_uri, t, targets="y", model_type="classifier",
+            mlflow.models.evaluate(saved_model, t, targets="y", model_type="classifier",
                                    evaluators=["calibration"])
     assert not any(k.startswith("calibration_") for k in logged(run.info.run_id))

@@ -265,29 +265,6 @@ def debiased_ece(y, p, n_bins: int = 15) -> float:
     return float(np.sqrt(max(sq, 0.0)))
 
 
-_SQRT_2PI = np.sqrt(2.0 * np.pi)
-
-
-def _smooth_residual(p: np.ndarray, r: np.ndarray, sigma: float, grid: np.ndarray,
-                     mass: np.ndarray, chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
-    """Kernel sums on ``grid`` with a Gaussian kernel reflected at 0 and 1 (so its mass stays in
-    [0, 1]): returns (sum_i K(t, p_i) r_i / N, sum_i m_i K(t, p_i) / N) where ``r`` already
-    carries the point masses ``mass`` (N = total mass)."""
-    num = np.zeros(grid.size)
-    den = np.zeros(grid.size)
-    for start in range(0, p.size, chunk):
-        pc, rc, mc = p[start:start + chunk], r[start:start + chunk], mass[start:start + chunk]
-        k = np.zeros((grid.size, pc.size))
-        for centre in (pc, -pc, 2.0 - pc):  # the point and its mirror images about 0 and 1
-            d = (grid[:, None] - centre[None, :]) / sigma
-            k += np.exp(-0.5 * d * d)
-        k /= sigma * _SQRT_2PI
-        num += k @ rc
-        den += k @ mc
-    total = float(mass.sum())
-    return num / total, den / total
-
-
 def _grid_for(sigma: float) -> np.ndarray:
     # at least ~10 grid points per bandwidth so the trapezoid rule resolves the kernel
     return np.linspace(0.0, 1.0, int(min(20001, max(1001, np.ceil(10.0 / sigma)) + 1)))
@@ -299,15 +276,20 @@ def smooth_ece_at(y, p, sigma: float) -> float:
     The residuals r_i = p_i - y_i are smoothed with a Gaussian kernel of width ``sigma``
     reflected at 0 and 1; smECE_sigma = integral over t in [0, 1] of |sum_i K(t, p_i) r_i| / N,
     divided by the kernel density's mass on [0, 1] (1 up to quadrature error). Computed by
-    direct kernel sums and the trapezoid rule on a grid of at least 10 points per ``sigma``.
+    kernel sums (truncated where the kernel is below 1e-17 of its peak, see
+    :mod:`mlcal._solvers.smooth_kernel`) and the trapezoid rule on a grid of at least 10 points
+    per ``sigma``; the value has the same bits on every x86-64 CPU.
     """
     y, p = check_binary_forecasts(y, p)
     if not np.isfinite(sigma) or sigma <= 0:
         raise ValueError(f"sigma must be a positive number, got {sigma!r}")
-    pts, res, mass = _aggregate(p, p - y)
-    grid = _grid_for(sigma)
-    num, den = _smooth_residual(pts, res, float(sigma), grid, mass)
-    return float(np.trapezoid(np.abs(num), grid) / np.trapezoid(den, grid))
+    return _smooth_ece_at(*_aggregate(p, p - y), float(sigma))
+
+
+def _smooth_ece_at(pts: np.ndarray, res: np.ndarray, mass: np.ndarray, sigma: float) -> float:
+    from mlcal._solvers.smooth_kernel import smooth_ratio
+
+    return smooth_ratio(pts, res, mass, sigma, _grid_for(sigma))
 
 
 _AGGREGATE_ABOVE = 2001
@@ -351,17 +333,28 @@ def smooth_ece(y, p, *, return_bandwidth: bool = False, tol: float = 1e-4):
     float, or (float, float) with ``return_bandwidth``
     """
     y, p = check_binary_forecasts(y, p)
+    data = _aggregate(p, p - y)
+    # smECE_sigma <= sum |r| / N up to the trapezoid rule's error on one kernel (far below 1%):
+    # every bisection midpoint above that bound goes to ``hi`` without a kernel sum, which is
+    # the step the kernel sum would take, so sigma* and the value are unchanged
+    bound = 1.01 * float(np.sum(np.abs(data[1])) / np.sum(data[2]))
+    seen: dict[float, float] = {}     # sigma -> smECE_sigma: the last ``hi`` was often probed
+
+    def at(sigma: float) -> float:
+        if sigma not in seen:
+            seen[sigma] = _smooth_ece_at(*data, sigma)
+        return seen[sigma]
+
     lo, hi = 0.0, 1.0
-    if smooth_ece_at(y, p, hi) >= hi:  # cannot happen for probabilities, kept for safety
-        value = smooth_ece_at(y, p, hi)
-        return (value, hi) if return_bandwidth else value
+    if bound >= hi and at(hi) >= hi:  # cannot happen for probabilities, kept for safety
+        return (at(hi), hi) if return_bandwidth else at(hi)
     while hi - lo > tol:
         mid = 0.5 * (lo + hi)
-        if smooth_ece_at(y, p, mid) > mid:
+        if mid <= bound and at(mid) > mid:
             lo = mid
         else:
             hi = mid
-    value = smooth_ece_at(y, p, hi)
+    value = at(hi)
     return (value, hi) if return_bandwidth else value
 
 

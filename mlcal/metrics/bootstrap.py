@@ -75,6 +75,13 @@ def _replicates(stat: Callable[[np.ndarray], float], n: int, n_resamples: int,
     """``stat(idx)`` over ``n_resamples`` resampled index sets. A resample on which the statistic
     is undefined (e.g. AUC of a resample holding one class) is drawn again; if that keeps
     happening the data are too small for a bootstrap and ``ValueError`` is raised."""
+    return _counted_replicates(stat, n, n_resamples, seed)[0]
+
+
+def _counted_replicates(stat: Callable[[np.ndarray], float], n: int, n_resamples: int,
+                        seed: int) -> tuple[np.ndarray, int]:
+    """:func:`_replicates` and the number of resamples drawn again (0: the i-th replicate is
+    the statistic on the i-th index set the seed draws)."""
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) \
             or n_resamples < 10:
         raise ValueError(f"n_resamples must be an integer >= 10, got {n_resamples!r}")
@@ -93,7 +100,7 @@ def _replicates(stat: Callable[[np.ndarray], float], n: int, n_resamples: int,
                                  "(e.g. a single class); use more data") from None
             continue
         i += 1
-    return out
+    return out, failures
 
 
 def _check_method(method: str) -> str:

@@ -24,7 +24,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from mlcal.metrics.bootstrap import bootstrap_ci
+from mlcal.metrics.bootstrap import (_check_confidence, _check_method, _counted_replicates,
+                                     _interval, _rows)
 
 #: bootstrap resamples of the report's intervals: a report computes three intervals for each
 #: of about five metrics, and this keeps it to seconds on 10^5 rows; the intervals' Monte
@@ -71,16 +72,39 @@ def _metric_table(y, p_before, p_after, metrics, *, n_resamples: int, seed: int,
             return metric(yy, unstack(q[:, half:])) - metric(yy, unstack(q[:, :half]))
 
         row = {"key": key, "label": label, "higher_is_better": higher, "interval_method": method}
+        done = {}
         for part, fn, data in (("before", metric, p_before), ("after", metric, p_after),
                                ("change", change, stacked)):
             try:
-                iv = bootstrap_ci(fn, y, data, confidence=confidence, n_resamples=n_resamples,
-                                  seed=seed, method=method)
+                if part == "change" and done["before"][2] == done["after"][2] == 0:
+                    # no resample was drawn again, so before and after saw the same index sets
+                    # as the change would: its replicates are their differences (the same
+                    # subtraction of the same floats), not 2 x n_resamples metrics more
+                    (est_b, reps_b, _), (est_a, reps_a, _) = done["before"], done["after"]
+                    iv = _interval(est_a - est_b, reps_a - reps_b, confidence, n_resamples,
+                                   seed, method)
+                else:
+                    iv, done[part] = _bootstrap(fn, y, data, confidence, n_resamples, seed,
+                                                method)
                 row[part] = iv.as_dict()
             except ValueError as exc:   # e.g. AUC of a single class
                 row[part] = {"estimate": None, "error": str(exc)}
+                done[part] = (None, None, None)
         rows.append(row)
     return rows
+
+
+def _bootstrap(metric, y, p, confidence, n_resamples, seed, method):
+    """:func:`mlcal.metrics.bootstrap.bootstrap_ci` (same interval), also returning (estimate,
+    replicates, resamples drawn again)."""
+    confidence = _check_confidence(confidence)
+    method = _check_method(method)
+    y, p, _ = _rows(y, p, None)
+    estimate = metric(y, p)
+    reps, failures = _counted_replicates(lambda idx: metric(y[idx], p[idx]), p.shape[0],
+                                         n_resamples, seed)
+    return (_interval(estimate, reps, confidence, n_resamples, seed, method),
+            (estimate, reps, failures))
 
 
 def _binary_metrics(n_bins: int, strategy: str) -> list[tuple]:

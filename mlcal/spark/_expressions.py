@@ -59,17 +59,30 @@ def _let(body: Callable[..., Column], **values: Column) -> Column:
     return F.element_at(F.transform(F.array(pair), lambda p: body(**{k: p[k] for k in names})), 1)
 
 
-def _double_sql(v: float) -> str:
-    if np.isinf(v):
-        return "CAST('Infinity' AS DOUBLE)" if v > 0 else "CAST('-Infinity' AS DOUBLE)"
-    return f"{v!r}D"    # repr round-trips, and Spark parses a D literal with Double.parseDouble
+#: large array literals (detmath's tables, pow2's), built once per Spark context
+_TABLE_CACHE: dict[bytes, tuple[object, Column]] = {}
 
 
 def _doubles(values) -> Column:
-    """An array<double> literal holding exactly these float64 values (one parsed SQL literal
-    instead of a py4j call per element)."""
-    items = ", ".join(_double_sql(float(v)) for v in np.asarray(values, dtype=np.float64))
-    return F.expr(f"array({items})")
+    """An array<double> literal holding exactly these float64 values: one ``Literal`` node of
+    type ``array<double>`` (``F.lit`` of the ndarray; py4j sends each double by its repr,
+    which round-trips). Not ``array(v1, v2, ...)``: that is a ``CreateArray`` with one child
+    per value, whose type Spark's analyzer recomputes over all of them each time an
+    ``element_at`` on it asks for its nullability, which made the analysis of an exact
+    expit (five 2046-value ``pow2`` tables) take tens of seconds per column. The tables
+    repeated in every column (detmath's, ``pow2``'s) are converted once per Spark context."""
+    from pyspark import SparkContext
+
+    arr = np.ascontiguousarray(values, dtype=np.float64)
+    if arr.size < 100:
+        return F.lit(arr)
+    key, sc = arr.tobytes(), SparkContext._active_spark_context
+    hit = _TABLE_CACHE.get(key)
+    if hit is None or hit[0] is not sc:
+        if len(_TABLE_CACHE) >= 64:     # maps' own tables pass through: keep it bounded
+            _TABLE_CACHE.clear()
+        hit = _TABLE_CACHE[key] = (sc, F.lit(arr))
+    return hit[1]
 
 
 def count_leq(u: Column, sorted_values: np.ndarray) -> Column:

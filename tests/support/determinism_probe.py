@@ -74,10 +74,11 @@ def multiclass_datasets():
     yield "multiclass-zeros", v / total[:, None], y, rng.uniform(0.1, 3.0, n)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Print the lines; ``argv`` (default: the command line's) names the only fits to run."""
     names = [(n, n, {}) for n in mlcal.available_calibrators()]
     names += [(k, base, params) for k, (base, params) in VARIANTS.items()]
-    only = set(sys.argv[1:])
+    only = set(sys.argv[1:] if argv is None else argv)
     for data_name, s, y, w in datasets():
         for label, base, params in names:
             if only and label not in only:

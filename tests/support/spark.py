@@ -23,7 +23,7 @@ def _missing(reason: str):
 
 
 def local_spark():
-    """Start (or reuse) a quiet 2-core local session with few shuffle partitions, no UI.
+    """Start (or reuse) a quiet 2-core local session with one shuffle partition per core, no UI.
 
     Python workers (MLflow's spark_udf) run this interpreter, not whatever ``python3`` is on
     PATH (which lacks the test environment's packages)."""
@@ -39,8 +39,8 @@ def local_spark():
     spark = (SparkSession.builder.master("local[2]").appName("mlcal-tests")
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "4")
-             .config("spark.default.parallelism", "4")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.default.parallelism", "2")
              .config("spark.driver.memory", "2g")
              .config("spark.sql.session.timeZone", "UTC")
              .getOrCreate())

@@ -19,7 +19,7 @@ _MLFLOW_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_ID")
 _template: Path | None = None
 
 
-def new_sqlite_db(path: Path) -> str:
+def new_sqlite_db(path: Path, cwd: Path | None = None) -> str:
     """Put a new, empty MLflow sqlite store at ``path`` and return its tracking URI.
 
     MLflow creates a store by running its schema migrations, one committed (fsync'ed)
@@ -27,8 +27,10 @@ def new_sqlite_db(path: Path) -> str:
     every test that wants a store of its own. Here MLflow creates one empty store per process
     (its own code, its own schema) and each new store is a byte copy of it, with the one value
     that depends on where it was made set as MLflow would have set it here: the Default
-    experiment's artifact location (``<cwd>/mlruns/0``). Everything after that (experiments,
-    runs, registered models, aliases) is MLflow writing into a real sqlite store as before.
+    experiment's artifact location (``<cwd>/mlruns/0``, with ``cwd`` the working directory of
+    the process that will open the store: this one by default). Everything after that
+    (experiments, runs, registered models, aliases) is MLflow writing into a real sqlite store
+    as before.
     """
     global _template
     if _template is None or not _template.is_file():
@@ -44,7 +46,7 @@ def new_sqlite_db(path: Path) -> str:
     try:
         with db:
             db.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0",
-                       (os.path.join(os.path.abspath("mlruns"), "0"),))
+                       (os.path.join(os.path.abspath(Path(cwd or ".") / "mlruns"), "0"),))
     finally:
         db.close()
     return f"sqlite:///{path}"

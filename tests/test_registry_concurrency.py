@@ -73,10 +73,12 @@ def test_concurrent_promotes_end_on_the_preferred_version(sqlite_tracking, tmp_p
     trials = 2
     # (stderr to files: a pipe nobody reads until the end could fill and block a worker)
     logs = {v: tmp_path / f"worker-{v}.log" for v in versions.values()}
-    procs = [subprocess.Popen(
-        [sys.executable, str(script), sqlite_tracking, NAME, v, str(csv), f"{tmp_path}/",
-         str(trials)], stdout=subprocess.PIPE, stderr=open(logs[v], "w"), text=True)
-        for v in versions.values()]
+    procs = []
+    for v in versions.values():
+        with open(logs[v], "w") as err:      # the child keeps its own copy of the handle
+            procs.append(subprocess.Popen(
+                [sys.executable, str(script), sqlite_tracking, NAME, v, str(csv),
+                 f"{tmp_path}/", str(trials)], stdout=subprocess.PIPE, stderr=err, text=True))
     err_of = {p: logs[v] for p, v in zip(procs, versions.values())}
     for trial in range(trials):
         go = tmp_path / f"go{trial}"

@@ -1,8 +1,10 @@
 """Calibrate a gradient-boosted tree model on an imbalanced data set, end to end.
 
     python examples/calibrate_boosted_trees_imbalanced.py
+    python examples/calibrate_boosted_trees_imbalanced.py --rows 12000   # a quicker run
 
-120 000 rows, about 3 % positives. XGBoost is trained with ``scale_pos_weight`` (the usual
+120 000 rows by default (``--rows``), about 3 % positives, split half/quarter/quarter into
+train/calibrate/test. XGBoost is trained with ``scale_pos_weight`` (the usual
 recipe for imbalance), which inflates its probabilities. Two calibrations are logged to a
 throw-away sqlite store and registered: Platt scaling on the raw margins (log-odds) and
 isotonic regression on the probabilities. The ECE gate promotes the better one to
@@ -10,6 +12,7 @@ isotonic regression on the probabilities. The ECE gate promotes the better one t
 exported to one fused ONNX graph (trees + calibration map), checked in onnxruntime.
 """
 
+import argparse
 import json
 import os
 import shlex
@@ -32,12 +35,20 @@ from mlcal.onnx import input_feeds, to_onnx
 from mlcal.mlflow.gate import promote
 
 NAME = "boosted-imbalanced"
+ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+ap.add_argument("--rows", type=int, default=120_000,
+                help="rows generated (default 120000; the test suite runs a smaller set)")
+ROWS = ap.parse_args().rows
+if ROWS < 4000:
+    ap.error(f"--rows must be at least 4000 (got {ROWS}): the test quarter needs positives")
 t_start = time.monotonic()
-X, y = make_classification(120_000, 20, n_informative=8, weights=[0.97], flip_y=0.01,
+X, y = make_classification(ROWS, 20, n_informative=8, weights=[0.97], flip_y=0.01,
                            class_sep=0.8, random_state=0)
 frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
-train, cal, test = slice(0, 60_000), slice(60_000, 90_000), slice(90_000, None)
-print(f"{len(y)} rows, {y.mean():.1%} positives; train/calibrate/test = 60k/30k/30k")
+half, three_quarters = ROWS // 2, ROWS * 3 // 4
+train, cal, test = slice(0, half), slice(half, three_quarters), slice(three_quarters, None)
+print(f"{len(y)} rows, {y.mean():.1%} positives; train/calibrate/test = "
+      f"{half}/{three_quarters - half}/{ROWS - three_quarters}")
 
 # scale_pos_weight balances the classes for ranking and, as a side effect, inflates P(y=1)
 base = xgboost.XGBClassifier(n_estimators=100, max_depth=5, learning_rate=0.1,

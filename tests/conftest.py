@@ -104,9 +104,12 @@ def jar(tmp_path_factory) -> Path:
 @pytest.fixture()
 def sqlite_tracking(tmp_path, monkeypatch):
     """A real MLflow sqlite tracking/registry store in a temp dir, with an experiment whose
-    artifacts also live there (never ./mlruns). Yields the tracking URI."""
+    artifacts also live there (never ./mlruns). Yields the tracking URI. The empty store is a
+    copy of one MLflow migrated once per process (support.mlflow_store.new_sqlite_db)."""
     mlflow = pytest.importorskip("mlflow")
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    from support.mlflow_store import new_sqlite_db
+
+    uri = new_sqlite_db(tmp_path / "mlflow.db")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     mlflow.set_tracking_uri(uri)
     mlflow.create_experiment("tests", artifact_location=(tmp_path / "artifacts").as_uri())

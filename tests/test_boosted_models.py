@@ -75,8 +75,10 @@ def bases(data):
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
+    from support.mlflow_store import new_sqlite_db
+
     root = tmp_path_factory.mktemp("boosted-store")
-    uri = f"sqlite:///{root / 'mlflow.db'}"
+    uri = new_sqlite_db(root / "mlflow.db")   # MLflow's empty store, copied (not migrated again)
     old = os.environ.get("MLFLOW_TRACKING_URI")
     os.environ["MLFLOW_TRACKING_URI"] = uri
     mlflow.set_tracking_uri(uri)

@@ -50,6 +50,13 @@ def page_script(page: Path) -> str:
 def run_script(script: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     path = cwd / "page_examples.py"
     path.write_text(script, encoding="utf-8")
+    if 'sqlite:///mlruns.db"' in script:
+        # the page's store starts as the empty store MLflow makes (copied from one MLflow
+        # migrated once per test process: the migrations cost seconds of fsyncs per store);
+        # the page's code then opens and fills it as on a reader's machine
+        from support.mlflow_store import new_sqlite_db
+
+        new_sqlite_db(cwd / "mlruns.db", cwd=cwd)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT),
                                                        os.environ.get("PYTHONPATH", "")]))
     # a page's script sets up its own store: nothing MLflow-related leaks in from earlier tests

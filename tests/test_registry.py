@@ -259,16 +259,34 @@ def _bad(holdout, kind):
     return h
 
 
+@pytest.fixture(scope="module")
+def bad_label_registry(models, tmp_path_factory):
+    """One real store for the bad-label cases (a holder promoted, a candidate registered): each
+    case must change nothing, and each checks the holder, the candidate's tags and the history
+    before and after its own attempt, so they can share it (registering and promoting once
+    instead of once per case)."""
+    from support.mlflow_store import sqlite_store
+
+    good, coarse, holdout = models
+    with sqlite_store(tmp_path_factory.mktemp("bad-labels"), "bad-labels") as uri:
+        v_good = register(good, holdout)
+        assert promote(NAME, v_good, max_ece=0.5, data=holdout).promoted
+        v_coarse = register(coarse, holdout)
+        yield uri, v_good, v_coarse
+
+
 @pytest.mark.parametrize("kind,message", [
     ("all NaN", "missing"), ("strings not among the classes", "not among the model's classes"),
     ("5% NaN", "50 of 1000 labels are missing"), ("a single class", "positive class"),
     ("a label 2", "not among the model's classes"), ("too few rows", "minimum of 97")])
-def test_bad_labels_exit_2_and_change_nothing(registry, models, tmp_path, capsys, kind,
-                                              message):
-    good, coarse, holdout = models
-    v_good = register(good, holdout)
-    assert promote(NAME, v_good, max_ece=0.5, data=holdout).promoted
-    v_coarse = register(coarse, holdout)
+def test_bad_labels_exit_2_and_change_nothing(bad_label_registry, models, tmp_path, capsys,
+                                              monkeypatch, kind, message):
+    _, _, holdout = models
+    uri, v_good, v_coarse = bad_label_registry
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    mlflow.set_tracking_uri(uri)
+    registry = mlflow.MlflowClient()
+    assert holder(registry) == str(v_good)
     before_tags = registry.get_model_version(NAME, str(v_coarse)).tags
     n_hist = len(gate_history(NAME))
     csv = tmp_path / "bad.csv"

@@ -26,13 +26,15 @@ WORKER = r"""
 import json, os, sys, time
 from mlcal.mlflow.gate import promote
 import mlflow
-uri, name, version, csv, ready, go = sys.argv[1:7]
+uri, name, version, csv, prefix, trials = sys.argv[1:7]
 mlflow.set_tracking_uri(uri)
-open(ready, "w").close()
-while not os.path.exists(go):
-    time.sleep(0.01)
-d = promote(name, version, max_ece=0.05, data=csv, settle_seconds=0.5)
-print(json.dumps({"version": d.version, "promoted": d.promoted, "rounds": d.rounds}))
+for trial in range(int(trials)):   # one race per trial, all workers released by one file
+    open(f"{prefix}ready{trial}-{version}", "w").close()
+    while not os.path.exists(f"{prefix}go{trial}"):
+        time.sleep(0.01)
+    d = promote(name, version, max_ece=0.05, data=csv, settle_seconds=0.5)
+    print(json.dumps({"version": d.version, "promoted": d.promoted, "rounds": d.rounds}),
+          flush=True)
 """
 
 
@@ -66,26 +68,37 @@ def test_concurrent_promotes_end_on_the_preferred_version(sqlite_tracking, tmp_p
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     client = mlflow.MlflowClient()
-    for trial in range(2):
-        go = tmp_path / f"go{trial}"
-        procs, ready = [], []
-        for key, v in versions.items():
-            r = tmp_path / f"ready{trial}-{v}"
-            ready.append(r)
+    # the same three processes race in every trial (each a new race released by one file):
+    # starting them once saves two rounds of three interpreters importing mlcal and MLflow
+    trials = 2
+    # (stderr to files: a pipe nobody reads until the end could fill and block a worker)
+    logs = {v: tmp_path / f"worker-{v}.log" for v in versions.values()}
+    procs = []
+    for v in versions.values():
+        with open(logs[v], "w") as err:      # the child keeps its own copy of the handle
             procs.append(subprocess.Popen(
-                [sys.executable, str(script), sqlite_tracking, NAME, v, str(csv), str(r),
-                 str(go)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+                [sys.executable, str(script), sqlite_tracking, NAME, v, str(csv),
+                 f"{tmp_path}/", str(trials)], stdout=subprocess.PIPE, stderr=err, text=True))
+    err_of = {p: logs[v] for p, v in zip(procs, versions.values())}
+    for trial in range(trials):
+        go = tmp_path / f"go{trial}"
+        ready = [tmp_path / f"ready{trial}-{v}" for v in versions.values()]
         deadline = time.time() + 240
         while not all(r.exists() for r in ready):
             assert time.time() < deadline and all(p.poll() is None for p in procs), \
-                [p.communicate() for p in procs if p.poll() is not None]
+                [err_of[p].read_text()[-3000:] for p in procs if p.poll() is not None]
             time.sleep(0.05)
         go.touch()
         results = []
         for p in procs:
-            out, err = p.communicate(timeout=300)
-            assert p.returncode == 0, err[-3000:]
-            results.append(json.loads(out.strip().splitlines()[-1]))
+            line = ""
+            while not line.startswith('{"version"'):  # this trial's decision, after its promote
+                line = p.stdout.readline()
+                if not line:
+                    p.wait(timeout=300)
+                    pytest.fail(f"a worker exited (code {p.returncode}):\n"
+                                f"{err_of[p].read_text()[-3000:]}")
+            results.append(json.loads(line))
         holder = client.get_model_version_by_alias(NAME, "champion").version
         assert str(holder) == versions["platt"], (trial, results)
         assert next(r for r in results if r["version"] == versions["platt"])["promoted"]
@@ -93,3 +106,6 @@ def test_concurrent_promotes_end_on_the_preferred_version(sqlite_tracking, tmp_p
         assert len(hist) == 3 * (trial + 1)          # every decision recorded, none overwritten
         assert sorted(h["version"] for h in hist[3 * trial:]) == sorted(versions.values())
         client.delete_registered_model_alias(NAME, "champion")
+    for p in procs:
+        p.communicate(timeout=300)
+        assert p.returncode == 0, err_of[p].read_text()[-3000:]

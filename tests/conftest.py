@@ -21,21 +21,20 @@ INTEGRATION_MODULES = {
 }
 
 
-# the modules that take longest (measured with --durations), handed out first under
+# the modules that take longest (per-module wall seconds of the last fresh-clone CI, re-ranked
+# after the Spark table literal and the smaller example runs), handed out first under
 # ``-n N --dist loadfile --no-loadscope-reorder`` so that no long module starts last and leaves
 # the other workers idle (longest-first scheduling); the rest follow in their usual order
-SLOW_FIRST = ("test_dockerfile", "test_java_evaluator", "test_quickstart", "test_spark",
-              "test_spark_mlflow", "test_mlflow_serve", "test_docs_examples", "test_warmup",
-              "test_cpu_determinism", "test_report_browser", "test_boosted_models",
-              "test_multiclass_serve", "test_kernel_cache", "test_hostile_documents",
-              # session 7's slow modules (measured alone, CPU seconds incl. children: 69, 38,
-              # 27): without a rank they were handed out in file order, late in the run
-              "test_multicalibration_flavor", "test_java_multicalibration",
-              "test_hostile_models",
-              "test_examples", "test_registry_concurrency", "test_spark_segmented",
-              "test_gate_server", "test_example_monitor_month", "test_monitor_spark",
-              "test_multicalibration_spark", "test_monitor_loop", "test_segmented_flavor",
-              "test_docs_site")
+SLOW_FIRST = ("test_dockerfile", "test_examples", "test_docs_examples", "test_spark",
+              "test_registry", "test_java_evaluator", "test_cpu_determinism",
+              "test_boosted_models", "test_warmup", "test_quickstart",
+              "test_registry_concurrency", "test_multiclass_gate", "test_monitor_loop",
+              "test_honest_metrics", "test_example_monitor_month", "test_monitor_spark",
+              "test_spark_mlflow", "test_multicalibration_flavor", "test_kernel_cache",
+              "test_gate_server", "test_mlflow_serve", "test_spark_segmented",
+              "test_hostile_documents", "test_report_browser", "test_multiclass_serve",
+              "test_java_multicalibration", "test_hostile_models", "test_offset_spark",
+              "test_multicalibration_spark", "test_segmented_flavor", "test_docs_site")
 
 
 def pytest_collection_modifyitems(config, items):

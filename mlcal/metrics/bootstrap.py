@@ -167,6 +167,14 @@ def bootstrap_ci(metric: Metric, y, p, *, confidence: float = 0.95,
         ``estimate`` is the metric on the full data, ``lower``/``upper`` the bounds,
         ``bias_corrected`` the bootstrap bias-corrected estimate.
     """
+    return _bootstrap(metric, y, p, confidence, n_resamples, seed, method, sample_weight)[0]
+
+
+def _bootstrap(metric: Metric, y, p, confidence: float, n_resamples: int, seed: int,
+               method: str, sample_weight=None) -> tuple[Interval, float, np.ndarray, int]:
+    """:func:`bootstrap_ci`'s interval, with the estimate, the replicates and the number of
+    resamples drawn again (0: replicate i is the statistic on the i-th index set the seed
+    draws, so replicates of two metrics on the same rows and seed are paired)."""
     confidence = _check_confidence(confidence)
     method = _check_method(method)
     y, p, w = _rows(y, p, sample_weight)
@@ -178,8 +186,9 @@ def bootstrap_ci(metric: Metric, y, p, *, confidence: float = 0.95,
         def stat(idx):
             return metric(y[idx], p[idx], w[idx])
         estimate = metric(y, p, w)
-    reps = _replicates(stat, p.shape[0], n_resamples, seed)
-    return _interval(estimate, reps, confidence, n_resamples, seed, method)
+    reps, failures = _counted_replicates(stat, p.shape[0], n_resamples, seed)
+    return (_interval(estimate, reps, confidence, n_resamples, seed, method), estimate, reps,
+            failures)
 
 
 def paired_bootstrap_diff(metric: Metric, y, p_a, p_b, *, confidence: float = 0.95,

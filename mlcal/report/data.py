@@ -24,8 +24,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from mlcal.metrics.bootstrap import (_check_confidence, _check_method, _counted_replicates,
-                                     _interval, _rows)
+from mlcal.metrics.bootstrap import _bootstrap, _interval
 
 #: bootstrap resamples of the report's intervals: a report computes three intervals for each
 #: of about five metrics, and this keeps it to seconds on 10^5 rows; the intervals' Monte
@@ -84,27 +83,15 @@ def _metric_table(y, p_before, p_after, metrics, *, n_resamples: int, seed: int,
                     iv = _interval(est_a - est_b, reps_a - reps_b, confidence, n_resamples,
                                    seed, method)
                 else:
-                    iv, done[part] = _bootstrap(fn, y, data, confidence, n_resamples, seed,
-                                                method)
+                    iv, estimate, reps, redrawn = _bootstrap(fn, y, data, confidence,
+                                                             n_resamples, seed, method)
+                    done[part] = (estimate, reps, redrawn)
                 row[part] = iv.as_dict()
             except ValueError as exc:   # e.g. AUC of a single class
                 row[part] = {"estimate": None, "error": str(exc)}
                 done[part] = (None, None, None)
         rows.append(row)
     return rows
-
-
-def _bootstrap(metric, y, p, confidence, n_resamples, seed, method):
-    """:func:`mlcal.metrics.bootstrap.bootstrap_ci` (same interval), also returning (estimate,
-    replicates, resamples drawn again)."""
-    confidence = _check_confidence(confidence)
-    method = _check_method(method)
-    y, p, _ = _rows(y, p, None)
-    estimate = metric(y, p)
-    reps, failures = _counted_replicates(lambda idx: metric(y[idx], p[idx]), p.shape[0],
-                                         n_resamples, seed)
-    return (_interval(estimate, reps, confidence, n_resamples, seed, method),
-            (estimate, reps, failures))
 
 
 def _binary_metrics(n_bins: int, strategy: str) -> list[tuple]:

@@ -3,6 +3,7 @@ new empty stores copied from one MLflow migrated once per process."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import sqlite3
@@ -35,6 +36,7 @@ def new_sqlite_db(path: Path, cwd: Path | None = None) -> str:
     global _template
     if _template is None or not _template.is_file():
         folder = Path(tempfile.mkdtemp(prefix="mlcal-test-store-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
         template = folder / "empty.db"
         mlflow.MlflowClient(tracking_uri=f"sqlite:///{template}").search_experiments()
         _template = template

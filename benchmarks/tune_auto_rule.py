@@ -225,9 +225,11 @@ def peer_ranks(data, peers_json, groups, rules=PEER_RULES):
 #: repeated K-fold CV ranked against the peers: (mode, se_rule, R) with auto's default
 #: candidates, listed order; ("mean", 0.25, 1) is the default rule. "mean": the CV losses per
 #: point averaged over R partitions (AutoCalibrator(cv_repeats=R)); "vote": the rule applied
-#: to each partition alone, the candidate chosen most often wins (ties: listed order)
+#: to each partition alone, the candidate chosen most often wins (ties: listed order);
+#: "oracle": the candidate with the lowest held-out log loss (a bound for any selection rule)
 REPEAT_RULES = ([("mean", m, r) for r in (1, 2, 3, 4, 5) for m in (0.0, 0.1, 0.25, 0.5, 1.0)]
-                + [("vote", m, r) for r in (3, 5) for m in (0.1, 0.25, 0.5)])
+                + [("vote", m, r) for r in (3, 5) for m in (0.1, 0.25, 0.5)]
+                + [("oracle", 0.0, 1)])
 METRICS = ("log_loss", "brier")
 
 
@@ -254,6 +256,12 @@ def choose_vote(record, names, se_rule, n_repeats, prefer="listed"):
     return next(n for n in names if picks.count(n) == top)
 
 
+def choose_oracle(record, names, se_rule, n_repeats, prefer="listed"):
+    """The candidate with the lowest held-out log loss (not a rule: what the best possible
+    choice among ``names`` would reach)."""
+    return min(names, key=lambda n: (record["held"][n][0], names.index(n)))
+
+
 def repeated_ranks(data, peers_json, groups, rules=REPEAT_RULES):
     """Each (se_rule, R) auto (R partitions from fold seeds j, j+1, ..., j+R-1: the CV losses
     per point averaged as AutoCalibrator(cv_repeats=R, seed=j) does) in place of ``auto`` in
@@ -278,7 +286,7 @@ def repeated_ranks(data, peers_json, groups, rules=REPEAT_RULES):
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     summary = {}
     for mode, m, r in rules:
-        pick = choose if mode == "mean" else choose_vote
+        pick = {"mean": choose, "vote": choose_vote, "oracle": choose_oracle}[mode]
         for group in groups:
             idx = [i for i, d in enumerate(recs) if d["group"] == group]
             if not idx:

@@ -262,7 +262,7 @@ def choose_oracle(record, names, se_rule, n_repeats, prefer="listed"):
     return min(names, key=lambda n: (record["held"][n][0], names.index(n)))
 
 
-def repeated_ranks(data, peers_json, groups, rules=REPEAT_RULES):
+def repeated_ranks(data, peers_json, groups, rules=REPEAT_RULES, skip_splits=0):
     """Each (se_rule, R) auto (R partitions from fold seeds j, j+1, ..., j+R-1: the CV losses
     per point averaged as AutoCalibrator(cv_repeats=R, seed=j) does) in place of ``auto`` in
     the peers' per-task table, per starting fold seed j = 0, 1, 2 and per half of the tasks:
@@ -276,6 +276,18 @@ def repeated_ranks(data, peers_json, groups, rules=REPEAT_RULES):
         raise SystemExit(f"{peers_json}: not the tasks collected here")
     others = [m for m in table[0]["results"] if not m.startswith("auto")]
     half = halves(recs)
+    if skip_splits:
+        # drop the first skip_splits splits of breast cancer and digits (the tasks of the
+        # tuning suite when --seeds is larger); the make_classification tasks are kept
+        seen, keep = {}, []
+        for i, d in enumerate(recs):
+            seen[d["task"]] = seen.get(d["task"], 0) + 1
+            if d["task"].startswith("mc-") or seen[d["task"]] > skip_splits:
+                keep.append(i)
+        recs, table = [recs[i] for i in keep], [table[i] for i in keep]
+        half = [half[i] for i in keep]
+        print(f"\n{len(recs)} tasks kept (splits 0-{skip_splits - 1} of breast cancer and "
+              "digits left out)")
     n_start = 3
     print(f"\nrepeated CV ranked against {len(others)} entries of {peers_json}; per starting "
           "fold seed 0 / 1 / 2: auto's rank and the best other's (mean over the group's "
@@ -467,6 +479,9 @@ def main(argv=None):
                     help="with --peers-json: collect only auto's default candidates and rank "
                          "repeated K-fold CV (REPEAT_RULES) against the peers per starting "
                          "fold seed and per half of the tasks")
+    ap.add_argument("--skip-splits", type=int, default=0,
+                    help="with --repeated: leave out the first N splits of breast cancer and "
+                         "digits (those of the tuning suite when --seeds is larger)")
     ap.add_argument("--save", metavar="PATH", help="pickle the collected fits to PATH")
     ap.add_argument("--load", metavar="PATH",
                     help="analyse a collection saved by --save instead (a pickle: load only "
@@ -491,7 +506,8 @@ def main(argv=None):
             with open(args.save, "wb") as fh:
                 pickle.dump(data, fh)
     if args.peers_json and args.repeated:
-        repeated_ranks(data, args.peers_json, [g for g in args.groups if g != "sim"])
+        repeated_ranks(data, args.peers_json, [g for g in args.groups if g != "sim"],
+                       skip_splits=args.skip_splits)
         return
     if args.peers_json:
         peer_ranks(data, args.peers_json, [g for g in args.groups if g != "sim"])

@@ -21,6 +21,12 @@ candidate on average). Then the per-fold-seed tables of docs/auto.md for the sev
 and for the seven plus quadratic scaling, and the two ``auto`` variants ranked together per
 task among the eight candidates and each other.
 
+With ``--peers-json PATH --repeated --fold-seeds 7`` only auto's default candidates are
+collected, under fold seeds 0-6, and :data:`REPEAT_RULES` (repeated K-fold CV with R = 1-5
+partitions, a majority vote over partitions, the oracle choice) are ranked against the peers'
+entries per starting fold seed 0 / 1 / 2 and per half of the tasks (docs/auto.md, "Repeated
+cross-validation"); ``--skip-splits 2`` with ``--seeds 4`` ranks on tasks outside that suite.
+
 With ``--peers-json PATH`` (the ``--json`` of ``bench_quality.py --peers`` on the same tasks),
 each rule of :data:`PEER_RULES` is put in place of ``auto`` in that per-task table and ranked
 against every other entry (ours and the peers'), per fold seed and averaged: the tables of
@@ -30,6 +36,8 @@ method with those parameters on top of auto's own (e.g. the smoothed targets aut
     PYTHONPATH=. python benchmarks/tune_auto_rule.py --sizes 200 1000 --seeds 2
     PYTHONPATH=. python benchmarks/tune_auto_rule.py --sizes 200 1000 --seeds 2 \
         --groups linear trees --peers-json /tmp/autobin_peers.json --save /tmp/tune.pkl
+    PYTHONPATH=. python benchmarks/tune_auto_rule.py --sizes 200 1000 --seeds 2 \
+        --groups linear trees --peers-json /tmp/autobin_peers.json --repeated --fold-seeds 7
 """
 
 from __future__ import annotations

@@ -405,6 +405,7 @@ class AutoCalibrator(BaseCalibrator):
         record: dict[str, Any] = {"version": FIT_INFO_VERSION, "rule": rule,
                                   "se_rule": float(self.se_rule), "n_folds": k,
                                   "seed": int(self.seed), "n_points": int(np.unique(x).size)}
+
         def usable(assignment):
             # (row folds on a handful of rows can leave a fold with nothing to predict)
             return all(pos[assignment != f].any() and neg[assignment != f].any()

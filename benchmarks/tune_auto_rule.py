@@ -21,6 +21,12 @@ candidate on average). Then the per-fold-seed tables of docs/auto.md for the sev
 and for the seven plus quadratic scaling, and the two ``auto`` variants ranked together per
 task among the eight candidates and each other.
 
+With ``--peers-json PATH --repeated --fold-seeds 7`` only auto's default candidates are
+collected, under fold seeds 0-6, and :data:`REPEAT_RULES` (repeated K-fold CV with R = 1-5
+partitions, a majority vote over partitions, the oracle choice) are ranked against the peers'
+entries per starting fold seed 0 / 1 / 2 and per half of the tasks (docs/auto.md, "Repeated
+cross-validation"); ``--skip-splits 2`` with ``--seeds 4`` ranks on tasks outside that suite.
+
 With ``--peers-json PATH`` (the ``--json`` of ``bench_quality.py --peers`` on the same tasks),
 each rule of :data:`PEER_RULES` is put in place of ``auto`` in that per-task table and ranked
 against every other entry (ours and the peers'), per fold seed and averaged: the tables of
@@ -30,6 +36,8 @@ method with those parameters on top of auto's own (e.g. the smoothed targets aut
     PYTHONPATH=. python benchmarks/tune_auto_rule.py --sizes 200 1000 --seeds 2
     PYTHONPATH=. python benchmarks/tune_auto_rule.py --sizes 200 1000 --seeds 2 \
         --groups linear trees --peers-json /tmp/autobin_peers.json --save /tmp/tune.pkl
+    PYTHONPATH=. python benchmarks/tune_auto_rule.py --sizes 200 1000 --seeds 2 \
+        --groups linear trees --peers-json /tmp/autobin_peers.json --repeated --fold-seeds 7
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ import warnings
 
 import numpy as np
 from scipy.stats import rankdata
+from sklearn.metrics import roc_auc_score
 
 import mlcal
 from mlcal.calibrators.auto import (AutoCalibrator, cv_statistics, select_one_se,
@@ -68,6 +77,8 @@ OLD_PLATT_LOGIT = "platt-logit:smooth_targets=true,identity_prior=0"
 PEER_CANDIDATES = ("temperature", "platt-logit", "beta", "quadratic", "platt", "spline",
                    "isotonic", "elite", OLD_TEMPERATURE, OLD_PLATT_LOGIT, "venn-abers")
 FLEXIBLE = ["spline", "isotonic", "elite"]
+#: auto's default candidates (listed order), fixed here
+DEFAULT_8 = PEER_CANDIDATES[:8]
 #: rules ranked against the peers: (candidates in listed order, "listed" or "simplest", se_rule)
 PEER_RULES = {
     "before (7 smoothed, simplest, 0.5)": (["platt", OLD_PLATT_LOGIT, OLD_TEMPERATURE, "beta"]
@@ -119,14 +130,16 @@ def collect(tasks, candidates=CANDIDATES, n_repeats=N_REPEATS):
                 cv[name] = err if err is not None else ((lp, ln), float(np.mean(sizes)))
             reps.append({"x": x, "pos": pos, "neg": neg, "cv": cv})
         held = {}
+        auc_before = roc_auc_score(task.y_test, task.s_test)
         for name in candidates:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     p = auto.candidate(name).fit(s, z).predict(task.s_test)
-                held[name] = (log_loss(task.y_test, p), brier(task.y_test, p))
+                held[name] = (log_loss(task.y_test, p), brier(task.y_test, p),
+                              roc_auc_score(task.y_test, p) - auc_before)
             except Exception as exc:   # noqa: BLE001  recorded, not fatal
-                held[name] = (np.inf, np.inf)
+                held[name] = (np.inf, np.inf, np.nan)
                 print(f"  {name} failed on {task.name}: {exc}", file=sys.stderr)
         out.append({"task": task.name, "n": task.n_cal, "group": task.group, "reps": reps,
                     "held": held})
@@ -215,6 +228,145 @@ def peer_ranks(data, peers_json, groups, rules=PEER_RULES):
                   + f" ({np.mean(ranks['brier']):.2f}) | {np.mean(vals['brier']):.5f} | "
                   f"{best['log_loss'][1]} {best['log_loss'][0]:.2f}, {best['brier'][1]} "
                   f"{best['brier'][0]:.2f} |")
+
+
+#: repeated K-fold CV ranked against the peers: (mode, se_rule, R) with auto's default
+#: candidates, listed order; ("mean", 0.25, 1) is the default rule. "mean": the CV losses per
+#: point averaged over R partitions (AutoCalibrator(cv_repeats=R)); "vote": the rule applied
+#: to each partition alone, the candidate chosen most often wins (ties: listed order);
+#: "oracle": the candidate with the lowest held-out log loss (a bound for any selection rule)
+REPEAT_RULES = ([("mean", m, r) for r in (1, 2, 3, 4, 5) for m in (0.0, 0.1, 0.25, 0.5, 1.0)]
+                + [("vote", m, r) for r in (3, 5) for m in (0.1, 0.25, 0.5)]
+                + [("oracle", 0.0, 1)])
+METRICS = ("log_loss", "brier")
+
+
+def halves(recs):
+    """Half A (docs/auto.md, "Overfitting check"): breast cancer and digits with split seed 0
+    (the first task of each name) and the make_classification tasks with 200 rows; B: the
+    rest. Returns one label per record."""
+    seen, out = set(), []
+    for d in recs:
+        if d["task"].startswith("mc-"):
+            out.append("A" if d["n"] == 200 else "B")
+        else:
+            out.append("B" if d["task"] in seen else "A")
+            seen.add(d["task"])
+    return out
+
+
+def choose_vote(record, names, se_rule, n_repeats, prefer="listed"):
+    """The candidate the rule picks most often over the first ``n_repeats`` partitions, each
+    alone (ties: the first in ``names``)."""
+    picks = [choose(dict(record, reps=record["reps"][i:i + 1]), names, se_rule, 1, prefer)
+             for i in range(n_repeats)]
+    top = max(picks.count(n) for n in picks)
+    return next(n for n in names if picks.count(n) == top)
+
+
+def choose_oracle(record, names, se_rule, n_repeats, prefer="listed"):
+    """The candidate with the lowest held-out log loss (not a rule: what the best possible
+    choice among ``names`` would reach)."""
+    return min(names, key=lambda n: (record["held"][n][0], names.index(n)))
+
+
+def repeated_ranks(data, peers_json, groups, rules=REPEAT_RULES, skip_splits=0):
+    """Each (se_rule, R) auto (R partitions from fold seeds j, j+1, ..., j+R-1: the CV losses
+    per point averaged as AutoCalibrator(cv_repeats=R, seed=j) does) in place of ``auto`` in
+    the peers' per-task table, per starting fold seed j = 0, 1, 2 and per half of the tasks:
+    auto's mean rank against the best other entry's in the same tables, the (seed, group,
+    metric) cells where auto is first, mean log loss, Brier and AUC change."""
+    with open(peers_json) as fh:
+        table = json.load(fh)
+    recs = [d for d in data if d["group"] != "sim"]
+    if len(recs) != len(table) or any(d["task"] != t["task"] or d["n"] != t["n_cal"]
+                                      for d, t in zip(recs, table)):
+        raise SystemExit(f"{peers_json}: not the tasks collected here")
+    others = [m for m in table[0]["results"] if not m.startswith("auto")]
+    half = halves(recs)
+    if skip_splits:
+        # drop the first skip_splits splits of breast cancer and digits (the tasks of the
+        # tuning suite when --seeds is larger); the make_classification tasks are kept
+        seen, keep = {}, []
+        for i, d in enumerate(recs):
+            seen[d["task"]] = seen.get(d["task"], 0) + 1
+            if d["task"].startswith("mc-") or seen[d["task"]] > skip_splits:
+                keep.append(i)
+        recs, table = [recs[i] for i in keep], [table[i] for i in keep]
+        half = [half[i] for i in keep]
+        print(f"\n{len(recs)} tasks kept (splits 0-{skip_splits - 1} of breast cancer and "
+              "digits left out)")
+    n_start = 3
+    print(f"\nrepeated CV ranked against {len(others)} entries of {peers_json}; per starting "
+          "fold seed 0 / 1 / 2: auto's rank and the best other's (mean over the group's "
+          "tasks); 'first' counts the (seed, metric) cells where auto's rank is the lowest")
+    print("| mode | se_rule | R | group | LL rank: auto vs best other, seeds 0 / 1 / 2 | Brier "
+          "rank, seeds 0 / 1 / 2 | first (of 6) | log loss | Brier | AUC change | half A: LL, "
+          "Brier (auto vs best other) | half B: LL, Brier |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    summary = {}
+    for mode, m, r in rules:
+        pick = {"mean": choose, "vote": choose_vote, "oracle": choose_oracle}[mode]
+        for group in groups:
+            idx = [i for i, d in enumerate(recs) if d["group"] == group]
+            if not idx:
+                continue
+            cells = {met: [] for met in METRICS}
+            rows = {met: [] for met in METRICS}   # per seed: per task rank rows
+            ll, br, auc = [], [], []
+            for j in range(n_start):
+                per = {met: [] for met in METRICS}
+                for i in idx:
+                    d = recs[i]
+                    if len(d["reps"]) < j + r:
+                        raise SystemExit(f"collect {j + r} fold seeds (--fold-seeds)")
+                    c = pick(dict(d, reps=d["reps"][j:j + r]), list(DEFAULT_8), m, r,
+                             "listed")
+                    held = d["held"][c]
+                    ll.append(held[0])
+                    br.append(held[1])
+                    auc.append(held[2] if len(held) > 2 else np.nan)
+                    for k, met in enumerate(METRICS):
+                        per[met].append(rankdata([table[i]["results"][o][met] for o in others]
+                                                 + [held[k]]))
+                for met in METRICS:
+                    mean_row = np.mean(per[met], axis=0)
+                    cells[met].append((mean_row[-1], mean_row[:-1].min()))
+                    rows[met].append(np.array(per[met]))
+            first = sum(a < b for met in METRICS for a, b in cells[met])
+            hv = {}
+            for h in ("A", "B"):
+                sel = [t for t, i in enumerate(idx) if half[i] == h]
+                hv[h] = []
+                for met in METRICS:
+                    mean_row = np.mean([rows[met][j][sel] for j in range(n_start)],
+                                       axis=(0, 1))
+                    hv[h].append((mean_row[-1], mean_row[:-1].min()))
+            summary[(mode, m, r, group)] = {"cells": cells, "halves": hv, "log_loss": np.mean(ll),
+                                      "brier": np.mean(br), "auc": np.nanmean(auc)}
+            fmt = lambda v: " / ".join(f"{a:.2f} vs {b:.2f}" for a, b in v)  # noqa: E731
+            print(f"| {mode} | {m:g} | {r} | {group} ({len(idx)}) | {fmt(cells['log_loss'])} | "
+                  f"{fmt(cells['brier'])} | {first} | {np.mean(ll):.5f} | {np.mean(br):.5f} | "
+                  f"{np.nanmean(auc):+.5f} | "
+                  + " | ".join(", ".join(f"{a:.2f} vs {b:.2f}" for a, b in hv[h])
+                               for h in ("A", "B")) + " |")
+    print("\ntotals over the groups: cells (seed, group, metric) where auto is first (of "
+          f"{6 * len(groups)}), halves x groups x metrics first (of {4 * len(groups)}), mean "
+          "log loss per group")
+    print("| mode | se_rule | R | cells first | cells first, fold seeds 1 and 2 | half cells "
+          "first | " + " | ".join(f"{g} log loss" for g in groups) + " |")
+    print("|---|---|---|---|---|---|" + "---|" * len(groups))
+    for mode, m, r in rules:
+        keys = [(mode, m, r, g) for g in groups if (mode, m, r, g) in summary]
+        cells = sum(a < b for k in keys for met in METRICS
+                    for a, b in summary[k]["cells"][met])
+        hcells = sum(a < b for k in keys for h in ("A", "B")
+                     for a, b in summary[k]["halves"][h])
+        later = sum(a < b for k in keys for met in METRICS
+                    for a, b in summary[k]["cells"][met][1:])
+        print(f"| {mode} | {m:g} | {r} | {cells} | {later} | {hcells} | " +
+              " | ".join(f"{summary[k]['log_loss']:.5f}" for k in keys) + " |")
+    return summary
 
 
 RULES = {}
@@ -328,6 +480,16 @@ def main(argv=None):
                     help="rank the rules of PEER_RULES against the entries of this "
                          "bench_quality.py --peers --json table (same tasks; collects "
                          "PEER_CANDIDATES)")
+    ap.add_argument("--fold-seeds", type=int, default=N_REPEATS,
+                    help="fold seeds 0, 1, ... cross-validated per task (default 3; "
+                         "--repeated needs 3 + the largest R - 1)")
+    ap.add_argument("--repeated", action="store_true",
+                    help="with --peers-json: collect only auto's default candidates and rank "
+                         "repeated K-fold CV (REPEAT_RULES) against the peers per starting "
+                         "fold seed and per half of the tasks")
+    ap.add_argument("--skip-splits", type=int, default=0,
+                    help="with --repeated: leave out the first N splits of breast cancer and "
+                         "digits (those of the tuning suite when --seeds is larger)")
     ap.add_argument("--save", metavar="PATH", help="pickle the collected fits to PATH")
     ap.add_argument("--load", metavar="PATH",
                     help="analyse a collection saved by --save instead (a pickle: load only "
@@ -343,12 +505,18 @@ def main(argv=None):
         families = [g for g in args.groups if g != "sim"]
         if families:
             tasks += list(real_tasks(sizes, args.seeds, families))
-        data = collect(tasks, PEER_CANDIDATES if args.peers_json else CANDIDATES)
+        names = (DEFAULT_8 if args.repeated else PEER_CANDIDATES) if args.peers_json \
+            else CANDIDATES
+        data = collect(tasks, names, args.fold_seeds)
         print(f"collected {len(tasks)} tasks in {time.perf_counter() - start:.0f} s",
               file=sys.stderr)
         if args.save:
             with open(args.save, "wb") as fh:
                 pickle.dump(data, fh)
+    if args.peers_json and args.repeated:
+        repeated_ranks(data, args.peers_json, [g for g in args.groups if g != "sim"],
+                       skip_splits=args.skip_splits)
+        return
     if args.peers_json:
         peer_ranks(data, args.peers_json, [g for g in args.groups if g != "sim"])
         return

@@ -13,8 +13,8 @@ from sklearn.metrics import log_loss
 import mlcal
 from mlcal.calibrators import catalog
 from mlcal.calibrators._params import InvalidParameterError
-from mlcal.calibrators.auto import (CANDIDATE_PARAMS, DEFAULT_CANDIDATES, EPS, assign_folds,
-                                    coarsen, row_folds)
+from mlcal.calibrators.auto import (CANDIDATE_PARAMS, DEFAULT_CANDIDATES, EPS,
+                                    REPEAT_MAX_POINTS, assign_folds, coarsen, row_folds)
 from mlcal.calibrators.base import BaseCalibrator, CalibratorFormatError
 from support.synthetic import calibration_set
 
@@ -209,6 +209,84 @@ def test_same_json_under_row_permutation_and_weights_as_repeated_rows():
         assert ra["cv_log_loss"] == pytest.approx(rb["cv_log_loss"], rel=1e-12)
 
 
+def test_repeated_cv_averages_the_partitions_losses():
+    # three partitions (seeds 5, 6, 7): each candidate's CV log loss is the mean of the three
+    # single-partition CV log losses, and its SE is that of the row-wise mean differences,
+    # both recomputed here by refitting every fold of every partition by hand
+    s, y = logistic_data(600, seed=4)
+    names = ["platt", "histogram", "isotonic"]
+    cal = mlcal.get_calibrator("auto", candidates=names, n_folds=3, seed=5,
+                               cv_repeats=3).fit(s, y)
+    assert cal.selection_["cv_repeats"] == 3
+    singles = [mlcal.get_calibrator("auto", candidates=names, n_folds=3, seed=seed).fit(s, y)
+               for seed in (5, 6, 7)]
+    assert all(c.selection_["cv_repeats"] == 1 for c in singles)
+    order = np.argsort(s)
+
+    def row_losses(name, seed):
+        folds = np.empty(s.size, dtype=int)
+        folds[order] = assign_folds(s.size, 3, seed)
+        p = np.empty(s.size)
+        for f in range(3):
+            p[folds == f] = cal.candidate(name).fit(
+                s[folds != f], y[folds != f]).predict(s[folds == f])
+        q = np.clip(p, EPS, 1 - EPS)
+        return -(y * np.log(q) + (1 - y) * np.log(1 - q))
+
+    losses = {n: np.mean([row_losses(n, seed) for seed in (5, 6, 7)], axis=0) for n in names}
+    best = min(losses, key=lambda n: losses[n].mean())
+    assert cal.selection_["best"] == best
+    for row in cal.selection_["candidates"]:
+        n = row["method"]
+        single = [{r["method"]: r for r in c.selection_["candidates"]}[n]["cv_log_loss"]
+                  for c in singles]
+        assert row["cv_log_loss"] == pytest.approx(np.mean(single), rel=1e-12)
+        assert row["cv_log_loss"] == pytest.approx(losses[n].mean(), rel=1e-12)
+        d = losses[n] - losses[best]
+        assert row["se"] == pytest.approx(d.std() / np.sqrt(d.size), rel=1e-9, abs=1e-15)
+
+
+def test_repeated_cv_is_row_order_free():
+    s, y, w = calibration_set(1500, 9, beta=(2.0, 3.0), decimals=2, weights="integer")
+    docs = set()
+    for k in range(3):
+        p = np.random.default_rng(k).permutation(s.size) if k else np.arange(s.size)
+        docs.add(mlcal.AutoCalibrator(candidates=["platt", "isotonic", "beta"],
+                                      cv_repeats=4).fit(s[p], y[p], sample_weight=w[p]).to_json())
+    assert len(docs) == 1
+    info = json.loads(docs.pop())["fit_info"]
+    assert info["cv_repeats"] == 4 and info["fold_unit"] == "points"
+
+
+def test_repeated_cv_only_up_to_the_point_threshold():
+    # exactly REPEAT_MAX_POINTS unique scores: repeated; one more: one partition, and the
+    # selection is then the single-partition one (same document as cv_repeats=1)
+    names = ["platt", "isotonic"]
+    for n, repeats in [(REPEAT_MAX_POINTS, 3), (REPEAT_MAX_POINTS + 1, 1)]:
+        s, y = logistic_data(n, seed=2)
+        assert np.unique(s).size == n
+        cal = mlcal.AutoCalibrator(candidates=names, cv_repeats=3).fit(s, y)
+        assert cal.selection_["cv_repeats"] == repeats
+        if repeats == 1:
+            one = mlcal.AutoCalibrator(candidates=names).fit(s, y)
+            assert cal.to_json().replace('"cv_repeats": 3', '"cv_repeats": 1') == one.to_json()
+    # cells (above cv_max_points) and row folds (few distinct scores): one partition
+    s, y = logistic_data(3000, seed=2)
+    cal = mlcal.AutoCalibrator(candidates=names, cv_max_points=500, cv_repeats=3).fit(s, y)
+    assert cal.selection_["fold_unit"] == "cells" and cal.selection_["cv_repeats"] == 1
+    rng = np.random.default_rng(0)
+    s = rng.choice([0.1, 0.2, 0.3, 0.9], size=2000)
+    y = (rng.random(2000) < s).astype(int)
+    cal = mlcal.AutoCalibrator(candidates=names, cv_repeats=3).fit(s, y)
+    assert cal.selection_["fold_unit"] == "rows" and cal.selection_["cv_repeats"] == 1
+
+
+@pytest.mark.parametrize("value", [0, 101, 2.5, True])
+def test_bad_cv_repeats_is_named(value):
+    with pytest.raises(InvalidParameterError, match="cv_repeats"):
+        mlcal.AutoCalibrator(cv_repeats=value).fit(*logistic_data(100))
+
+
 def points(s, y, w):
     """Sorted unique scores with the correctly rounded positive and negative weight of each."""
     x = np.unique(s)
@@ -369,6 +447,7 @@ def test_documents_without_the_newer_fields_still_load():
     s, y = step_data(1500)
     doc = json.loads(mlcal.AutoCalibrator(candidates=["platt", "isotonic"]).fit(s, y).to_json())
     del doc["fit_info"]["chosen_params"], doc["fit_info"]["fold_unit"]
+    del doc["fit_info"]["cv_repeats"]
     back = mlcal.load_calibrator(json.dumps(doc))
     assert back.chosen_ == doc["fit_info"]["chosen"]
 

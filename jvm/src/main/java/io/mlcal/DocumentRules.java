@@ -340,7 +340,7 @@ final class DocumentRules {
             Map.entry("n_unique", "int"), Map.entry("candidates", "list"),
             Map.entry("best", "str-or-null"), Map.entry("chosen", "str"),
             Map.entry("chosen_params", "dict"), Map.entry("fold_unit", "str"),
-            Map.entry("reason", "str")));
+            Map.entry("cv_repeats", "int"), Map.entry("reason", "str")));
     private static final Map<String, String> ROW_KEYS = Map.of("method", "str", "status", "str",
             "complexity", "float", "cv_log_loss", "float", "se", "float");
 
@@ -396,6 +396,7 @@ final class DocumentRules {
         List<String> required = new ArrayList<>(TOP_KEYS.keySet());
         required.remove("chosen_params");
         required.remove("fold_unit");
+        required.remove("cv_repeats");
         checkObject(info, TOP_KEYS, "fit_info", required, where);
         Map<String, Object> m = (Map<String, Object>) info;
         Object params = m.get("chosen_params");

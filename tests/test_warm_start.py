@@ -103,3 +103,43 @@ def test_groups_are_consecutive_equal_count_and_keep_weight_exactly():
         assert gt[i] == pytest.approx(np.average(y[sl], weights=w[sl]), rel=1e-12, abs=1e-15)
     assert np.all(np.diff(gx[:, 0]) > 0)
     assert WARM_POINTS == 2000
+
+
+def _brute_loss(x, t, w, coef, b0, penalty, sd):
+    """The penalised objective evaluated independently (scipy's log_expit, float64)."""
+    z = x @ coef + b0
+    val = -np.sum(w * (t * log_expit(z) + (1 - t) * log_expit(-z)))
+    return val + (0.0 if penalty is None else 0.5 * np.sum(np.asarray(penalty) * (coef * sd) ** 2))
+
+
+@pytest.mark.parametrize("penalty", [None, [0.0, 3.0]])
+@pytest.mark.parametrize("n", [1500, 30000])
+def test_fit_without_the_loss_is_the_same_fit(n, penalty):
+    """``with_loss=False`` skips the final pass of logarithms when the run ends in full Newton
+    steps: the same parameters to the bit, and the loss, when asked for, is the objective at
+    the returned point (a brute-force evaluation)."""
+    f, y, w = _data(n, 3)
+    x = np.column_stack((f, f * f))
+    with_loss = fit_logistic(x, y, w, intercept=True, penalty=penalty)
+    without = fit_logistic(x, y, w, intercept=True, penalty=penalty, with_loss=False)
+    assert with_loss[0].tobytes() == without[0].tobytes()
+    assert with_loss[1] == without[1] and with_loss[3] == without[3]
+    assert np.isfinite(with_loss[2])
+    assert np.isnan(without[2]) or without[2] == with_loss[2]
+    sd = np.sqrt(np.average((x - np.average(x, axis=0, weights=w)) ** 2, axis=0, weights=w))
+    ref = _brute_loss(x, y, w, with_loss[0], with_loss[1], penalty, sd)
+    assert abs(with_loss[2] - ref) <= 1e-10 * abs(ref)
+
+
+def test_probabilities_pass_equals_the_loss_pass():
+    """The exponential-only pass writes the same probabilities and max |z| as the loss pass."""
+    from mlcal._solvers.logistic_newton import _loss_probabilities, _probabilities
+
+    rng = np.random.default_rng(5)
+    x = np.ascontiguousarray(np.column_stack((rng.normal(0, 20, 5000), rng.normal(size=5000),
+                                              np.ones(5000))))
+    t, w, theta = rng.random(5000), rng.random(5000), np.array([0.7, -1.3, 0.2])
+    p1, p2 = np.empty(5000), np.empty(5000)
+    _, zmax1 = _loss_probabilities(x, t, w, theta, p1)
+    zmax2 = _probabilities(x, theta, p2)
+    assert p1.tobytes() == p2.tobytes() and zmax1 == zmax2

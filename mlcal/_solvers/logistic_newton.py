@@ -81,6 +81,26 @@ def _loss_probabilities(x, t, w, theta, p):
 
 
 @njit(cache=True, nogil=True)
+def _probabilities(x, theta, p):
+    """Each row's ``expit(z)`` into ``p`` and ``max |z|``, exactly as
+    :func:`_loss_probabilities` computes them, without the loss (no ``det_log1p``): for the
+    points where Newton needs the gradient but not the objective."""
+    zmax = 0.0
+    for i in range(x.shape[0]):
+        z = 0.0
+        for j in range(x.shape[1]):
+            z += theta[j] * x[i, j]
+        zmax = max(zmax, abs(z))
+        if z >= 0.0:
+            e = det_exp(-z)
+            p[i] = 1.0 / (1.0 + e)
+        else:
+            e = det_exp(z)
+            p[i] = e / (1.0 + e)
+    return zmax
+
+
+@njit(cache=True, nogil=True)
 def _gradient_hessian_from(x, t, w, p):
     """The gradient and Hessian of :func:`_loss` from the rows' probabilities ``p`` (as
     :func:`_loss_probabilities` writes them)."""
@@ -112,13 +132,21 @@ def _with_penalty(f, th, lam, k):
 
 def _newton(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol):
     """Damped Newton on standardised features from ``theta``: ``(theta, fval, zmax,
-    converged)`` with ``fval`` the penalised objective and ``zmax`` the largest ``|z|`` at
-    the returned ``theta``. The iterations run in one compiled loop (:func:`_newton_loop`);
-    the total weight is NumPy's pairwise sum, as before."""
-    theta, fval, zmax, converged = _newton_loop(
+    converged)`` with ``fval`` the penalised objective at the returned ``theta``, or ``None``
+    when the run ended with full Newton steps and did not need it (the caller computes it
+    with :func:`_penalised_loss` if it does: the same bits), and ``zmax`` the largest ``|z|``
+    at the returned ``theta``. The iterations run in one compiled loop
+    (:func:`_newton_loop`); the total weight is NumPy's pairwise sum, as before."""
+    theta, fval, known, zmax, converged = _newton_loop(
         g_x, t, w, np.array(theta, dtype=np.float64), lam, k, max_iter, min_step, ridge, tol,
         float(np.sum(w)), 64.0 * t.size * EPS, POLISH_STEPS)
-    return theta, float(fval), float(zmax), bool(converged)
+    return theta, (float(fval) if known else None), float(zmax), bool(converged)
+
+
+def _penalised_loss(g_x, t, w, theta, lam, k) -> float:
+    """The penalised objective at ``theta`` (the value :func:`_newton_loop` computes at an
+    accepted point: the same operations)."""
+    return float(_with_penalty(_loss(g_x, t, w, theta), theta, lam, k))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -136,7 +164,8 @@ def _newton_loop(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, scale
     trial = np.empty(n)
     fval, zmax = _loss_probabilities(g_x, t, w, theta, p)
     fval = _with_penalty(fval, theta, lam, k)
-    cached = True    # p, fval and zmax are those of theta
+    cached = True    # p and zmax are those of theta
+    known = True     # so is fval
     rounding = round_unit * (abs(fval) + scale)
     polish = 0
     converged = False
@@ -148,11 +177,13 @@ def _newton_loop(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, scale
         if cached:
             grad, hess = _gradient_hessian_from(g_x, t, w, p)
         else:
-            # two passes: faster than one fused pass at k = 3 (9.0 against 7.8 ms at 1e5
-            # rows), as fast at k = 1; the same operations, so the same bits
-            fval, zmax = _loss_probabilities(g_x, t, w, theta, p)
+            # only after a full step without line search (polish), where no later decision
+            # reads the objective: the probabilities without the loss's log1p (same p bits;
+            # the objective is left to the caller, who computes it only if needed). Two
+            # passes: faster than one fused pass at k = 3, as fast at k = 1
+            zmax = _probabilities(g_x, theta, p)
             grad, hess = _gradient_hessian_from(g_x, t, w, p)
-            fval = _with_penalty(fval, theta, lam, k)
+            known = False
             cached = True
         if penalised:
             grad = grad + lam * theta
@@ -202,13 +233,14 @@ def _newton_loop(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, scale
             converged = True   # no further decrease at machine precision
             break
         fval = nf
+        known = True
         theta = theta + step * d
         zmax = tz
         p, trial = trial, p   # the accepted step was the last one evaluated
     if not cached:
-        fval, zmax = _loss_probabilities(g_x, t, w, theta, p)
-        fval = _with_penalty(fval, theta, lam, k)
-    return theta, fval, zmax, converged
+        zmax = _probabilities(g_x, theta, p)
+        known = False
+    return theta, fval, known, zmax, converged
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -271,7 +303,7 @@ def _scale_columns(x: np.ndarray, w: np.ndarray, intercept: bool):
 def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool,
                  start_intercept: float = 0.0, max_iter: int = 100, min_step: float = 1e-10,
                  ridge: float = 1e-12, tol: float = 1e-12, penalty=None,
-                 warm_points: int | None = WARM_POINTS):
+                 warm_points: int | None = WARM_POINTS, with_loss: bool = True):
     """Minimise the weighted cross-entropy of ``expit(x @ coef + intercept)`` against ``t``,
     plus an optional ridge penalty on the standardised coefficients.
 
@@ -294,13 +326,16 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
     warm_points : int or None
         Above this many rows, start from the fit on this many groups of consecutive rows
         (module docstring); ``None``: start from zero (and ``start_intercept``).
+    with_loss : bool
+        False: the caller does not need ``loss``, which is then NaN when the solver did not
+        compute it anyway (a run ending in full Newton steps: one pass of logarithms saved).
 
     Returns
     -------
     coef : ndarray of shape (k,)
     intercept : float
     loss : float
-        The objective at the returned point.
+        The objective at the returned point (NaN if not computed, ``with_loss=False``).
     converged : bool
         False when the optimum is at infinity (doubling the coefficients does not raise the
         loss, or some ``|z| > DIVERGED_Z``) or ``max_iter`` ran out.
@@ -341,6 +376,8 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
     # an optimum at infinity (separable or quasi-separable labels) where the gradient
     # underflowed. Only asked once some |z| > SATURATED_Z (p within 2e-9 of 0 or 1): near
     # theta = 0 the rise can be below the loss's rounding
+    if fval is None and (with_loss or zmax > SATURATED_Z):
+        fval = _penalised_loss(g_x, t, w, theta, lam, k)
     at_infinity = zmax > SATURATED_Z and \
         with_penalty(_loss(g_x, t, w, 2.0 * theta), 2.0 * theta) <= fval
     coef = np.array([theta[j] / scales[j] for j in range(k)])
@@ -349,11 +386,11 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
         b0 -= float(theta[j]) * (shifts[j] / scales[j])
     ok = (converged and not at_infinity and zmax <= DIVERGED_Z
           and bool(np.isfinite(coef).all()) and bool(np.isfinite(b0)))
-    return coef, b0, float(fval), ok
+    return coef, b0, (math.nan if fval is None else float(fval)), ok
 
 
 def fit_nonnegative(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool,
-                    start_intercept: float = 0.0):
+                    start_intercept: float = 0.0, with_loss: bool = True):
     """:func:`fit_logistic` with every coefficient constrained to be ``>= 0``.
 
     The exact constrained optimum of the convex objective: it lies in the relative interior of
@@ -364,6 +401,10 @@ def fit_nonnegative(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: b
     This generalises beta calibration's rule of refitting without a feature whose coefficient
     came out negative (Kull et al. 2017), which can miss the optimum when a refit turns the
     other coefficient negative.
+
+    ``with_loss=False``: the caller does not need the returned loss (NaN when the
+    unconstrained fit is feasible and its loss was not computed anyway); the fits with dropped
+    features always compute theirs, which are compared.
 
     Returns
     -------
@@ -376,7 +417,8 @@ def fit_nonnegative(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: b
         for dropped in itertools.combinations(range(k), n_drop):
             keep = [j for j in range(k) if j not in dropped]
             coef, b0, loss, ok = fit_logistic(x[:, keep], t, w, intercept=intercept,
-                                              start_intercept=start_intercept)
+                                              start_intercept=start_intercept,
+                                              with_loss=with_loss or n_drop > 0)
             if not ok:
                 return np.zeros(k), b0, loss, False
             if (coef < 0).any():

@@ -143,3 +143,23 @@ def test_probabilities_pass_equals_the_loss_pass():
     _, zmax1 = _loss_probabilities(x, t, w, theta, p1)
     zmax2 = _probabilities(x, theta, p2)
     assert p1.tobytes() == p2.tobytes() and zmax1 == zmax2
+
+
+@pytest.mark.parametrize("method", ["beta", "temperature", "platt-logit", "quadratic"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_last_full_step_needs_no_check(method, seed, monkeypatch):
+    """A full Newton step from a gradient under LAST_STEP_FACTOR x tol ends the run without
+    the pass that checks it: the same optimum as checking every step (factor 0) at 30,000
+    rows, to 1e-12 of the largest parameter."""
+    import mlcal._solvers.logistic_newton as ln
+
+    rng = np.random.default_rng(seed)
+    s = rng.beta(2.0, 3.0, 30000)
+    y = (rng.random(30000) < s ** 0.7).astype(int)
+    w = rng.uniform(0.5, 2.0, 30000)
+    fast = mlcal.get_calibrator(method).fit(s, y, w).map_
+    monkeypatch.setattr(ln, "LAST_STEP_FACTOR", 0.0)
+    checked = mlcal.get_calibrator(method).fit(s, y, w).map_
+    a = np.array([fast.a, fast.b, fast.c])
+    b = np.array([checked.a, checked.b, checked.c])
+    _close(a, b, 1e-12)

@@ -41,12 +41,16 @@ from mlcal._solvers.platt_newton import (EPS, POLISH_STEPS, WARM_POINTS,
 DIVERGED_Z = 700.0
 #: a Newton run stopped by an underflowed gradient on separable labels has every |z| beyond ~27
 SATURATED_Z = 20.0
-#: a full Newton step taken (below the line search's resolution) from a gradient under this
-#: many times the stopping tolerance is the last one: with quadratic convergence the gradient
-#: after it is about ``C g**2`` (per unit weight), ``C`` measured 2-8 on the benchmark's fits,
-#: so far below the tolerance (1e-12 -> a 1e-8 gradient ends near 1e-15), and the pass that
-#: would check it is saved
+#: a full Newton step taken (below the line search's resolution) from a gradient ``g`` (max
+#: norm per unit weight) under this many times the stopping tolerance is the last one when the
+#: previous full step's contraction predicts the next gradient far below the tolerance: with
+#: quadratic convergence ``g_next ~ C g**2``, ``C`` estimated as ``g / g_prev**2`` from the
+#: previous full step (2-8 on the benchmark's fits); the step is taken and the pass that would
+#: only confirm ``g_next < tol`` is saved. On slow (near-separable) problems the estimate is
+#: large and the rule does not fire
 LAST_STEP_FACTOR = 1e4
+#: the predicted next gradient must be below this fraction of the tolerance
+LAST_STEP_MARGIN = 1e-2
 
 
 @njit(cache=True, nogil=True)
@@ -175,6 +179,8 @@ def _newton_loop(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, scale
     rounding = round_unit * (abs(fval) + scale)
     polish = 0
     converged = False
+    gprev = 0.0        # gradient (max norm / scale) before the last step, if a full one
+    full_prev = False  # whether the last step was a full Newton step
     penalised = False
     for j in range(kk):
         if lam[j] != 0.0:
@@ -218,9 +224,14 @@ def _newton_loop(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, scale
             theta = theta + d
             cached = False
             polish += 1
-            if polish >= polish_steps or gmax < last_tol * scale:
-                converged = True   # (a gradient this small: the step ends below tol)
+            g_rel = gmax / scale
+            if polish >= polish_steps or (full_prev and gmax < last_tol * scale and gprev > 0.0
+                                          and g_rel * g_rel * g_rel
+                                          < LAST_STEP_MARGIN * tol * gprev * gprev):
+                converged = True   # (LAST_STEP_FACTOR: the step ends far below tol)
                 break
+            gprev = g_rel
+            full_prev = True
             continue
         # Armijo backtracking from the full step, halving it
         step = 1.0
@@ -240,6 +251,8 @@ def _newton_loop(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, scale
             break
         fval = nf
         known = True
+        gprev = gmax / scale
+        full_prev = step == 1.0
         theta = theta + step * d
         zmax = tz
         p, trial = trial, p   # the accepted step was the last one evaluated

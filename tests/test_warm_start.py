@@ -74,13 +74,14 @@ def test_warm_fit_without_intercept_equals_cold_fit():
     _close(warm[0], cold[0], 1e-9)
 
 
+@pytest.mark.parametrize("n", [1_000, 20_000])
 @pytest.mark.parametrize("method", ["platt", "platt-logit", "temperature", "beta", "quadratic"])
-def test_large_standalone_fits_reach_the_cold_start_optimum(method, monkeypatch):
-    """Above WARM_POINTS unique scores every standalone parametric fit starts warm; its map is
-    the cold start's (the same solvers with ``warm_points=None`` as their default) to 1e-9
+def test_large_standalone_fits_reach_the_cold_start_optimum(method, n, monkeypatch):
+    """Above WARM_POINTS unique scores every standalone parametric fit starts warm (the
+    logistic ones above SMALL_WARM_POINTS too, e.g. auto's fold fits on 2,000 cells); its map
+    is the cold start's (the same solvers with ``warm_points=None`` as their default) to 1e-9
     relative to the largest parameter."""
     rng = np.random.default_rng(5)
-    n = 20_000
     s = rng.beta(2.0, 5.0, n)
     y = (rng.random(n) < s ** 0.7).astype(float)
     warm = mlcal.get_calibrator(method).fit(s, y).map_
@@ -168,3 +169,24 @@ def test_last_full_step_needs_no_check(method, case, monkeypatch):
     a = np.array([fast.a, fast.b, fast.c])
     b = np.array([checked.a, checked.b, checked.c])
     _close(a, b, 1e-12)
+
+
+@pytest.mark.parametrize("intercept, penalty, cols", [(True, None, 2), (True, [0.0, 3.0], 2),
+                                                      (False, None, 1), (True, None, 3)])
+@pytest.mark.parametrize("n", [150, 201, 1000, 2000])
+def test_small_warm_start_reaches_the_cold_optimum(n, intercept, penalty, cols):
+    """Between SMALL_WARM_POINTS and WARM_POINTS rows the logistic fit starts from its fit on
+    SMALL_WARM_POINTS groups: the cold start's optimum to 1e-12 of the largest parameter, and
+    scipy's to 1e-6."""
+    from mlcal._solvers.logistic_newton import SMALL_WARM_POINTS
+
+    f, y, w = _data(n, 11)
+    x = np.column_stack((f, f * f, np.sin(f)))[:, :cols]
+    warm = fit_logistic(x, y, w, intercept=intercept, penalty=penalty)
+    cold = fit_logistic(x, y, w, intercept=intercept, penalty=penalty, warm_points=None)
+    assert warm[3] and cold[3]
+    _close(np.r_[warm[0], warm[1]], np.r_[cold[0], cold[1]], 1e-12)
+    if n <= SMALL_WARM_POINTS:
+        assert warm[0].tobytes() == cold[0].tobytes() and warm[1] == cold[1]
+    if intercept:
+        _close(np.r_[warm[0], warm[1]], _scipy_logistic(x, y, w, penalty), 1e-6)

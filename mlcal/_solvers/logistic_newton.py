@@ -21,7 +21,15 @@ penalised fit first runs on that many groups of consecutive rows (weighted mean 
 targets, total weights; :func:`~mlcal._solvers.platt_newton.group_rows`, integer boundaries on
 the caller's canonical order, so row-order independent), and the full-data Newton starts from
 its optimum with the same stopping test. The optimum is the same; the full data need two to
-four passes instead of about seven. The result's last bits differ from a start at zero.
+four passes instead of about seven. The result's last bits differ from a start at zero. That
+coarse fit (and any fit of more than :data:`SMALL_WARM_POINTS` = 200 and at most 2,000 rows,
+such as ``auto``'s fold fits on 2,000 cells) starts in turn from the fit on 200 groups.
+
+The loss pass with logarithms runs only where the line search needs the objective: after a
+full Newton step taken without line search the probabilities come from an exponential-only
+pass and the objective is left to the caller (``with_loss``). Such a step from a small
+gradient ends the run when the previous full step's contraction predicts the next gradient far
+below the tolerance (:data:`LAST_STEP_FACTOR`), saving the pass that would only confirm it.
 """
 
 from __future__ import annotations
@@ -51,6 +59,10 @@ SATURATED_Z = 20.0
 LAST_STEP_FACTOR = 1e4
 #: the predicted next gradient must be below this fraction of the tolerance
 LAST_STEP_MARGIN = 1e-2
+#: the warm start's own start: above this many rows (and at most ``warm_points``; the fold
+#: fits of ``auto`` on 2,000 cells, say), the fit first runs on this many groups of
+#: consecutive rows
+SMALL_WARM_POINTS = 200
 
 
 @njit(cache=True, nogil=True)
@@ -392,14 +404,12 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
                 f += 0.5 * lam[j] * th[j] * th[j]
         return f
 
-    if k > 0 and warm_points is not None and t.size > warm_points:
-        # warm start: the same fit on at most WARM_POINTS cells of consecutive rows, then the
-        # full-data Newton from there to the same stopping test (module docstring)
-        cg, ct, cw = group_rows(g_x, t, w, int(warm_points))
-        theta, _, _, _ = _newton(cg, ct, cw, theta, lam, k, max_iter, min_step, ridge, tol)
-        if not np.isfinite(theta).all():
-            theta = np.zeros(g_x.shape[1])
-            theta[-1] = start_intercept
+    if k > 0 and warm_points is not None:
+        # warm start: the same fit on at most WARM_POINTS cells of consecutive rows (itself
+        # started from SMALL_WARM_POINTS cells), then the full-data Newton from there to the
+        # same stopping test (module docstring)
+        theta = _warm_start(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol,
+                            [int(warm_points), SMALL_WARM_POINTS])
     theta, fval, zmax, converged = _newton(g_x, t, w, theta, lam, k, max_iter, min_step,
                                            ridge, tol)
     # at a finite optimum the objective rises along the ray through it (convexity, zero slope
@@ -418,6 +428,21 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
     ok = (converged and not at_infinity and zmax <= DIVERGED_Z
           and bool(np.isfinite(coef).all()) and bool(np.isfinite(b0)))
     return coef, b0, (math.nan if fval is None else float(fval)), ok
+
+
+def _warm_start(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, levels):
+    """The start for the Newton run on ``(g_x, t, w)``: the optimum of the same fit on the rows
+    merged into ``levels[0]`` groups of consecutive rows (:func:`group_rows`), itself started
+    the same way from the next level, when there are more rows than that; else ``theta``
+    (also when the coarse optimum is not finite)."""
+    for i, m in enumerate(levels):
+        if m is not None and t.size > m:
+            cg, ct, cw = group_rows(g_x, t, w, m)
+            start = _warm_start(cg, ct, cw, theta, lam, k, max_iter, min_step, ridge, tol,
+                                levels[i + 1:])
+            warm, _, _, _ = _newton(cg, ct, cw, start, lam, k, max_iter, min_step, ridge, tol)
+            return warm if np.isfinite(warm).all() else theta
+    return theta
 
 
 def fit_nonnegative(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool,

@@ -37,6 +37,9 @@ EPS = 2.0 ** -53
 #: above this many (collapsed) rows a fit first runs on this many groups of consecutive rows
 #: (:func:`group_rows`) and starts the full-data Newton from that optimum
 WARM_POINTS = 2000
+#: the warm start's own start: fits of more than this many rows (and at most WARM_POINTS, such
+#: as ``auto``'s fold fits on 2,000 cells) first run on this many groups
+SMALL_WARM_POINTS = 200
 
 
 @njit(cache=True, nogil=True)
@@ -192,16 +195,30 @@ def fit_sigmoid(f: np.ndarray, t: np.ndarray, w: np.ndarray, *, max_iter: int = 
     n_pos = float(np.sum(w * t))   # not np.dot: BLAS kernels sum in a CPU-specific order
     n_neg = float(np.sum(w)) - n_pos
     a, b = 0.0, float(det_log((n_neg + 1.0) / (n_pos + 1.0)))
-    if warm_points is not None and g.size > warm_points:
-        # warm start: the same fit on WARM_POINTS groups of consecutive rows, then the
-        # full-data Newton from there to the same stopping test
-        cg, ct, cw = group_rows(g[:, None], t, w, int(warm_points))
-        wa, wb, _ = _sigmoid_newton(np.ascontiguousarray(cg[:, 0]), ct, cw, a, b, max_iter,
-                                    min_step, ridge, tol)
-        if math.isfinite(wa) and math.isfinite(wb):
-            a, b = wa, wb
+    if warm_points is not None:
+        # warm start: the same fit on WARM_POINTS groups of consecutive rows (itself started
+        # from SMALL_WARM_POINTS groups), then the full-data Newton from there to the same
+        # stopping test
+        a, b = _warm_start(g, t, w, a, b, max_iter, min_step, ridge, tol,
+                           [int(warm_points), SMALL_WARM_POINTS])
     a, b, n_iter = _sigmoid_newton(g, t, w, a, b, max_iter, min_step, ridge, tol)
     return a / sd, b - a * m_over_sd, n_iter
+
+
+def _warm_start(g, t, w, a, b, max_iter, min_step, ridge, tol, levels):
+    """The start for the Newton run on ``(g, t, w)``: the optimum of the same fit on the rows
+    merged into ``levels[0]`` groups of consecutive rows, itself started the same way from the
+    next level, when there are more rows than that; else ``(a, b)`` (also when the coarse
+    optimum is not finite)."""
+    for i, m in enumerate(levels):
+        if m is not None and g.size > m:
+            cg, ct, cw = group_rows(g[:, None], t, w, m)
+            cg = np.ascontiguousarray(cg[:, 0])
+            sa, sb = _warm_start(cg, ct, cw, a, b, max_iter, min_step, ridge, tol,
+                                 levels[i + 1:])
+            wa, wb, _ = _sigmoid_newton(cg, ct, cw, sa, sb, max_iter, min_step, ridge, tol)
+            return (wa, wb) if math.isfinite(wa) and math.isfinite(wb) else (a, b)
+    return a, b
 
 
 @njit(cache=True, nogil=True)

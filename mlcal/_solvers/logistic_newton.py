@@ -367,7 +367,8 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
         standardised feature, in units of total weight. ``None``: no penalty. The Newton
         system gains ``diag(lam)``, so the penalised objective is minimised exactly.
     warm_points : int or None
-        Above this many rows, start from the fit on this many groups of consecutive rows
+        Above this many rows, start from the fit on this many groups of consecutive rows, and
+        above :data:`SMALL_WARM_POINTS` rows (for both fits) from the fit on that many groups
         (module docstring); ``None``: start from zero (and ``start_intercept``).
     with_loss : bool
         False: the caller does not need ``loss``, which is then NaN when the solver did not

@@ -20,7 +20,8 @@ the optimum they converge quadratically) until the gradient is negligible, at mo
 Warm start: above :data:`WARM_POINTS` rows the fit first runs on that many groups of consecutive
 rows (:func:`group_rows`) and the full-data Newton starts from that optimum, with the same
 stopping test: the same optimum in fewer full-data passes (its last bits differ from a cold
-start's).
+start's). Fits of more than :data:`SMALL_WARM_POINTS` rows (the coarse fit, and ``auto``'s fold
+fits on 2,000 cells) start in turn from the fit on that many groups.
 """
 
 from __future__ import annotations
@@ -172,7 +173,9 @@ def fit_sigmoid(f: np.ndarray, t: np.ndarray, w: np.ndarray, *, max_iter: int = 
 
     Solved for standardised scores ``g = (f - m) / sd`` from a = 0, b = log((N- + 1)/(N+ + 1))
     (weighted counts) as Platt does (above :data:`WARM_POINTS` rows: from the optimum of the
-    fit on :func:`group_rows`' groups, reached from that start), then mapped back: ``a = a_g / sd``,
+    fit on :func:`group_rows`' groups, reached from that start; above
+    :data:`SMALL_WARM_POINTS` rows, that fit or the fit itself from the fit on that many
+    groups), then mapped back: ``a = a_g / sd``,
     ``b = b_g - a_g (m / sd)``. Each of the two back-mapping operations rounds once or twice, so
     ``a f + b`` differs from ``a_g g + b_g`` by a few ulps of ``|a_g g| + |b_g| + |a_g m / sd|``
     (negligible unless ``|m| >> sd``, where the scores themselves carry that rounding).

@@ -74,13 +74,14 @@ def test_warm_fit_without_intercept_equals_cold_fit():
     _close(warm[0], cold[0], 1e-9)
 
 
+@pytest.mark.parametrize("n", [1_000, 20_000])
 @pytest.mark.parametrize("method", ["platt", "platt-logit", "temperature", "beta", "quadratic"])
-def test_large_standalone_fits_reach_the_cold_start_optimum(method, monkeypatch):
-    """Above WARM_POINTS unique scores every standalone parametric fit starts warm; its map is
-    the cold start's (the same solvers with ``warm_points=None`` as their default) to 1e-9
+def test_large_standalone_fits_reach_the_cold_start_optimum(method, n, monkeypatch):
+    """Above WARM_POINTS unique scores every standalone parametric fit starts warm (the
+    logistic ones above SMALL_WARM_POINTS too, e.g. auto's fold fits on 2,000 cells); its map
+    is the cold start's (the same solvers with ``warm_points=None`` as their default) to 1e-9
     relative to the largest parameter."""
     rng = np.random.default_rng(5)
-    n = 20_000
     s = rng.beta(2.0, 5.0, n)
     y = (rng.random(n) < s ** 0.7).astype(float)
     warm = mlcal.get_calibrator(method).fit(s, y).map_
@@ -103,3 +104,89 @@ def test_groups_are_consecutive_equal_count_and_keep_weight_exactly():
         assert gt[i] == pytest.approx(np.average(y[sl], weights=w[sl]), rel=1e-12, abs=1e-15)
     assert np.all(np.diff(gx[:, 0]) > 0)
     assert WARM_POINTS == 2000
+
+
+def _brute_loss(x, t, w, coef, b0, penalty, sd):
+    """The penalised objective evaluated independently (scipy's log_expit, float64)."""
+    z = x @ coef + b0
+    val = -np.sum(w * (t * log_expit(z) + (1 - t) * log_expit(-z)))
+    return val + (0.0 if penalty is None else 0.5 * np.sum(np.asarray(penalty) * (coef * sd) ** 2))
+
+
+@pytest.mark.parametrize("penalty", [None, [0.0, 3.0]])
+@pytest.mark.parametrize("n", [1500, 30000])
+def test_fit_without_the_loss_is_the_same_fit(n, penalty):
+    """``with_loss=False`` skips the final pass of logarithms when the run ends in full Newton
+    steps: the same parameters to the bit, and the loss, when asked for, is the objective at
+    the returned point (a brute-force evaluation)."""
+    f, y, w = _data(n, 3)
+    x = np.column_stack((f, f * f))
+    with_loss = fit_logistic(x, y, w, intercept=True, penalty=penalty)
+    without = fit_logistic(x, y, w, intercept=True, penalty=penalty, with_loss=False)
+    assert with_loss[0].tobytes() == without[0].tobytes()
+    assert with_loss[1] == without[1] and with_loss[3] == without[3]
+    assert np.isfinite(with_loss[2])
+    assert np.isnan(without[2]) or without[2] == with_loss[2]
+    sd = np.sqrt(np.average((x - np.average(x, axis=0, weights=w)) ** 2, axis=0, weights=w))
+    ref = _brute_loss(x, y, w, with_loss[0], with_loss[1], penalty, sd)
+    assert abs(with_loss[2] - ref) <= 1e-10 * abs(ref)
+
+
+def test_probabilities_pass_equals_the_loss_pass():
+    """The exponential-only pass writes the same probabilities and max |z| as the loss pass."""
+    from mlcal._solvers.logistic_newton import _loss_probabilities, _probabilities
+
+    rng = np.random.default_rng(5)
+    x = np.ascontiguousarray(np.column_stack((rng.normal(0, 20, 5000), rng.normal(size=5000),
+                                              np.ones(5000))))
+    t, w, theta = rng.random(5000), rng.random(5000), np.array([0.7, -1.3, 0.2])
+    p1, p2 = np.empty(5000), np.empty(5000)
+    _, zmax1 = _loss_probabilities(x, t, w, theta, p1)
+    zmax2 = _probabilities(x, theta, p2)
+    assert p1.tobytes() == p2.tobytes() and zmax1 == zmax2
+
+
+@pytest.mark.parametrize("method", ["beta", "temperature", "platt-logit", "quadratic"])
+@pytest.mark.parametrize("case", ["beta-scores", "near-separable", "small"])
+def test_last_full_step_needs_no_check(method, case, monkeypatch):
+    """A full Newton step from a small gradient whose previous step's contraction predicts the
+    next far below tol ends the run without the pass that checks it: the same optimum as
+    checking every step (LAST_STEP_FACTOR 0), to 1e-12 of the largest parameter, on 30,000
+    rows, on nearly separable labels fitted without Platt's targets (slow convergence) and on
+    500 rows (no warm start)."""
+    import mlcal._solvers.logistic_newton as ln
+
+    rng = np.random.default_rng(7)
+    n = 500 if case == "small" else 30000
+    s = rng.beta(2.0, 3.0, n)
+    p = expit(40.0 * (s - 0.4)) if case == "near-separable" else s ** 0.7
+    y = (rng.random(n) < p).astype(int)
+    w = rng.uniform(0.5, 2.0, n)
+    params = {"smooth_targets": False} if case == "near-separable" else {}
+    fast = mlcal.get_calibrator(method, **params).fit(s, y, w).map_
+    monkeypatch.setattr(ln, "LAST_STEP_FACTOR", 0.0)
+    checked = mlcal.get_calibrator(method, **params).fit(s, y, w).map_
+    a = np.array([fast.a, fast.b, fast.c])
+    b = np.array([checked.a, checked.b, checked.c])
+    _close(a, b, 1e-12)
+
+
+@pytest.mark.parametrize("intercept, penalty, cols", [(True, None, 2), (True, [0.0, 3.0], 2),
+                                                      (False, None, 1), (True, None, 3)])
+@pytest.mark.parametrize("n", [150, 201, 1000, 2000])
+def test_small_warm_start_reaches_the_cold_optimum(n, intercept, penalty, cols):
+    """Between SMALL_WARM_POINTS and WARM_POINTS rows the logistic fit starts from its fit on
+    SMALL_WARM_POINTS groups: the cold start's optimum to 1e-12 of the largest parameter, and
+    scipy's to 1e-6."""
+    from mlcal._solvers.logistic_newton import SMALL_WARM_POINTS
+
+    f, y, w = _data(n, 11)
+    x = np.column_stack((f, f * f, np.sin(f)))[:, :cols]
+    warm = fit_logistic(x, y, w, intercept=intercept, penalty=penalty)
+    cold = fit_logistic(x, y, w, intercept=intercept, penalty=penalty, warm_points=None)
+    assert warm[3] and cold[3]
+    _close(np.r_[warm[0], warm[1]], np.r_[cold[0], cold[1]], 1e-12)
+    if n <= SMALL_WARM_POINTS:
+        assert warm[0].tobytes() == cold[0].tobytes() and warm[1] == cold[1]
+    if intercept:
+        _close(np.r_[warm[0], warm[1]], _scipy_logistic(x, y, w, penalty), 1e-6)

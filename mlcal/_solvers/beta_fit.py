@@ -89,15 +89,15 @@ def fit_beta_points(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray, parameter
     l1, l2 = log_features(x)
     if parameters == "abm":
         coef, c, _, ok = fit_nonnegative(np.column_stack((l1, l2)), t, wsum, intercept=True,
-                                         start_intercept=start)
+                                         start_intercept=start, with_loss=False)
         a, b = coef
     elif parameters == "am":
         coef, c, _, ok = fit_nonnegative((l1 + l2)[:, None], t, wsum, intercept=True,
-                                         start_intercept=start)
+                                         start_intercept=start, with_loss=False)
         a = b = coef[0]
     elif parameters == "ab":
         coef, _, _, ok = fit_nonnegative(np.column_stack((l1 + LN2, l2 - LN2)), t, wsum,
-                                         intercept=False)
+                                         intercept=False, with_loss=False)
         a, b = coef
         c = a * LN2 - b * LN2
     else:
@@ -134,7 +134,7 @@ def fit_logit_scaling_points(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray, 
         l1, l2 = log_features(x)
         x = l1 + l2
     coef, c, _, ok = fit_nonnegative(x[:, None], t, wsum, intercept=intercept,
-                                     start_intercept=start)
+                                     start_intercept=start, with_loss=False)
     if not ok:
         raise separable_error(method)
     return float(coef[0]), float(c)
@@ -170,11 +170,12 @@ def fit_quadratic_points(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray, *, s
     z = logit_clamped(x) if on_logit else x
     if square:
         coef, c, _, ok = fit_logistic(np.column_stack((z, z * z)), t, wsum, intercept=True,
-                                      start_intercept=start, penalty=[0.0, float(penalty)])
+                                      start_intercept=start, penalty=[0.0, float(penalty)],
+                                      with_loss=False)
         a, b = coef
     else:
         coef, c, _, ok = fit_logistic(z[:, None], t, wsum, intercept=True,
-                                      start_intercept=start)
+                                      start_intercept=start, with_loss=False)
         a, b = coef[0], 0.0
     if not ok:
         raise separable_error("quadratic scaling")

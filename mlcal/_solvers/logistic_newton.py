@@ -21,7 +21,15 @@ penalised fit first runs on that many groups of consecutive rows (weighted mean 
 targets, total weights; :func:`~mlcal._solvers.platt_newton.group_rows`, integer boundaries on
 the caller's canonical order, so row-order independent), and the full-data Newton starts from
 its optimum with the same stopping test. The optimum is the same; the full data need two to
-four passes instead of about seven. The result's last bits differ from a start at zero.
+four passes instead of about seven. The result's last bits differ from a start at zero. That
+coarse fit (and any fit of more than :data:`SMALL_WARM_POINTS` = 200 and at most 2,000 rows,
+such as ``auto``'s fold fits on 2,000 cells) starts in turn from the fit on 200 groups.
+
+The loss pass with logarithms runs only where the line search needs the objective: after a
+full Newton step taken without line search the probabilities come from an exponential-only
+pass and the objective is left to the caller (``with_loss``). Such a step from a small
+gradient ends the run when the previous full step's contraction predicts the next gradient far
+below the tolerance (:data:`LAST_STEP_FACTOR`), saving the pass that would only confirm it.
 """
 
 from __future__ import annotations
@@ -41,6 +49,20 @@ from mlcal._solvers.platt_newton import (EPS, POLISH_STEPS, WARM_POINTS,
 DIVERGED_Z = 700.0
 #: a Newton run stopped by an underflowed gradient on separable labels has every |z| beyond ~27
 SATURATED_Z = 20.0
+#: a full Newton step taken (below the line search's resolution) from a gradient ``g`` (max
+#: norm per unit weight) under this many times the stopping tolerance is the last one when the
+#: previous full step's contraction predicts the next gradient far below the tolerance: with
+#: quadratic convergence ``g_next ~ C g**2``, ``C`` estimated as ``g / g_prev**2`` from the
+#: previous full step (2-8 on the benchmark's fits); the step is taken and the pass that would
+#: only confirm ``g_next < tol`` is saved. On slow (near-separable) problems the estimate is
+#: large and the rule does not fire
+LAST_STEP_FACTOR = 1e4
+#: the predicted next gradient must be below this fraction of the tolerance
+LAST_STEP_MARGIN = 1e-2
+#: the warm start's own start: above this many rows (and at most ``warm_points``; the fold
+#: fits of ``auto`` on 2,000 cells, say), the fit first runs on this many groups of
+#: consecutive rows
+SMALL_WARM_POINTS = 200
 
 
 @njit(cache=True, nogil=True)
@@ -81,6 +103,26 @@ def _loss_probabilities(x, t, w, theta, p):
 
 
 @njit(cache=True, nogil=True)
+def _probabilities(x, theta, p):
+    """Each row's ``expit(z)`` into ``p`` and ``max |z|``, exactly as
+    :func:`_loss_probabilities` computes them, without the loss (no ``det_log1p``): for the
+    points where Newton needs the gradient but not the objective."""
+    zmax = 0.0
+    for i in range(x.shape[0]):
+        z = 0.0
+        for j in range(x.shape[1]):
+            z += theta[j] * x[i, j]
+        zmax = max(zmax, abs(z))
+        if z >= 0.0:
+            e = det_exp(-z)
+            p[i] = 1.0 / (1.0 + e)
+        else:
+            e = det_exp(z)
+            p[i] = e / (1.0 + e)
+    return zmax
+
+
+@njit(cache=True, nogil=True)
 def _gradient_hessian_from(x, t, w, p):
     """The gradient and Hessian of :func:`_loss` from the rows' probabilities ``p`` (as
     :func:`_loss_probabilities` writes them)."""
@@ -112,18 +154,26 @@ def _with_penalty(f, th, lam, k):
 
 def _newton(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol):
     """Damped Newton on standardised features from ``theta``: ``(theta, fval, zmax,
-    converged)`` with ``fval`` the penalised objective and ``zmax`` the largest ``|z|`` at
-    the returned ``theta``. The iterations run in one compiled loop (:func:`_newton_loop`);
-    the total weight is NumPy's pairwise sum, as before."""
-    theta, fval, zmax, converged = _newton_loop(
+    converged)`` with ``fval`` the penalised objective at the returned ``theta``, or ``None``
+    when the run ended with full Newton steps and did not need it (the caller computes it
+    with :func:`_penalised_loss` if it does: the same bits), and ``zmax`` the largest ``|z|``
+    at the returned ``theta``. The iterations run in one compiled loop
+    (:func:`_newton_loop`); the total weight is NumPy's pairwise sum, as before."""
+    theta, fval, known, zmax, converged = _newton_loop(
         g_x, t, w, np.array(theta, dtype=np.float64), lam, k, max_iter, min_step, ridge, tol,
-        float(np.sum(w)), 64.0 * t.size * EPS, POLISH_STEPS)
-    return theta, float(fval), float(zmax), bool(converged)
+        float(np.sum(w)), 64.0 * t.size * EPS, POLISH_STEPS, LAST_STEP_FACTOR * tol)
+    return theta, (float(fval) if known else None), float(zmax), bool(converged)
+
+
+def _penalised_loss(g_x, t, w, theta, lam, k) -> float:
+    """The penalised objective at ``theta`` (the value :func:`_newton_loop` computes at an
+    accepted point: the same operations)."""
+    return float(_with_penalty(_loss(g_x, t, w, theta), theta, lam, k))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _newton_loop(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, scale, round_unit,
-                 polish_steps):
+                 polish_steps, last_tol):
     """The damped Newton iterations of :func:`_newton`, compiled: the operations of the former
     Python loop in the same order (the gradient norm, the k x k solve :func:`_solve`, the
     slope as NumPy sums k <= 3 terms, Armijo backtracking from the full step by halving it as
@@ -136,10 +186,13 @@ def _newton_loop(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, scale
     trial = np.empty(n)
     fval, zmax = _loss_probabilities(g_x, t, w, theta, p)
     fval = _with_penalty(fval, theta, lam, k)
-    cached = True    # p, fval and zmax are those of theta
+    cached = True    # p and zmax are those of theta
+    known = True     # so is fval
     rounding = round_unit * (abs(fval) + scale)
     polish = 0
     converged = False
+    gprev = 0.0        # gradient (max norm / scale) before the last step, if a full one
+    full_prev = False  # whether the last step was a full Newton step
     penalised = False
     for j in range(kk):
         if lam[j] != 0.0:
@@ -148,11 +201,13 @@ def _newton_loop(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, scale
         if cached:
             grad, hess = _gradient_hessian_from(g_x, t, w, p)
         else:
-            # two passes: faster than one fused pass at k = 3 (9.0 against 7.8 ms at 1e5
-            # rows), as fast at k = 1; the same operations, so the same bits
-            fval, zmax = _loss_probabilities(g_x, t, w, theta, p)
+            # only after a full step without line search (polish), where no later decision
+            # reads the objective: the probabilities without the loss's log1p (same p bits;
+            # the objective is left to the caller, who computes it only if needed). Two
+            # passes: faster than one fused pass at k = 3, as fast at k = 1
+            zmax = _probabilities(g_x, theta, p)
             grad, hess = _gradient_hessian_from(g_x, t, w, p)
-            fval = _with_penalty(fval, theta, lam, k)
+            known = False
             cached = True
         if penalised:
             grad = grad + lam * theta
@@ -181,9 +236,14 @@ def _newton_loop(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, scale
             theta = theta + d
             cached = False
             polish += 1
-            if polish >= polish_steps:
-                converged = True
+            g_rel = gmax / scale
+            if polish >= polish_steps or (full_prev and gmax < last_tol * scale and gprev > 0.0
+                                          and g_rel * g_rel * g_rel
+                                          < LAST_STEP_MARGIN * tol * gprev * gprev):
+                converged = True   # (LAST_STEP_FACTOR: the step ends far below tol)
                 break
+            gprev = g_rel
+            full_prev = True
             continue
         # Armijo backtracking from the full step, halving it
         step = 1.0
@@ -202,13 +262,28 @@ def _newton_loop(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, scale
             converged = True   # no further decrease at machine precision
             break
         fval = nf
+        known = True
+        gprev = gmax / scale
+        full_prev = step == 1.0
         theta = theta + step * d
         zmax = tz
         p, trial = trial, p   # the accepted step was the last one evaluated
     if not cached:
-        fval, zmax = _loss_probabilities(g_x, t, w, theta, p)
-        fval = _with_penalty(fval, theta, lam, k)
-    return theta, fval, zmax, converged
+        zmax = _max_abs_z(g_x, theta)
+        known = False
+    return theta, fval, known, zmax, converged
+
+
+@njit(cache=True, nogil=True)
+def _max_abs_z(x, theta):
+    """``max |z|`` over the rows, as :func:`_loss_probabilities` computes it."""
+    zmax = 0.0
+    for i in range(x.shape[0]):
+        z = 0.0
+        for j in range(x.shape[1]):
+            z += theta[j] * x[i, j]
+        zmax = max(zmax, abs(z))
+    return zmax
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -271,7 +346,7 @@ def _scale_columns(x: np.ndarray, w: np.ndarray, intercept: bool):
 def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool,
                  start_intercept: float = 0.0, max_iter: int = 100, min_step: float = 1e-10,
                  ridge: float = 1e-12, tol: float = 1e-12, penalty=None,
-                 warm_points: int | None = WARM_POINTS):
+                 warm_points: int | None = WARM_POINTS, with_loss: bool = True):
     """Minimise the weighted cross-entropy of ``expit(x @ coef + intercept)`` against ``t``,
     plus an optional ridge penalty on the standardised coefficients.
 
@@ -292,15 +367,19 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
         standardised feature, in units of total weight. ``None``: no penalty. The Newton
         system gains ``diag(lam)``, so the penalised objective is minimised exactly.
     warm_points : int or None
-        Above this many rows, start from the fit on this many groups of consecutive rows
+        Above this many rows, start from the fit on this many groups of consecutive rows, and
+        above :data:`SMALL_WARM_POINTS` rows (for both fits) from the fit on that many groups
         (module docstring); ``None``: start from zero (and ``start_intercept``).
+    with_loss : bool
+        False: the caller does not need ``loss``, which is then NaN when the solver did not
+        compute it anyway (a run ending in full Newton steps: one pass of logarithms saved).
 
     Returns
     -------
     coef : ndarray of shape (k,)
     intercept : float
     loss : float
-        The objective at the returned point.
+        The objective at the returned point (NaN if not computed, ``with_loss=False``).
     converged : bool
         False when the optimum is at infinity (doubling the coefficients does not raise the
         loss, or some ``|z| > DIVERGED_Z``) or ``max_iter`` ran out.
@@ -326,14 +405,12 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
                 f += 0.5 * lam[j] * th[j] * th[j]
         return f
 
-    if k > 0 and warm_points is not None and t.size > warm_points:
-        # warm start: the same fit on at most WARM_POINTS cells of consecutive rows, then the
-        # full-data Newton from there to the same stopping test (module docstring)
-        cg, ct, cw = group_rows(g_x, t, w, int(warm_points))
-        theta, _, _, _ = _newton(cg, ct, cw, theta, lam, k, max_iter, min_step, ridge, tol)
-        if not np.isfinite(theta).all():
-            theta = np.zeros(g_x.shape[1])
-            theta[-1] = start_intercept
+    if k > 0 and warm_points is not None:
+        # warm start: the same fit on at most WARM_POINTS cells of consecutive rows (itself
+        # started from SMALL_WARM_POINTS cells), then the full-data Newton from there to the
+        # same stopping test (module docstring)
+        theta = _warm_start(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol,
+                            [int(warm_points), SMALL_WARM_POINTS])
     theta, fval, zmax, converged = _newton(g_x, t, w, theta, lam, k, max_iter, min_step,
                                            ridge, tol)
     # at a finite optimum the objective rises along the ray through it (convexity, zero slope
@@ -341,6 +418,8 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
     # an optimum at infinity (separable or quasi-separable labels) where the gradient
     # underflowed. Only asked once some |z| > SATURATED_Z (p within 2e-9 of 0 or 1): near
     # theta = 0 the rise can be below the loss's rounding
+    if fval is None and (with_loss or zmax > SATURATED_Z):
+        fval = _penalised_loss(g_x, t, w, theta, lam, k)
     at_infinity = zmax > SATURATED_Z and \
         with_penalty(_loss(g_x, t, w, 2.0 * theta), 2.0 * theta) <= fval
     coef = np.array([theta[j] / scales[j] for j in range(k)])
@@ -349,11 +428,26 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
         b0 -= float(theta[j]) * (shifts[j] / scales[j])
     ok = (converged and not at_infinity and zmax <= DIVERGED_Z
           and bool(np.isfinite(coef).all()) and bool(np.isfinite(b0)))
-    return coef, b0, float(fval), ok
+    return coef, b0, (math.nan if fval is None else float(fval)), ok
+
+
+def _warm_start(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, levels):
+    """The start for the Newton run on ``(g_x, t, w)``: the optimum of the same fit on the rows
+    merged into ``levels[0]`` groups of consecutive rows (:func:`group_rows`), itself started
+    the same way from the next level, when there are more rows than that; else ``theta``
+    (also when the coarse optimum is not finite)."""
+    for i, m in enumerate(levels):
+        if m is not None and t.size > m:
+            cg, ct, cw = group_rows(g_x, t, w, m)
+            start = _warm_start(cg, ct, cw, theta, lam, k, max_iter, min_step, ridge, tol,
+                                levels[i + 1:])
+            warm, _, _, _ = _newton(cg, ct, cw, start, lam, k, max_iter, min_step, ridge, tol)
+            return warm if np.isfinite(warm).all() else theta
+    return theta
 
 
 def fit_nonnegative(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool,
-                    start_intercept: float = 0.0):
+                    start_intercept: float = 0.0, with_loss: bool = True):
     """:func:`fit_logistic` with every coefficient constrained to be ``>= 0``.
 
     The exact constrained optimum of the convex objective: it lies in the relative interior of
@@ -364,6 +458,10 @@ def fit_nonnegative(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: b
     This generalises beta calibration's rule of refitting without a feature whose coefficient
     came out negative (Kull et al. 2017), which can miss the optimum when a refit turns the
     other coefficient negative.
+
+    ``with_loss=False``: the caller does not need the returned loss (NaN when the
+    unconstrained fit is feasible and its loss was not computed anyway); the fits with dropped
+    features always compute theirs, which are compared.
 
     Returns
     -------
@@ -376,7 +474,8 @@ def fit_nonnegative(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: b
         for dropped in itertools.combinations(range(k), n_drop):
             keep = [j for j in range(k) if j not in dropped]
             coef, b0, loss, ok = fit_logistic(x[:, keep], t, w, intercept=intercept,
-                                              start_intercept=start_intercept)
+                                              start_intercept=start_intercept,
+                                              with_loss=with_loss or n_drop > 0)
             if not ok:
                 return np.zeros(k), b0, loss, False
             if (coef < 0).any():

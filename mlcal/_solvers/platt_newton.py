@@ -20,7 +20,8 @@ the optimum they converge quadratically) until the gradient is negligible, at mo
 Warm start: above :data:`WARM_POINTS` rows the fit first runs on that many groups of consecutive
 rows (:func:`group_rows`) and the full-data Newton starts from that optimum, with the same
 stopping test: the same optimum in fewer full-data passes (its last bits differ from a cold
-start's).
+start's). Fits of more than :data:`SMALL_WARM_POINTS` rows (the coarse fit, and ``auto``'s fold
+fits on 2,000 cells) start in turn from the fit on that many groups.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ EPS = 2.0 ** -53
 #: above this many (collapsed) rows a fit first runs on this many groups of consecutive rows
 #: (:func:`group_rows`) and starts the full-data Newton from that optimum
 WARM_POINTS = 2000
+#: the warm start's own start: fits of more than this many rows (and at most WARM_POINTS, such
+#: as ``auto``'s fold fits on 2,000 cells) first run on this many groups
+SMALL_WARM_POINTS = 200
 
 
 @njit(cache=True, nogil=True)
@@ -169,7 +173,9 @@ def fit_sigmoid(f: np.ndarray, t: np.ndarray, w: np.ndarray, *, max_iter: int = 
 
     Solved for standardised scores ``g = (f - m) / sd`` from a = 0, b = log((N- + 1)/(N+ + 1))
     (weighted counts) as Platt does (above :data:`WARM_POINTS` rows: from the optimum of the
-    fit on :func:`group_rows`' groups, reached from that start), then mapped back: ``a = a_g / sd``,
+    fit on :func:`group_rows`' groups, reached from that start; above
+    :data:`SMALL_WARM_POINTS` rows, that fit or the fit itself from the fit on that many
+    groups), then mapped back: ``a = a_g / sd``,
     ``b = b_g - a_g (m / sd)``. Each of the two back-mapping operations rounds once or twice, so
     ``a f + b`` differs from ``a_g g + b_g`` by a few ulps of ``|a_g g| + |b_g| + |a_g m / sd|``
     (negligible unless ``|m| >> sd``, where the scores themselves carry that rounding).
@@ -192,16 +198,30 @@ def fit_sigmoid(f: np.ndarray, t: np.ndarray, w: np.ndarray, *, max_iter: int = 
     n_pos = float(np.sum(w * t))   # not np.dot: BLAS kernels sum in a CPU-specific order
     n_neg = float(np.sum(w)) - n_pos
     a, b = 0.0, float(det_log((n_neg + 1.0) / (n_pos + 1.0)))
-    if warm_points is not None and g.size > warm_points:
-        # warm start: the same fit on WARM_POINTS groups of consecutive rows, then the
-        # full-data Newton from there to the same stopping test
-        cg, ct, cw = group_rows(g[:, None], t, w, int(warm_points))
-        wa, wb, _ = _sigmoid_newton(np.ascontiguousarray(cg[:, 0]), ct, cw, a, b, max_iter,
-                                    min_step, ridge, tol)
-        if math.isfinite(wa) and math.isfinite(wb):
-            a, b = wa, wb
+    if warm_points is not None:
+        # warm start: the same fit on WARM_POINTS groups of consecutive rows (itself started
+        # from SMALL_WARM_POINTS groups), then the full-data Newton from there to the same
+        # stopping test
+        a, b = _warm_start(g, t, w, a, b, max_iter, min_step, ridge, tol,
+                           [int(warm_points), SMALL_WARM_POINTS])
     a, b, n_iter = _sigmoid_newton(g, t, w, a, b, max_iter, min_step, ridge, tol)
     return a / sd, b - a * m_over_sd, n_iter
+
+
+def _warm_start(g, t, w, a, b, max_iter, min_step, ridge, tol, levels):
+    """The start for the Newton run on ``(g, t, w)``: the optimum of the same fit on the rows
+    merged into ``levels[0]`` groups of consecutive rows, itself started the same way from the
+    next level, when there are more rows than that; else ``(a, b)`` (also when the coarse
+    optimum is not finite)."""
+    for i, m in enumerate(levels):
+        if m is not None and g.size > m:
+            cg, ct, cw = group_rows(g[:, None], t, w, m)
+            cg = np.ascontiguousarray(cg[:, 0])
+            sa, sb = _warm_start(cg, ct, cw, a, b, max_iter, min_step, ridge, tol,
+                                 levels[i + 1:])
+            wa, wb, _ = _sigmoid_newton(cg, ct, cw, sa, sb, max_iter, min_step, ridge, tol)
+            return (wa, wb) if math.isfinite(wa) and math.isfinite(wb) else (a, b)
+    return a, b
 
 
 @njit(cache=True, nogil=True)

@@ -41,7 +41,7 @@ import numpy as np
 from numba import njit
 
 from mlcal._solvers.detmath import det_exp, det_log1p
-from mlcal._solvers.platt_newton import (EPS, POLISH_STEPS, WARM_POINTS,
+from mlcal._solvers.platt_newton import (EPS, POLISH_STEPS, SMALL_WARM_POINTS, WARM_POINTS,
                                          group_rows, standardise)
 
 #: |z| beyond which a fitted probability is 0 or 1 to within exp(-700): an MLE that needs it is
@@ -59,10 +59,6 @@ SATURATED_Z = 20.0
 LAST_STEP_FACTOR = 1e4
 #: the predicted next gradient must be below this fraction of the tolerance
 LAST_STEP_MARGIN = 1e-2
-#: the warm start's own start: above this many rows (and at most ``warm_points``; the fold
-#: fits of ``auto`` on 2,000 cells, say), the fit first runs on this many groups of
-#: consecutive rows
-SMALL_WARM_POINTS = 200
 
 
 @njit(cache=True, nogil=True)

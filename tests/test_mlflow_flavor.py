@@ -164,6 +164,26 @@ def test_default_save_pins_every_needed_package_without_inference(data, tmp_path
                                       data["model"].predict_proba(data["X_test"][:5])[:, 1])
 
 
+def test_bundled_wheel_holds_the_sources_and_no_compiled_cache(tmp_path):
+    """The wheel bundled into models holds every source file of the package and none of its
+    compiled caches: bytecode, and numba's kernel cache (mlcal/_numba_cache/, present in a
+    source tree that has fitted and in a wheel install; it was most of the bundled wheel)."""
+    import zipfile
+    from pathlib import Path
+
+    from mlcal._kernel_cache import CACHE_ROOT
+    from mlcal.mlflow.bundle import build_wheel
+
+    pkg = Path(mlcal.__file__).resolve().parent
+    Isotonic().fit(np.linspace(0.01, 0.99, 50), np.arange(50) % 2)   # this tree's cache exists
+    compiled = {"__pycache__", CACHE_ROOT.name}
+    sources = {f"mlcal/{f.relative_to(pkg).as_posix()}" for f in pkg.rglob("*.py")
+               if not compiled & set(f.relative_to(pkg).parts)}
+    names = set(zipfile.ZipFile(build_wheel(str(tmp_path))).namelist())
+    assert sources <= names and "mlcal/__init__.py" in sources
+    assert not [n for n in names if compiled & set(n.split("/")) or n.endswith((".pyc", ".pyo"))]
+
+
 def test_third_party_classes_inside_the_base_are_required(data, tmp_path):
     """A pipeline is nested with mlflow.sklearn, yet its XGBoost step needs xgboost: the walk
     through the estimator's parameters finds it."""

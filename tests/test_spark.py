@@ -328,18 +328,31 @@ def test_calibrated_column_equals_predict_bit_for_bit(spark, data):
     assert {type(c.map_) for c in fitted.values()} >= {StepMap, LinearMap, SigmoidMap, BetaMap}
     # one small frame per map: its own break points and their neighbouring doubles, the fixed
     # edge scores and a random sample (the exact expit/log columns are evaluated row by row by
-    # Spark's interpreter, so every map on every other map's break points would take minutes)
+    # Spark's interpreter, so every map on every other map's break points would take minutes);
+    # the frames of ten maps go to Spark as one job, each row's `case` picking its map's column
+    from pyspark.sql import functions as F
+
     cases = [(name, m, m) for name, m in maps.items()]
     cases += [(f"fit-{k}", c, c.map_) for k, c in fitted.items()]
     cases.append(("as-dict", maps["linear-sigmoid"].to_dict(), maps["linear-sigmoid"]))
-    for name, source, m in cases:
-        scores = _edge_scores(_breaks(m), n_random=300)
-        df = spark.createDataFrame(pd.DataFrame({"s": scores}))
-        out = df.select("s", calibrated_column(source, df["s"], exact=True).alias("p")).toPandas()
-        s = out["s"].to_numpy()
-        assert np.array_equal(_bits(s), _bits(scores))
-        expected = source.predict(s) if hasattr(source, "predict") else m(s)
-        assert np.array_equal(_bits(out["p"]), _bits(expected)), name
+    per_job = 10
+    for start in range(0, len(cases), per_job):
+        group = cases[start:start + per_job]
+        scores = [_edge_scores(_breaks(m), n_random=300) for _, _, m in group]
+        df = spark.createDataFrame(pd.concat(
+            [pd.DataFrame({"case": i, "s": sc}) for i, sc in enumerate(scores)],
+            ignore_index=True))
+        p = None
+        for i, (_, source, _) in enumerate(group):
+            col = calibrated_column(source, df["s"], exact=True)
+            p = F.when(df["case"] == i, col) if p is None else p.when(df["case"] == i, col)
+        out = df.select("case", "s", p.alias("p")).toPandas()
+        for i, (name, source, m) in enumerate(group):
+            rows = out[out["case"] == i]
+            s = rows["s"].to_numpy()
+            assert np.array_equal(_bits(s), _bits(scores[i])), name
+            expected = source.predict(s) if hasattr(source, "predict") else m(s)
+            assert np.array_equal(_bits(rows["p"]), _bits(expected)), name
 
 
 def test_log_columns_are_detmath_logs_to_the_bit_on_the_beta_range(spark):

@@ -54,13 +54,17 @@ def wheel_name(version: str | None = None) -> str:
 def build_wheel(dest_dir: str) -> str:
     """Write a pure-Python wheel of the imported ``mlcal`` package into ``dest_dir``.
 
-    Returns the wheel's path. Compiled caches are left out; the entry points (the ``mlcal``
+    Returns the wheel's path. Compiled caches are left out (bytecode, and numba's kernel cache
+    ``mlcal/_numba_cache/``, which a built wheel or a used source tree holds: several times
+    the size of the sources, keyed to this machine's CPU); the entry points (the ``mlcal``
     command) are copied from the installed distribution when there is one.
     """
     import mlcal
+    from mlcal._kernel_cache import CACHE_ROOT
 
     version = mlcal.__version__
     pkg_root = Path(mlcal.__file__).resolve().parent
+    compiled = {"__pycache__", CACHE_ROOT.name}
     info = f"{_DIST}-{version}.dist-info"
     os.makedirs(dest_dir, exist_ok=True)
     path = os.path.join(dest_dir, wheel_name(version))
@@ -75,9 +79,11 @@ def build_wheel(dest_dir: str) -> str:
 
     with zipfile.ZipFile(path, "w") as zf:
         for file in sorted(pkg_root.rglob("*")):
-            if file.is_dir() or "__pycache__" in file.parts or file.suffix in (".pyc", ".pyo"):
+            rel = file.relative_to(pkg_root)
+            if (file.is_dir() or compiled.intersection(rel.parts)
+                    or file.suffix in (".pyc", ".pyo")):
                 continue
-            add(zf, f"mlcal/{file.relative_to(pkg_root).as_posix()}", file.read_bytes())
+            add(zf, f"mlcal/{rel.as_posix()}", file.read_bytes())
         add(zf, f"{info}/METADATA", _metadata_text(version).encode())
         add(zf, f"{info}/WHEEL", b"Wheel-Version: 1.0\nGenerator: mlcal.mlflow.bundle\n"
                                  b"Root-Is-Purelib: true\nTag: py3-none-any\n")

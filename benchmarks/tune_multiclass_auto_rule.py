@@ -116,13 +116,38 @@ def collect_task(name, k, s_cal, y_cal, s_te, y_te, seeds, others) -> dict:
             "test": scores}
 
 
-def collect(cfg: dict, seeds, others, part=(0, 1)) -> list[dict]:
+def seed_major_tasks(cfg: dict):
+    """``bench_quality_multiclass.tasks(cfg)``, the same tasks, with all tasks of seed 0 first,
+    then seed 1, ...: a run stopped early holds every group."""
+    X, y = B.load_digits(return_X_y=True)
+    for seed in range(cfg["seeds"]):
+        X_tr, X_rest, y_tr, y_rest = B.train_test_split(X, y, train_size=0.4, stratify=y,
+                                                        random_state=seed)
+        X_cal, X_te, y_cal, y_te = B.train_test_split(X_rest, y_rest, train_size=0.5,
+                                                      stratify=y_rest, random_state=seed)
+        for base_name in cfg["bases"]:
+            model = B._base(base_name, seed).fit(X_tr, y_tr)
+            s_cal, s_te = model.predict_proba(X_cal), model.predict_proba(X_te)
+            for n in (200, len(y_cal)):
+                yield f"digits/{base_name}", 10, s_cal[:n], y_cal[:n], s_te, y_te
+        for k in cfg["classes"]:
+            for n in cfg["sizes"]:
+                s, y_all, _ = B.simulated(n + cfg["n_test"], k, seed)
+                yield f"sim-{k}", k, s[:n], y_all[:n], s[n:], y_all[n:]
+
+
+def collect(cfg: dict, seeds, others, part=(0, 1), out_path=None, start=0) -> list[dict]:
+    """Every ``part[1]``-th task from the ``part[0]``-th (in seed-major order; from task
+    ``start`` on), written to ``out_path`` after each task."""
     out = []
-    for i, task in enumerate(B.tasks(cfg)):
-        if i % part[1] != part[0]:
+    for i, task in enumerate(seed_major_tasks(cfg)):
+        if i < start or i % part[1] != part[0]:
             continue
         out.append(collect_task(*task, seeds, others))
         print(f"  [{i}] {task[0]} N_cal={len(task[3])} collected", flush=True)
+        if out_path:
+            with open(out_path, "w") as fh:
+                json.dump(out, fh)
     return out
 
 
@@ -181,7 +206,7 @@ GROUPS = {"all": lambda t: True, "K >= 10": lambda t: t["k"] >= 10,
           "digits": lambda t: t["name"].startswith("digits")}
 
 
-def replay(data: list[dict], rules: dict) -> None:
+def replay(data: list[dict], rules: dict, shown=("ll 2", "ll 4", "both 2")) -> None:
     def rel(t, n, metric="log_loss"):
         return 100.0 * (t["test"][n][metric] / t["test"]["uncalibrated"][metric] - 1.0)
 
@@ -200,17 +225,22 @@ def replay(data: list[dict], rules: dict) -> None:
             rk = [ranks(t, n)["auto"] for t, n in zip(data, chosen) if keep(t)]
             cells += f"{np.mean([r[0] for r in rk]):>17.3f}{np.mean([r[1] for r in rk]):>11.3f}"
         counts = " ".join(str(chosen.count(n)) for n in RICHEST_FIRST)
-        print(f"{label:<16}{cells}{np.mean([rel(t, n) for t, n in zip(data, chosen)]):>+12.3f}"
-              f"{np.mean([rel(t, n, 'brier') for t, n in zip(data, chosen)]):>+12.3f}  {counts}")
-    # the other methods' ranks with auto under the default rule among them
-    print("\nother methods (auto under 'll 2' among them):")
-    all_r = [ranks(t, choose(t, ("ll", 2.0))) for t in data]
-    for m in sorted(all_r[0], key=lambda m: np.mean([r[m][0] for r in all_r])):
-        cells = ""
-        for g, keep in GROUPS.items():
-            rk = [r[m] for t, r in zip(data, all_r) if keep(t)]
-            cells += f"{np.mean([x[0] for x in rk]):>17.3f}{np.mean([x[1] for x in rk]):>11.3f}"
-        print(f"{m:<16}{cells}")
+        print(f"{label:<16}{cells}{np.mean([rel(t, n) for t, n in zip(data, chosen)]):>+12.4f}"
+              f"{np.mean([rel(t, n, 'brier') for t, n in zip(data, chosen)]):>+12.4f}  {counts}")
+    # the other methods' ranks with auto under a rule among them
+    for label in shown:
+        print(f"\nall methods, auto under '{label}' among them:")
+        all_r = [ranks(t, choose(t, rules[label])) for t in data]
+        for m in sorted(all_r[0], key=lambda m: np.mean([r[m][0] for r in all_r])):
+            cells = ""
+            for g, keep in GROUPS.items():
+                rk = [r[m] for t, r in zip(data, all_r) if keep(t)]
+                cells += (f"{np.mean([x[0] for x in rk]):>17.3f}"
+                          f"{np.mean([x[1] for x in rk]):>11.3f}")
+            ok = [t for t in data if t["test"][m if m != "auto" else "matrix"] is not None]
+            ch = [choose(t, rules[label]) if m == "auto" else m for t in ok]
+            print(f"{m:<16}{cells}{np.mean([rel(t, n) for t, n in zip(ok, ch)]):>+12.4f}"
+                  f"{np.mean([rel(t, n, 'brier') for t, n in zip(ok, ch)]):>+12.4f}")
     print("\ntasks where the default rule ('ll 2') does not pick matrix: held-out "
           "(chosen - matrix) relative to matrix, %")
     for t in data:
@@ -245,6 +275,7 @@ def main(argv=None) -> None:
                     help="also the other methods' held-out scores (default with --full)")
     ap.add_argument("--two-seeds", action="store_true", help="also CV with fold seed 1")
     ap.add_argument("--part", default="0/1", help="i/n: collect every n-th task from the i-th")
+    ap.add_argument("--start", type=int, default=0, help="skip the tasks before this one")
     ap.add_argument("--out", help="write the collected tasks to this JSON file")
     ap.add_argument("--replay", nargs="+", help="replay the rules on these collected files")
     args = ap.parse_args(argv)
@@ -256,10 +287,7 @@ def main(argv=None) -> None:
             cfg = dict(B.FULL, seeds=1, sizes=(200, 1000), classes=(5, 10, 20))
         i, n = (int(x) for x in args.part.split("/"))
         data = collect(cfg, (0, 1) if args.two_seeds else (0,), args.others or args.full,
-                       (i, n))
-        if args.out:
-            with open(args.out, "w") as fh:
-                json.dump(data, fh)
+                       (i, n), args.out, args.start)
     replay(data, default_rules())
 
 

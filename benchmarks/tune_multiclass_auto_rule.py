@@ -7,6 +7,9 @@
     python benchmarks/tune_multiclass_auto_rule.py --full --part 1/2 --out b.json   # (parallel)
     python benchmarks/tune_multiclass_auto_rule.py --replay a.json b.json           # rank rules
 
+(Parallel parts on a shared machine: set ``OMP_NUM_THREADS=1``; OpenMP threads of the base
+models and torch in several processes stalled the run.)
+
 Per task (``bench_quality_multiclass.tasks``): every structured candidate's out-of-fold
 probabilities (the same stratified folds, fold fits shared by the pairs that differ only by
 the uniform mixture, and per-row CV log loss computed as ``MulticlassAuto._out_of_fold`` does;

@@ -121,9 +121,10 @@ def tasks(cfg: dict):
                 yield f"sim-{k}", k, s[:n], y_all[:n], s[n:], y_all[n:]
 
 
-def predict_all(s_cal, y_cal, s_test) -> tuple[dict[str, np.ndarray | str], dict[str, float]]:
-    """Test probabilities of every method fitted on (s_cal, y_cal) (an error message where the
-    fit failed), and the fit seconds."""
+def predict_all(s_cal, y_cal, s_test, only=None
+                ) -> tuple[dict[str, np.ndarray | str], dict[str, float]]:
+    """Test probabilities of every method (of ``only`` when given) fitted on (s_cal, y_cal) (an
+    error message where the fit failed), and the fit seconds."""
     out: dict[str, np.ndarray | str] = {"uncalibrated": s_test}
     seconds = {}
     both = np.vstack([s_cal, s_test])   # the stub serves calibration and test rows by index
@@ -136,6 +137,8 @@ def predict_all(s_cal, y_cal, s_test) -> tuple[dict[str, np.ndarray | str], dict
             cal.fit(np.arange(len(y_cal))[:, None], y_cal)
             return cal.predict_proba(np.arange(len(y_cal), len(both))[:, None])
         fits[f"sk-{method}"] = sk
+    if only is not None:
+        fits = {name: fit for name, fit in fits.items() if name in only}
     for name, fit in fits.items():
         start = time.perf_counter()
         try:

@@ -10,9 +10,11 @@ the worst segment's calibration error and the fit time, with ratios measured in 
 on 20 draws: hours) can be stopped and resumed and a partial run is usable. Simulated draws are
 taken draw by draw across ``--scenarios`` (draw ``r`` is seed ``r``, as in ``--repeats``:
 ``--draws 0-19`` is ``--repeats 20``), so a partial run is balanced between scenarios.
-``--summarize`` (with ``--json``) measures nothing and prints, per set, each method's mean log
+``--real-draws 0-29`` adds those random splits of ``--real-sets`` (after the simulated draws;
+``--scenarios`` with no name: real sets only). ``--summarize`` (with ``--json``) measures nothing and prints, per set, each method's mean log
 loss, worst |O-E| and worst ECE over the draws that every method finished, and the PAIRED
-difference of each method to MCGrad (mean, its standard error, and the draws each wins).
+difference of each method to MCGrad (or ``--reference``; mean, its standard error, and the
+draws where the method is lower).
 
 Methods: the global ``auto`` map (``mlcal.AutoCalibrator``, no segments: the log-loss
 reference), mlcal's ``SegmentedCalibrator`` variants (``... off``, ``mlcal offsets`` and
@@ -68,6 +70,7 @@ from bench_segmented import contenders, log_loss, simulate_with_truth  # noqa: E
 from mlcal.metrics import segment_report  # noqa: E402
 
 GLOBAL = "global auto"
+SCENARIOS = ("offsets", "slopes", "confounded", "null")
 
 
 def worst_segment_errors(y, p, seg, min_rows: int) -> tuple[float, float]:
@@ -203,8 +206,19 @@ def incremental(args, runs: dict) -> None:
             jobs.append((scenario, r, args.min_rows,
                          (lambda sc, r: lambda: simulate_with_truth(sc, args.segments,
                                                                     args.rows, r))(scenario, r)))
+    if args.real_draws:
+        real = parse_draws(args.real_draws)
+        for name, draws in real_draws(max(real) + 1):
+            if name in args.real_sets:
+                for r in real:
+                    s, y, g, fit, test, _ = draws[r]
+                    jobs.append((name, r, args.real_min_rows,
+                                 (lambda d: lambda: (d[0][d[3] | d[4]], d[1][d[3] | d[4]],
+                                                     d[2][d[3] | d[4]], d[3][d[3] | d[4]],
+                                                     None))(draws[r])))
     for set_name, draw, min_rows, make in jobs:
-        todo = [m for m in [*runs, "oracle (truth)"] if (set_name, draw, m) not in done]
+        names = [*runs] + (["oracle (truth)"] if set_name in SCENARIOS else [])
+        todo = [m for m in names if (set_name, draw, m) not in done]
         if not todo:
             continue
         s, y, g, train, truth = make()
@@ -219,7 +233,6 @@ def incremental(args, runs: dict) -> None:
                 secs = time.perf_counter() - t0
             citl, ece = worst_segment_errors(y[test], p, g[test], min_rows)
             records.append({"set": set_name, "draw": draw, "method": name,
-                            "rows": args.rows, "segments": args.segments,
                             "log_loss": log_loss(y[test], p), "worst_oe": citl,
                             "worst_ece": ece, "fit_s": secs})
             save_records(args.json, records)
@@ -318,11 +331,16 @@ def main() -> None:
     ap.add_argument("--scenarios", nargs="*",
                     default=["offsets", "slopes", "confounded", "null"])
     ap.add_argument("--draws", default=None, help='e.g. "0-19" (with --json)')
+    ap.add_argument("--real-draws", default=None,
+                    help='with --json: also these splits of --real-sets, e.g. "0-29"')
+    ap.add_argument("--real-sets", nargs="*", default=["diabetes", "gapminder"])
     ap.add_argument("--json", default=None, help="save/resume per-draw results here")
     ap.add_argument("--summarize", action="store_true", help="print the --json file's table")
+    ap.add_argument("--reference", default="mcgrad",
+                    help="--summarize: the method of the paired differences")
     args = ap.parse_args()
     if args.summarize:
-        summarize(args.json)
+        summarize(args.json, args.reference)
         return
     runs = methods(args)
     if args.json:

@@ -65,7 +65,7 @@ def test_offsets_are_the_exact_likelihood_maxima_and_variances_the_curvature():
 def test_shrinkage_is_the_posterior_mean_under_the_reml_prior():
     s, y, code = _simulate([40, 80, 300, 1500, 120, 60], [0.8, -0.6, 0.3, -0.2, 0.0, 0.5],
                            seed=3)
-    cal = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(s, y, code)
+    cal = mlcal.SegmentedCalibrator("platt", n_folds=None, tau="plugin").fit(s, y, code)
     d, v = cal.offset_mle_, cal.offset_var_
     mu, tau2 = cal.offset_prior_
 
@@ -489,27 +489,34 @@ def test_integrated_offsets_are_the_posterior_means_over_tau(sizes, offsets):
     np.testing.assert_allclose(cal.map_.offsets, _brute_force_integrated(d, v),
                                rtol=0, atol=2e-7)
     # same MLEs as the plug-in fit; only the shrinkage differs
-    plug = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(s, y, code)
+    plug = mlcal.SegmentedCalibrator("platt", n_folds=None, tau="plugin").fit(s, y, code)
     np.testing.assert_array_equal(plug.offset_mle_, d)
     assert not np.array_equal(plug.map_.offsets, cal.map_.offsets)
     assert np.all((cal.offset_shrinkage_ > 0) & (cal.offset_shrinkage_ < 1))
+    # the default (tau="auto") integrates with fewer than 10 informative segments
+    default = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(s, y, code)
+    np.testing.assert_array_equal(default.map_.offsets, cal.map_.offsets)
 
 
 def test_integrated_offsets_approach_the_plug_in_with_many_segments():
     rng = np.random.default_rng(12)
     sizes = rng.integers(100, 600, 150)
     s, y, code = _simulate(sizes, rng.normal(0, 0.5, 150), seed=13)
-    plug = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(s, y, code)
+    plug = mlcal.SegmentedCalibrator("platt", n_folds=None, tau="plugin").fit(s, y, code)
     integ = mlcal.SegmentedCalibrator("platt", n_folds=None, tau="integrated").fit(s, y, code)
     # tau's posterior concentrates at the REML estimate: the offsets nearly agree
     gap = np.abs(integ.map_.offsets - plug.map_.offsets)
     assert gap.max() < 0.02 * np.abs(plug.map_.offsets).max()
+    # and the default (tau="auto") keeps the plug-in with 10 or more informative segments
+    default = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(s, y, code)
+    np.testing.assert_array_equal(default.map_.offsets, plug.map_.offsets)
 
 
 def test_a_document_without_tau_loads_as_the_plug_in(fitted):
     cal, s, seg = fitted
+    assert cal.tau == "auto"
     doc = cal.set_params(tau="integrated").to_dict()
-    cal.set_params(tau="plugin")
+    cal.set_params(tau="auto")
     assert doc["params"]["tau"] == "integrated"
     del doc["params"]["tau"]             # as written before the parameter existed
     old = mlcal.load_calibrator(doc)

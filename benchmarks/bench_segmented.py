@@ -77,6 +77,11 @@ def contenders():
             s, y, g).predict(st, gt),
         "mlcal auto off": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
             "auto", select="off").fit(s, y, g).predict(st, gt),
+        # tau="integrated": offsets averaged over the posterior of tau (half-Cauchy prior)
+        "mlcal auto int": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+            "auto", tau="integrated").fit(s, y, g).predict(st, gt),
+        "mlcal beta int": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+            "beta", tau="integrated").fit(s, y, g).predict(st, gt),
         "mlcal auto cv": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
             "auto", select="cv").fit(s, y, g).predict(st, gt),
         "mlcal auto+sl cv": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(

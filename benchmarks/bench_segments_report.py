@@ -3,6 +3,18 @@ the worst segment's calibration error and the fit time, with ratios measured in 
 
     python benchmarks/bench_segments_report.py [--rows 20000] [--repeats 1] [--real-repeats 10]
         [--big] [--big-rows 1000000] [--with-multicalibration WORKTREE]
+        [--scenarios slopes confounded] [--draws 0-19] [--json results.json] [--summarize]
+
+``--json PATH`` saves every (set, draw, method) result to ``PATH`` as soon as it is measured
+(rewritten atomically after each one) and skips those already in the file, so a long run (MCGrad
+on 20 draws: hours) can be stopped and resumed and a partial run is usable. Simulated draws are
+taken draw by draw across ``--scenarios`` (draw ``r`` is seed ``r``, as in ``--repeats``:
+``--draws 0-19`` is ``--repeats 20``), so a partial run is balanced between scenarios.
+``--real-draws 0-29`` adds those random splits of ``--real-sets`` (after the simulated draws;
+``--scenarios`` with no name: real sets only). ``--summarize`` (with ``--json``) measures nothing and prints, per set, each method's mean log
+loss, worst |O-E| and worst ECE over the draws that every method finished, and the PAIRED
+difference of each method to MCGrad (or ``--reference``; mean, its standard error, and the
+draws where the method is lower).
 
 Methods: the global ``auto`` map (``mlcal.AutoCalibrator``, no segments: the log-loss
 reference), mlcal's ``SegmentedCalibrator`` variants (``... off``, ``mlcal offsets`` and
@@ -44,6 +56,7 @@ in-sample), probcal and MCGrad, with the ratio of each fit time to MCGrad's (iss
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -57,6 +70,7 @@ from bench_segmented import contenders, log_loss, simulate_with_truth  # noqa: E
 from mlcal.metrics import segment_report  # noqa: E402
 
 GLOBAL = "global auto"
+SCENARIOS = ("offsets", "slopes", "confounded", "null")
 
 
 def worst_segment_errors(y, p, seg, min_rows: int) -> tuple[float, float]:
@@ -159,6 +173,108 @@ def evaluate(label: str, draws, runs: dict, min_rows: int) -> None:
               f"{secs:8.2f} {secs / ref[3]:8.1f}", flush=True)
 
 
+def parse_draws(text: str) -> list[int]:
+    """``"0-19"`` or ``"0,3,5-7"`` -> the draw indices."""
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def load_records(path: str) -> list[dict]:
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return json.load(f)
+
+
+def save_records(path: str, records: list[dict]) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(records, f, indent=0)
+    os.replace(tmp, path)
+
+
+def incremental(args, runs: dict) -> None:
+    """Measure draw by draw, saving each (set, draw, method) result to ``args.json``."""
+    records = load_records(args.json)
+    done = {(r["set"], r["draw"], r["method"]) for r in records}
+    jobs = []          # (set, draw, min rows, draw factory)
+    for r in parse_draws(args.draws or f"0-{args.repeats - 1}"):
+        for scenario in args.scenarios:
+            jobs.append((scenario, r, args.min_rows,
+                         (lambda sc, r: lambda: simulate_with_truth(sc, args.segments,
+                                                                    args.rows, r))(scenario, r)))
+    if args.real_draws:
+        real = parse_draws(args.real_draws)
+        for name, draws in real_draws(max(real) + 1):
+            if name in args.real_sets:
+                for r in real:
+                    s, y, g, fit, test, _ = draws[r]
+                    jobs.append((name, r, args.real_min_rows,
+                                 (lambda d: lambda: (d[0][d[3] | d[4]], d[1][d[3] | d[4]],
+                                                     d[2][d[3] | d[4]], d[3][d[3] | d[4]],
+                                                     None))(draws[r])))
+    for set_name, draw, min_rows, make in jobs:
+        names = [*runs] + (["oracle (truth)"] if set_name in SCENARIOS else [])
+        todo = [m for m in names if (set_name, draw, m) not in done]
+        if not todo:
+            continue
+        s, y, g, train, truth = make()
+        test = ~train
+        for name in todo:
+            t0 = time.perf_counter()
+            if name == "oracle (truth)":
+                p, secs = truth[test], float("nan")
+            else:
+                p = np.asarray(runs[name](s[train], y[train], g[train], s[test], g[test]),
+                               dtype=float)
+                secs = time.perf_counter() - t0
+            citl, ece = worst_segment_errors(y[test], p, g[test], min_rows)
+            records.append({"set": set_name, "draw": draw, "method": name,
+                            "log_loss": log_loss(y[test], p), "worst_oe": citl,
+                            "worst_ece": ece, "fit_s": secs})
+            save_records(args.json, records)
+            print(f"{set_name:11} draw {draw:2d} {name:18} {records[-1]['log_loss']:9.5f} "
+                  f"{citl:8.4f} {ece:8.4f} {secs:8.2f}", flush=True)
+
+
+def summarize(path: str, reference: str = "mcgrad") -> None:
+    """Per set: means over the draws every method finished, and paired differences to
+    ``reference``."""
+    records = load_records(path)
+    sets = list(dict.fromkeys(r["set"] for r in records))
+    keys = ("log_loss", "worst_oe", "worst_ece")
+    for set_name in sets:
+        rs = [r for r in records if r["set"] == set_name]
+        names = list(dict.fromkeys(r["method"] for r in rs))
+        by = {(r["method"], r["draw"]): r for r in rs}
+        draws = sorted(d for d in {r["draw"] for r in rs}
+                       if all((m, d) in by for m in names))
+        if not draws:
+            continue
+        print(f"\n{set_name}: {len(draws)} draws ({draws[0]}-{draws[-1]}) with every method")
+        glob = np.mean([by[(GLOBAL, d)]["log_loss"] for d in draws]) \
+            if GLOBAL in names else np.nan
+        print(f"{'method':18} {'log loss':>9} {'x global':>8} {'worst|O-E|':>10} "
+              f"{'worst ECE':>9} {'fit s':>7}   paired - {reference} (mean +- SE; wins/draws)")
+        for m in names:
+            v = {k: np.array([by[(m, d)][k] for d in draws]) for k in (*keys, "fit_s")}
+            line = (f"{m:18} {v['log_loss'].mean():9.5f} {v['log_loss'].mean() / glob:8.4f} "
+                    f"{v['worst_oe'].mean():10.4f} {v['worst_ece'].mean():9.4f} "
+                    f"{np.nanmean(v['fit_s']) if np.isfinite(v['fit_s']).any() else np.nan:7.2f}")
+            if reference in names and m != reference:
+                parts = []
+                for k in keys:
+                    diff = v[k] - np.array([by[(reference, d)][k] for d in draws])
+                    se = diff.std(ddof=1) / np.sqrt(diff.size) if diff.size > 1 else np.nan
+                    parts.append(f"{k} {diff.mean():+.4f} +- {se:.4f} "
+                                 f"({int((diff < 0).sum())}/{diff.size})")
+                line += "   " + "; ".join(parts)
+            print(line, flush=True)
+
+
 def big(args) -> None:
     from bench_segmented import simulate
 
@@ -212,8 +328,28 @@ def main() -> None:
     ap.add_argument("--big-rows", type=int, default=1_000_000)
     ap.add_argument("--big-segments", type=int, default=50)
     ap.add_argument("--big-skip", nargs="*", default=[])
+    ap.add_argument("--scenarios", nargs="*",
+                    default=["offsets", "slopes", "confounded", "null"])
+    ap.add_argument("--draws", default=None, help='e.g. "0-19" (with --json)')
+    ap.add_argument("--real-draws", default=None,
+                    help='with --json: also these splits of --real-sets, e.g. "0-29"')
+    ap.add_argument("--real-sets", nargs="*", default=["diabetes", "gapminder"])
+    ap.add_argument("--json", default=None, help="save/resume per-draw results here")
+    ap.add_argument("--summarize", action="store_true", help="print the --json file's table")
+    ap.add_argument("--reference", default="mcgrad",
+                    help="--summarize: the method of the paired differences")
     args = ap.parse_args()
+    if args.summarize:
+        summarize(args.json, args.reference)
+        return
     runs = methods(args)
+    if args.json:
+        draw = next(simulated_draws(argparse.Namespace(segments=5, rows=2000, repeats=1)))[1][0]
+        s, y, g, fit, test, _ = draw      # compile the kernels untimed
+        for run in runs.values():
+            run(s[fit], y[fit], g[fit], s[test], g[test])
+        incremental(args, runs)
+        return
     if not args.big_only:
         draw = next(simulated_draws(argparse.Namespace(segments=5, rows=2000, repeats=1)))[1][0]
         s, y, g, fit, test, _ = draw      # compile the kernels untimed

@@ -198,15 +198,19 @@ def test_tampered_documents_python_refuses_java_refuses(jar, tmp_path):
         assert _python_rejects(text), f"{name}: Python accepts the document"
         assert isinstance(got, str) and got.startswith("MapFormatException: "), (name, got)
         assert phrases[name] in got, (name, got)
-    # and the untampered document loads in both, as does one written before `select` existed
+    # and the untampered document loads in both, as do ones written before `select` and `tau`
+    # existed
     (tmp_path / "ok").mkdir()
     assert not isinstance(_batch(jar, tmp_path / "ok", [(cal.to_json(), x, seg)])[0], str)
-    legacy = cal.to_dict()
-    del legacy["params"]["select"]
-    (tmp_path / "legacy").mkdir()
-    got = _batch(jar, tmp_path / "legacy", [(json.dumps(legacy), x, seg)])[0]
-    assert not isinstance(got, str), got
-    assert np.array_equal(got, mlcal.load_calibrator(legacy).predict(x, seg))
+    for gone in (["tau"], ["select", "tau"]):
+        legacy = cal.to_dict()
+        for name in gone:
+            del legacy["params"][name]
+        folder = tmp_path / ("legacy-" + "-".join(gone))
+        folder.mkdir()
+        got = _batch(jar, folder, [(json.dumps(legacy), x, seg)])[0]
+        assert not isinstance(got, str), got
+        assert np.array_equal(got, mlcal.load_calibrator(legacy).predict(x, seg))
 
 
 def test_command_line_reads_csv_and_json_lines_by_column_name(jar, tmp_path):

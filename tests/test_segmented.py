@@ -65,7 +65,7 @@ def test_offsets_are_the_exact_likelihood_maxima_and_variances_the_curvature():
 def test_shrinkage_is_the_posterior_mean_under_the_reml_prior():
     s, y, code = _simulate([40, 80, 300, 1500, 120, 60], [0.8, -0.6, 0.3, -0.2, 0.0, 0.5],
                            seed=3)
-    cal = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(s, y, code)
+    cal = mlcal.SegmentedCalibrator("platt", n_folds=None, tau="plugin").fit(s, y, code)
     d, v = cal.offset_mle_, cal.offset_var_
     mu, tau2 = cal.offset_prior_
 
@@ -450,3 +450,84 @@ def test_a_document_without_select_loads_as_select_off(fitted):
     bad["params"]["select"] = "always"
     with pytest.raises(CalibratorFormatError, match="parameter 'select'"):
         mlcal.load_calibrator(bad)
+
+
+# -- offsets averaged over the posterior of tau (tau="integrated") ------------------------------
+def _brute_force_integrated(d, v, scale=1.0):
+    """Posterior means of the offsets with a flat prior on mu and a half-Cauchy(scale) prior
+    on tau, by adaptive quadrature over tau (scipy) of the normal-normal model written out."""
+    from scipy import integrate
+
+    def restricted(tau):   # the marginal likelihood with mu integrated out (flat prior)
+        s = tau ** 2 + v
+        prec = 1 / s
+        mu = np.sum(prec * d) / np.sum(prec)
+        ll = -0.5 * (np.sum(np.log(s)) + np.log(np.sum(prec)) + np.sum((d - mu) ** 2 * prec))
+        return np.exp(ll) * 2 / (np.pi * scale * (1 + (tau / scale) ** 2)), mu
+
+    def quad(f):
+        return integrate.quad(f, 0, np.inf, limit=1000, epsabs=0, epsrel=1e-11)[0]
+
+    z = quad(lambda tau: restricted(tau)[0])
+
+    def mean(g):
+        def f(tau):
+            dens, mu = restricted(tau)
+            return dens * (mu + tau ** 2 / (tau ** 2 + v[g]) * (d[g] - mu))
+        return quad(f) / z
+    return np.array([mean(g) for g in range(d.size)])
+
+
+@pytest.mark.parametrize("sizes,offsets", [
+    ([120, 150], [0.5, -0.2]),                                        # two segments (diabetes)
+    ([40, 80, 300, 1500, 120, 60], [0.8, -0.6, 0.3, -0.2, 0.0, 0.5]),
+])
+def test_integrated_offsets_are_the_posterior_means_over_tau(sizes, offsets):
+    s, y, code = _simulate(sizes, offsets, seed=11)
+    cal = mlcal.SegmentedCalibrator("platt", n_folds=None, tau="integrated").fit(s, y, code)
+    d, v = cal.offset_mle_, cal.offset_var_
+    np.testing.assert_allclose(cal.map_.offsets, _brute_force_integrated(d, v),
+                               rtol=0, atol=2e-7)
+    # same MLEs as the plug-in fit; only the shrinkage differs
+    plug = mlcal.SegmentedCalibrator("platt", n_folds=None, tau="plugin").fit(s, y, code)
+    np.testing.assert_array_equal(plug.offset_mle_, d)
+    assert not np.array_equal(plug.map_.offsets, cal.map_.offsets)
+    assert np.all((cal.offset_shrinkage_ > 0) & (cal.offset_shrinkage_ < 1))
+    # the default (tau="auto") integrates with fewer than 10 informative segments
+    default = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(s, y, code)
+    np.testing.assert_array_equal(default.map_.offsets, cal.map_.offsets)
+
+
+def test_integrated_offsets_approach_the_plug_in_with_many_segments():
+    rng = np.random.default_rng(12)
+    sizes = rng.integers(100, 600, 150)
+    s, y, code = _simulate(sizes, rng.normal(0, 0.5, 150), seed=13)
+    plug = mlcal.SegmentedCalibrator("platt", n_folds=None, tau="plugin").fit(s, y, code)
+    integ = mlcal.SegmentedCalibrator("platt", n_folds=None, tau="integrated").fit(s, y, code)
+    # tau's posterior concentrates at the REML estimate: the offsets nearly agree
+    gap = np.abs(integ.map_.offsets - plug.map_.offsets)
+    assert gap.max() < 0.02 * np.abs(plug.map_.offsets).max()
+    # and the default (tau="auto") keeps the plug-in with 10 or more informative segments
+    default = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(s, y, code)
+    np.testing.assert_array_equal(default.map_.offsets, plug.map_.offsets)
+
+
+def test_a_document_without_tau_loads_as_the_plug_in(fitted):
+    cal, s, seg = fitted
+    assert cal.tau == "auto"
+    doc = cal.set_params(tau="integrated").to_dict()
+    cal.set_params(tau="auto")
+    assert doc["params"]["tau"] == "integrated"
+    del doc["params"]["tau"]             # as written before the parameter existed
+    old = mlcal.load_calibrator(doc)
+    assert old.tau == "plugin"
+    assert np.array_equal(old.predict(s, seg), cal.predict(s, seg))
+    del doc["params"]["select"]          # before both parameters existed
+    assert (mlcal.load_calibrator(doc).select, mlcal.load_calibrator(doc).tau) == \
+        ("off", "plugin")
+    bad = cal.to_dict()
+    bad["params"]["tau"] = "reml"
+    with pytest.raises(CalibratorFormatError, match="parameter 'tau'"):
+        mlcal.load_calibrator(bad)
+    with pytest.raises(mlcal.calibrators._params.InvalidParameterError, match="'tau'"):
+        mlcal.SegmentedCalibrator(tau="flat").fit(s, np.arange(s.size) % 2, seg)

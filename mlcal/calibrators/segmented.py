@@ -43,7 +43,14 @@ Estimation
    The stored offset is the posterior mean ``d_g* = mu + tau^2 / (tau^2 + v_g) (d_hat_g - mu)``:
    a segment with little data (large ``v_g``) is pulled to ``mu``, close to the shared map
    (the shared map is fitted on all rows, so ``mu`` is near 0); a large segment keeps nearly its
-   own estimate.
+   own estimate. With ``tau="integrated"`` (and by default, ``tau="auto"``, when fewer than
+   ``INTEGRATE_BELOW`` segments are informative) the stored offset is instead the posterior mean
+   averaged over ``tau``: ``E[mu(tau) + tau^2 / (tau^2 + v_g) (d_hat_g - mu(tau)) | data]``
+   under a flat prior on ``mu`` and a half-Cauchy prior on ``tau`` (Gelman 2006), whose
+   posterior is the REML likelihood times the prior; with two or three segments REML's
+   ``tau^2`` is a poor point estimate (often exactly 0, or large from one extreme pair), and
+   averaging over it is the standard remedy. ``offset_prior_`` stays REML's ``(mu, tau^2)``
+   and ``offset_shrinkage_`` is the averaged factor.
 5. **Slopes (optional).** For segments with total weight ``>= min_rows_for_slope`` and both
    classes, ``(a_hat_g, b_g)`` of ``logit p = a l + b`` are fitted by maximum likelihood, and
    ``a_hat_g`` (variance from the 2x2 inverse Fisher information) is shrunk the same way
@@ -85,7 +92,8 @@ from mlcal.calibrators.catalog import available_calibrators, calibrator_class, g
 from mlcal.maps import MapFormatError
 from mlcal.maps.segment_keys import SegmentKeyError, encode_rows, segment_columns_of
 from mlcal.calibrators.segment_shrinkage import (logistic_loglik, reml_prior, segment_offsets,
-                                                 segment_slopes, shrink)
+                                                 segment_slopes, shrink, shrink_integrated,
+                                                 tau_posterior)
 from mlcal.maps.segmented import UNSEEN_POLICIES, SegmentedMap
 
 SEGMENTED_METHOD = "segmented"
@@ -98,6 +106,14 @@ CV_MARGIN = 1e-6
 #: what ``select`` means for a document written before the parameter existed
 LEGACY_SELECT = "off"
 SELECT_CHOICES = ("cv", "off")
+#: what ``tau`` means for a document written before the parameter existed
+LEGACY_TAU = "plugin"
+TAU_CHOICES = ("auto", "integrated", "plugin")
+#: ``tau="auto"`` integrates over tau when fewer segments than this carry information about
+#: their offset (REML's tau^2 from a handful of offsets is a poor point estimate; with many
+#: the two agree, and on 60 segments with no real effect the plug-in's exact 0 was measured
+#: better: docs/segments.md, fifth round)
+INTEGRATE_BELOW = 10
 
 
 class SharedMethod(Constraint):
@@ -159,6 +175,16 @@ class SegmentedCalibrator(BaseEstimator):
         cross-fitting falls back to in-sample) nothing is chosen. ``"off"``: always fit the
         offsets (and slopes), the behaviour before this parameter existed, which is what a
         document without it is read as.
+    tau : {"auto", "plugin", "integrated"}, default="auto"
+        How the offsets' prior spread enters their shrinkage. ``"plugin"``: REML's point
+        estimate of ``tau^2`` (module notes, step 4), the behaviour before this parameter
+        existed and what a document without it is read as. ``"integrated"``: the posterior
+        means averaged over the posterior of ``tau`` (flat prior on ``mu``, half-Cauchy prior of
+        scale 1 logit on ``tau``; deterministic quadrature,
+        :func:`~mlcal.calibrators.segment_shrinkage.tau_posterior`), which accounts for how
+        poorly a handful of offsets determine ``tau``. ``"auto"``: integrated when fewer than
+        ``INTEGRATE_BELOW`` (10) segments carry information about their offset, the plug-in
+        otherwise (with many segments the two nearly agree).
 
     Attributes
     ----------
@@ -198,11 +224,12 @@ class SegmentedCalibrator(BaseEstimator):
         "weak_prior_sd": [Real(0.0, closed="neither")],
         "seed": [Integer(0, MAX_SEED)],
         "select": [Options(SELECT_CHOICES)],
+        "tau": [Options(TAU_CHOICES)],
     }
 
     def __init__(self, method="auto", *, unseen: str = "shared", n_folds: int | None = 5,
                  min_rows_for_slope: int | None = None, weak_prior_sd: float = 10.0,
-                 seed: int = 0, select: str = "off"):
+                 seed: int = 0, select: str = "off", tau: str = "auto"):
         self.method = method
         self.unseen = unseen
         self.n_folds = n_folds
@@ -210,6 +237,7 @@ class SegmentedCalibrator(BaseEstimator):
         self.weak_prior_sd = weak_prior_sd
         self.seed = seed
         self.select = select
+        self.tau = tau
 
     # -- parameters ------------------------------------------------------------------------
     @classmethod
@@ -316,7 +344,13 @@ class SegmentedCalibrator(BaseEstimator):
         prior_prec = np.where(one_class, 1.0 / float(self.weak_prior_sd) ** 2, 0.0)
         d_hat, v = segment_offsets(l, y, w, codes, n_seg, prior_prec)
         mu, tau2 = reml_prior(d_hat, v)
-        offsets, factor = shrink(d_hat, v, mu, tau2)
+        integrated = self.tau == "integrated" or (
+            self.tau == "auto" and int(np.isfinite(v).sum()) < INTEGRATE_BELOW)
+        if integrated:
+            posterior = tau_posterior(d_hat, v)
+            offsets, factor = shrink_integrated(d_hat, v, posterior)
+        else:
+            offsets, factor = shrink(d_hat, v, mu, tau2)
         # a segment without any informative row keeps the shared map
         offsets = np.where(np.isfinite(v), offsets, 0.0)
         out = {"d_hat": d_hat, "v": v, "factor": factor, "prior": (float(mu), float(tau2)),
@@ -336,7 +370,8 @@ class SegmentedCalibrator(BaseEstimator):
                 # offsets given the shrunk slopes, shrunk with the offset prior
                 d2, v2 = segment_offsets(l * out["slopes"][codes], y, w, codes, n_seg,
                                          prior_prec)
-                d2s, _ = shrink(d2, v2, mu, tau2)
+                d2s, _ = shrink_integrated(d2, v2, posterior) if integrated \
+                    else shrink(d2, v2, mu, tau2)
                 out["offsets"][big] = d2s[big]
                 out["big"] = big
         return out
@@ -448,9 +483,11 @@ class SegmentedCalibrator(BaseEstimator):
                                         f"not a {SEGMENTED_METHOD!r} one")
         check_fields(doc, ENVELOPE_FIELDS, SEGMENTED_METHOD)
         expected = set(cls._get_param_names())
-        if set(params) == expected - {"select"}:
-            # a document written before `select` existed: its offsets were always fitted
-            params = {**params, "select": LEGACY_SELECT}
+        # a document written before `select` existed: its offsets were always fitted; before
+        # `tau` existed: they were shrunk with REML's plug-in spread
+        legacy = {"select": LEGACY_SELECT, "tau": LEGACY_TAU}
+        params = {**{k: v for k, v in legacy.items() if k not in params}, **params} \
+            if isinstance(params, dict) and set(params) >= expected - set(legacy) else params
         if set(params) != expected:
             raise CalibratorFormatError(
                 f"calibrator document: 'segmented' params must be exactly {sorted(expected)}; "

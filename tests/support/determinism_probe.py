@@ -115,7 +115,10 @@ def main(argv: list[str] | None = None) -> None:
 
 SEGMENTED = {"segmented-platt-slopes": lambda: mlcal.SegmentedCalibrator(
                  "platt", min_rows_for_slope=300),
-             "segmented-isotonic": lambda: mlcal.SegmentedCalibrator("isotonic")}
+             "segmented-isotonic": lambda: mlcal.SegmentedCalibrator("isotonic"),
+             # offsets averaged over tau's posterior (quadrature with detmath logs and exps)
+             "segmented-beta-integrated": lambda: mlcal.SegmentedCalibrator(
+                 "beta", tau="integrated")}
 
 
 if __name__ == "__main__":

@@ -62,12 +62,20 @@ LAST_STEP_MARGIN = 1e-2
 
 
 @njit(cache=True, nogil=True)
+def _row_z(x, theta, i):
+    """Row ``i``'s linear predictor ``sum_j theta[j] x[i, j]``, summed in column order (every
+    pass computes ``z`` this one way, so the passes agree to the bit)."""
+    z = 0.0
+    for j in range(x.shape[1]):
+        z += theta[j] * x[i, j]
+    return z
+
+
+@njit(cache=True, nogil=True)
 def _loss(x, t, w, theta):
     total = 0.0
     for i in range(x.shape[0]):
-        z = 0.0
-        for j in range(x.shape[1]):
-            z += theta[j] * x[i, j]
+        z = _row_z(x, theta, i)
         if z >= 0.0:   # split on the sign so that exp never overflows
             total += w[i] * ((1.0 - t[i]) * z + det_log1p(det_exp(-z)))
         else:
@@ -83,9 +91,7 @@ def _loss_probabilities(x, t, w, theta, p):
     total = 0.0
     zmax = 0.0
     for i in range(x.shape[0]):
-        z = 0.0
-        for j in range(x.shape[1]):
-            z += theta[j] * x[i, j]
+        z = _row_z(x, theta, i)
         zmax = max(zmax, abs(z))
         if z >= 0.0:
             e = det_exp(-z)
@@ -105,9 +111,7 @@ def _probabilities(x, theta, p):
     points where Newton needs the gradient but not the objective."""
     zmax = 0.0
     for i in range(x.shape[0]):
-        z = 0.0
-        for j in range(x.shape[1]):
-            z += theta[j] * x[i, j]
+        z = _row_z(x, theta, i)
         zmax = max(zmax, abs(z))
         if z >= 0.0:
             e = det_exp(-z)
@@ -275,9 +279,7 @@ def _max_abs_z(x, theta):
     """``max |z|`` over the rows, as :func:`_loss_probabilities` computes it."""
     zmax = 0.0
     for i in range(x.shape[0]):
-        z = 0.0
-        for j in range(x.shape[1]):
-            z += theta[j] * x[i, j]
+        z = _row_z(x, theta, i)
         zmax = max(zmax, abs(z))
     return zmax
 

@@ -184,12 +184,8 @@ def _register(model, holdout):
 def test_end_to_end_useless_models_refused_good_one_promoted(sqlite_tracking,
                                                              registered_models):
     from mlcal.metrics import auc, ece
-    from mlcal.mlflow.gate import gate_history, promote as _promote
-
-    def promote(*args, **kwargs):
-        # without the HTML gate report (logged after the decision, which it never changes;
-        # tested in test_gate_mcb_report.py): rendering it was most of each call's time
-        return _promote(*args, report=False, **kwargs)
+    from mlcal.mlflow.gate import gate_history
+    from support.gate import promote_without_report as promote
 
     m, holdout = registered_models, registered_models["holdout"]
     X, y = holdout.drop(columns=["y"]), holdout["y"].to_numpy()

@@ -18,19 +18,10 @@ import mlcal.mlflow as mlcal_mlflow  # noqa: E402
 from mlcal import CalibratedModel, HistogramBinning  # noqa: E402
 from mlcal.cli import main  # noqa: E402
 from mlcal.mlflow.gate import gate_history  # noqa: E402
-from mlcal.mlflow.gate import promote as _promote  # noqa: E402
+from support.gate import promote_without_report as promote  # noqa: E402
 from mlcal.metrics.multiclass import multiclass_brier, top_label_ece  # noqa: E402
 
 NAME = "mc-clf"
-
-
-def promote(*args, **kwargs):
-    """``mlcal.mlflow.gate.promote`` without the HTML gate report: these tests check decisions,
-    which the report never changes (it is logged after the decision is recorded, and a report
-    failure only adds a note), and rendering its figures was most of each call's time. The
-    report itself is tested in test_gate_mcb_report.py and test_report_*.py; the CLI calls
-    below keep the default (report on)."""
-    return _promote(*args, report=False, **kwargs)
 
 
 CLASSES = np.array(["a", "b", "c"])

@@ -19,19 +19,10 @@ from mlcal.metrics import auc, brier, ece, log_loss  # noqa: E402
 from mlcal.metrics.bootstrap import paired_bootstrap_diff  # noqa: E402
 from mlcal.mlflow.gate import (InSampleMetricsError, TooFewRowsError,  # noqa: E402
                                UsefulnessNeedsDataError, gate_history)
-from mlcal.mlflow.gate import promote as _promote  # noqa: E402
+from support.gate import promote_without_report as promote  # noqa: E402
 
 NAME = "circle-clf"
 LOOSE = dict(max_log_loss_increase=10.0, max_brier_increase=1.0, max_auc_decrease=1.0)
-
-
-def promote(*args, **kwargs):
-    """``mlcal.mlflow.gate.promote`` without the HTML gate report: these tests check decisions,
-    which the report never changes (it is logged after the decision is recorded, and a report
-    failure only adds a note), and rendering its figures was most of each call's time. The
-    report itself is tested in test_gate_mcb_report.py and test_report_*.py; the CLI calls
-    below keep the default (report on)."""
-    return _promote(*args, report=False, **kwargs)
 
 
 @pytest.fixture()

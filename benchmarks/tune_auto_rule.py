@@ -180,17 +180,23 @@ def choose(record, names, se_rule, n_repeats, prefer="simplest"):
     return select(names, results, weights, se_rule)["chosen"]
 
 
-def peer_ranks(data, peers_json, groups, rules=PEER_RULES):
-    """Each rule's auto in place of ``auto`` in the peers' per-task table (tasks in the same
-    order), ranked per task against every other entry (``auto`` variants of that table
-    left out), per fold seed; mean ranks, mean log loss and Brier per group."""
+def load_peer_table(data, peers_json):
+    """The peers' per-task table, the collected non-simulated tasks in the same order (checked)
+    and the table's entries other than ``auto``'s."""
     with open(peers_json) as fh:
         table = json.load(fh)
     recs = [d for d in data if d["group"] != "sim"]
     if len(recs) != len(table) or any(d["task"] != t["task"] or d["n"] != t["n_cal"]
                                       for d, t in zip(recs, table)):
         raise SystemExit(f"{peers_json}: not the tasks collected here")
-    others = [m for m in table[0]["results"] if not m.startswith("auto")]
+    return table, recs, [m for m in table[0]["results"] if not m.startswith("auto")]
+
+
+def peer_ranks(data, peers_json, groups, rules=PEER_RULES):
+    """Each rule's auto in place of ``auto`` in the peers' per-task table (tasks in the same
+    order), ranked per task against every other entry (``auto`` variants of that table
+    left out), per fold seed; mean ranks, mean log loss and Brier per group."""
+    table, recs, others = load_peer_table(data, peers_json)
     n_seeds = len(recs[0]["reps"])
     print(f"\nranked against {len(others)} entries of {peers_json} ({', '.join(others)}); "
           "per fold seed 0 / 1 / 2, then the mean")
@@ -276,13 +282,7 @@ def repeated_ranks(data, peers_json, groups, rules=REPEAT_RULES, skip_splits=0):
     the peers' per-task table, per starting fold seed j = 0, 1, 2 and per half of the tasks:
     auto's mean rank against the best other entry's in the same tables, the (seed, group,
     metric) cells where auto is first, mean log loss, Brier and AUC change."""
-    with open(peers_json) as fh:
-        table = json.load(fh)
-    recs = [d for d in data if d["group"] != "sim"]
-    if len(recs) != len(table) or any(d["task"] != t["task"] or d["n"] != t["n_cal"]
-                                      for d, t in zip(recs, table)):
-        raise SystemExit(f"{peers_json}: not the tasks collected here")
-    others = [m for m in table[0]["results"] if not m.startswith("auto")]
+    table, recs, others = load_peer_table(data, peers_json)
     half = halves(recs)
     if skip_splits:
         # drop the first skip_splits splits of breast cancer and digits (the tasks of the

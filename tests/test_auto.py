@@ -50,23 +50,26 @@ def test_cv_log_loss_matches_a_brute_force_cross_validation():
         assert rows[name]["cv_log_loss"] == pytest.approx(expected, rel=1e-12)
 
 
+def _out_of_fold_row_losses(cal, name, s, y, order, k, seed):
+    """Each row's log loss under ``cal``'s candidate ``name`` refitted by hand on the other
+    folds of :func:`assign_folds`' partition ``seed`` (``order``: the rows' sort order)."""
+    folds = np.empty(s.size, dtype=int)
+    folds[order] = assign_folds(s.size, k, seed)
+    p = np.empty(s.size)
+    for f in range(k):
+        p[folds == f] = cal.candidate(name).fit(
+            s[folds != f], y[folds != f]).predict(s[folds == f])
+    q = np.clip(p, EPS, 1 - EPS)
+    return -(y * np.log(q) + (1 - y) * np.log(1 - q))
+
+
 def test_standard_error_is_that_of_the_paired_row_differences():
     s, y = logistic_data(600, seed=4)
     cal = mlcal.get_calibrator("auto", candidates=["platt", "histogram", "isotonic"],
                                n_folds=3, seed=1).fit(s, y)
     order = np.argsort(s)
-    folds = np.empty(s.size, dtype=int)
-    folds[order] = assign_folds(s.size, 3, 1)
-
-    def row_losses(name):
-        p = np.empty(s.size)
-        for f in range(3):
-            p[folds == f] = cal.candidate(name).fit(
-                s[folds != f], y[folds != f]).predict(s[folds == f])
-        q = np.clip(p, EPS, 1 - EPS)
-        return -(y * np.log(q) + (1 - y) * np.log(1 - q))
-
-    losses = {n: row_losses(n) for n in ["platt", "histogram", "isotonic"]}
+    losses = {n: _out_of_fold_row_losses(cal, n, s, y, order, 3, 1)
+              for n in ["platt", "histogram", "isotonic"]}
     best = min(losses, key=lambda n: losses[n].mean())
     assert cal.selection_["best"] == best
     for row in cal.selection_["candidates"]:
@@ -222,18 +225,8 @@ def test_repeated_cv_averages_the_partitions_losses():
                for seed in (5, 6, 7)]
     assert all(c.selection_["cv_repeats"] == 1 for c in singles)
     order = np.argsort(s)
-
-    def row_losses(name, seed):
-        folds = np.empty(s.size, dtype=int)
-        folds[order] = assign_folds(s.size, 3, seed)
-        p = np.empty(s.size)
-        for f in range(3):
-            p[folds == f] = cal.candidate(name).fit(
-                s[folds != f], y[folds != f]).predict(s[folds == f])
-        q = np.clip(p, EPS, 1 - EPS)
-        return -(y * np.log(q) + (1 - y) * np.log(1 - q))
-
-    losses = {n: np.mean([row_losses(n, seed) for seed in (5, 6, 7)], axis=0) for n in names}
+    losses = {n: np.mean([_out_of_fold_row_losses(cal, n, s, y, order, 3, seed)
+                          for seed in (5, 6, 7)], axis=0) for n in names}
     best = min(losses, key=lambda n: losses[n].mean())
     assert cal.selection_["best"] == best
     for row in cal.selection_["candidates"]:

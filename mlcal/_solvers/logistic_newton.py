@@ -84,6 +84,17 @@ def _loss(x, t, w, theta):
 
 
 @njit(cache=True, nogil=True)
+def _expit_parts(z):
+    """``(exp(-|z|), expit(z))`` with the exponential that never overflows (``det_exp``): the
+    loss's ``log1p`` term and the gradient's probability from one exponential."""
+    if z >= 0.0:
+        e = det_exp(-z)
+        return e, 1.0 / (1.0 + e)
+    e = det_exp(z)
+    return e, e / (1.0 + e)
+
+
+@njit(cache=True, nogil=True)
 def _loss_probabilities(x, t, w, theta, p):
     """:func:`_loss`, also writing each row's ``expit(z)`` into ``p`` exactly as
     the gradient needs it (the same ``det_exp`` value), and ``max |z|``: the
@@ -93,14 +104,11 @@ def _loss_probabilities(x, t, w, theta, p):
     for i in range(x.shape[0]):
         z = _row_z(x, theta, i)
         zmax = max(zmax, abs(z))
+        e, p[i] = _expit_parts(z)
         if z >= 0.0:
-            e = det_exp(-z)
             total += w[i] * ((1.0 - t[i]) * z + det_log1p(e))
-            p[i] = 1.0 / (1.0 + e)
         else:
-            e = det_exp(z)
             total += w[i] * (det_log1p(e) - t[i] * z)
-            p[i] = e / (1.0 + e)
     return total, zmax
 
 
@@ -113,12 +121,7 @@ def _probabilities(x, theta, p):
     for i in range(x.shape[0]):
         z = _row_z(x, theta, i)
         zmax = max(zmax, abs(z))
-        if z >= 0.0:
-            e = det_exp(-z)
-            p[i] = 1.0 / (1.0 + e)
-        else:
-            e = det_exp(z)
-            p[i] = e / (1.0 + e)
+        _, p[i] = _expit_parts(z)
     return zmax
 
 

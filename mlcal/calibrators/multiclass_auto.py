@@ -62,10 +62,12 @@ from mlcal.metrics.multiclass import multiclass_brier_per_row
 #: scaling, then SMS, SVS, ts-mix, temperature; each is penalised towards temperature scaling,
 #: so the richer map is the safe default), then one-vs-rest ``auto`` (per-class binary maps,
 #: not regularised towards anything: chosen only when clearly better). With ``prefer="listed"``
-#: the first candidate within ``se_rule`` standard errors of the lowest CV log loss wins; the
-#: first is also the fallback when no cross-validation is possible.
+#: the first candidate within ``se_rule`` standard errors of the lowest CV log loss (or, with
+#: ``criterion="both"``, of the lowest CV Brier) wins; the first is also the fallback when no
+#: cross-validation is possible.
 DEFAULT_CANDIDATES = ("matrix", "sms", "svs", "ts-mix", "temperature", "one-vs-rest:auto")
-#: the default ``se_rule``: paired standard errors of CV log loss that count as noise
+#: the default ``se_rule``: paired standard errors of CV log loss (and Brier) that count as
+#: noise
 DEFAULT_SE_RULE = 2.0
 #: ``criterion`` values: ``"both"`` (a candidate is passed over only when worse than the best
 #: by more than ``se_rule`` SE on both CV log loss and CV Brier) and ``"log-loss"``

@@ -6,6 +6,7 @@
     python benchmarks/tune_multiclass_auto_rule.py --full --part 0/2 --out a.json   # collect
     python benchmarks/tune_multiclass_auto_rule.py --full --part 1/2 --out b.json   # (parallel)
     python benchmarks/tune_multiclass_auto_rule.py --replay a.json b.json           # rank rules
+    python benchmarks/tune_multiclass_auto_rule.py --check-auto   # replay vs MulticlassAuto
 
 (Parallel parts on a shared machine: set ``OMP_NUM_THREADS=1``; OpenMP threads of the base
 models and torch in several processes stalled the run.)
@@ -258,6 +259,33 @@ def replay(data: list[dict], rules: dict, shown=("ll 2", "ll 4", "both 2")) -> N
               f", matrix {r['matrix'][0]:.1f}/{r['matrix'][1]:.1f}")
 
 
+def check_auto(classes=(50, 100), n=1000, seeds=(0, 1), n_test=2000) -> bool:
+    """On simulated tasks, the replayed rules ``both 2`` and ``ll 2`` pick what
+    ``MulticlassAuto`` (default candidates) picks with ``criterion="both"`` and
+    ``"log-loss"``; prints one line per task, returns whether all agree."""
+    from mlcal.calibrators.multiclass_auto import MulticlassAuto
+
+    print(f"{'task':<18}{'replay both 2':>14}{'auto both':>11}{'replay ll 2':>13}"
+          f"{'auto log-loss':>15}")
+    agree = True
+    for k in classes:
+        for seed in seeds:
+            s, y_all, _ = B.simulated(n + n_test, k, seed)
+            task = collect_task(f"sim-{k}", k, s[:n], y_all[:n], s[n:], y_all[n:], (0,), False)
+            got = []
+            for criterion in ("both", "log-loss"):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    auto = MulticlassAuto(criterion=criterion, input_kind="probabilities")
+                    got.append(auto.fit(s[:n], y_all[:n]).chosen_)
+            want = [choose(task, ("both", 2.0)), choose(task, ("ll", 2.0))]
+            agree &= got == want
+            print(f"{f'sim-{k} seed {seed}':<18}{want[0]:>14}{got[0]:>11}{want[1]:>13}"
+                  f"{got[1]:>15}", flush=True)
+    print("all agree" if agree else "DISAGREEMENT")
+    return agree
+
+
 def default_rules() -> dict:
     rules = {f"fixed {n}": ("fixed", n) for n in RICHEST_FIRST}
     rules["lowest"] = ("lowest", 0.0)
@@ -281,7 +309,11 @@ def main(argv=None) -> None:
     ap.add_argument("--start", type=int, default=0, help="skip the tasks before this one")
     ap.add_argument("--out", help="write the collected tasks to this JSON file")
     ap.add_argument("--replay", nargs="+", help="replay the rules on these collected files")
+    ap.add_argument("--check-auto", action="store_true",
+                    help="check the replayed rules against MulticlassAuto on simulated tasks")
     args = ap.parse_args(argv)
+    if args.check_auto:
+        raise SystemExit(0 if check_auto() else 1)
     if args.replay:
         data = [t for f in args.replay for t in json.load(open(f))]
     else:

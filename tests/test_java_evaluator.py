@@ -349,6 +349,15 @@ def test_multiclass_auto_documents_are_bit_identical(jar, tmp_path):
     assert {"temperature", "ts-mix", "svs", "sms", "vector", "matrix"} <= set(chosen)
     assert {c for c in chosen if c.startswith("one-vs-rest:")} >= {
         "one-vs-rest:isotonic", "one-vs-rest:auto", "one-vs-rest:venn-abers"}
+    # a document written before the CV Brier criterion: no criterion, no cv_brier rows
+    old = json.loads(cases[0][0])
+    assert all("cv_brier" in r for r in old["fit_info"]["candidates"] if "se" in r)
+    del old["params"]["criterion"]
+    for row in old["fit_info"]["candidates"]:
+        row.pop("cv_brier", None), row.pop("brier_se", None)
+    cases.append((json.dumps(old), cases[0][1]))
+    expected.append(expected[0])
+    chosen.append(chosen[0] + " (old document)")
     docs = [json.loads(doc) for doc, _ in cases]
     assert {d["method"] for d in docs} == {"multiclass-auto"}
     assert any("class_extras" in d for d in docs)

@@ -101,13 +101,104 @@ def test_cv_log_losses_match_an_independent_recomputation_and_the_one_se_rule():
     within = [n for n in ("temperature", "vector", "matrix")
               if losses[n].mean() - losses[best].mean() <= se[n]]
     assert auto.chosen_ == within[0]   # listed simplest first: 1, 2K-1, K^2+K-1 parameters
-    # the default rule: the first listed candidate within 2 SE of the lowest CV log loss
+    # criterion="log-loss" (the default rule before issue 26's Brier ranking): the first
+    # listed candidate within 2 SE of the lowest CV log loss
     for listed in (["matrix", "vector", "temperature"], ["temperature", "vector", "matrix"]):
-        preferred = MulticlassAuto(candidates=listed).fit(s, y)
+        preferred = MulticlassAuto(candidates=listed, criterion="log-loss").fit(s, y)
         assert preferred.selection_["rule"] == "first-listed-within-se"
+        assert all("cv_brier" not in r for r in preferred.selection_["candidates"])
         assert preferred.chosen_ == next(n for n in listed
                                          if losses[n].mean() - losses[best].mean() <= 2 * se[n])
         assert preferred.selection_["best"] == best
+
+
+def _hand_oof(s, y, w, names, n_folds=5):
+    """Out-of-fold probabilities of each candidate, fitted class by class on the folds of
+    stratified_folds (independently of MulticlassAuto's shared fold fits)."""
+    from mlcal.calibrators.structured_scaling import StructuredVectorScaling
+    classes = {"matrix": MatrixScaling, "vector": VectorScaling,
+               "svs": StructuredVectorScaling, "temperature": TemperatureScaling}
+    folds = stratified_folds(s, y, w, n_folds, 0)
+    out = {}
+    for name in names:
+        p = np.empty(s.shape)
+        for f in range(n_folds):
+            cal = classes[name](input_kind="logits").fit(s[folds != f], y[folds != f],
+                                                         sample_weight=w[folds != f])
+            p[folds == f] = cal.predict_proba(s[folds == f])
+        out[name] = p
+    return out
+
+
+def _within(loss, w, c):
+    """Candidates within ``c`` weighted paired SE of the lowest weighted mean loss."""
+    mean = {n: np.average(v, weights=w) for n, v in loss.items()}
+    best = min(mean, key=mean.get)
+    within = set()
+    for n, v in loss.items():
+        d = v - loss[best]
+        se = np.sqrt(np.average((d - np.average(d, weights=w)) ** 2, weights=w) / w.sum())
+        if mean[n] - mean[best] <= c * se:
+            within.add(n)
+    return mean, best, within
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_the_both_rule_matches_an_independent_computation_from_out_of_fold_probabilities(
+        weighted):
+    # n=200, seed 3: the two rules differ (matrix is within 2 SE on CV Brier, not on log loss)
+    s, y = _distorted(200, seed=3)
+    w = (np.random.default_rng(1).integers(1, 4, size=len(y)).astype(float) if weighted
+         else np.ones(len(y)))
+    listed = ["matrix", "vector", "svs", "temperature"]
+    oof = _hand_oof(s, y, w, listed)
+    ll = {n: -np.log(np.clip(p[np.arange(len(y)), y], 1e-15, 1.0)) for n, p in oof.items()}
+    onehot = np.eye(4)[y]
+    brier = {n: np.sum((p - onehot) ** 2, axis=1) for n, p in oof.items()}
+    ll_mean, ll_best, ll_within = _within(ll, w, 2.0)
+    br_mean, _, br_within = _within(brier, w, 2.0)
+    auto = MulticlassAuto(candidates=listed).fit(s, y, sample_weight=w)
+    info = auto.selection_
+    assert info["rule"] == "first-listed-within-se-log-loss-or-brier"
+    assert info["best"] == ll_best
+    rows = {r["method"]: r for r in info["candidates"]}
+    for n in listed:
+        assert rows[n]["cv_log_loss"] == pytest.approx(ll_mean[n], rel=1e-7)
+        assert rows[n]["cv_brier"] == pytest.approx(br_mean[n], rel=1e-7)
+    assert auto.chosen_ == next(n for n in listed if n in ll_within | br_within)
+    old = MulticlassAuto(candidates=listed, criterion="log-loss").fit(s, y, sample_weight=w)
+    assert old.chosen_ == next(n for n in listed if n in ll_within)
+    if not weighted:
+        assert (auto.chosen_, old.chosen_) == ("matrix", "vector")
+    # prefer="simplest" is the one-SE rule on CV log loss whatever the criterion
+    simplest = [MulticlassAuto(candidates=listed, prefer="simplest", criterion=c).fit(
+        s, y, sample_weight=w).selection_ for c in ("both", "log-loss")]
+    assert simplest[0] == simplest[1] and simplest[0]["rule"] == "one-se"
+
+
+def test_documents_written_before_the_brier_criterion_load_as_the_log_loss_rule():
+    s, y = _distorted(300, seed=3)
+    new = MulticlassAuto(candidates=["matrix", "vector", "temperature"]).fit(s, y)
+    doc = json.loads(new.to_json())
+    assert doc["params"]["criterion"] == "both"
+    # the document as the previous release wrote it: no criterion, no CV Brier, the old rule
+    del doc["params"]["criterion"]
+    doc["fit_info"]["rule"] = "first-listed-within-se"
+    for row in doc["fit_info"]["candidates"]:
+        del row["cv_brier"], row["brier_se"]
+    old = mlcal.load_calibrator(json.dumps(doc))
+    assert isinstance(old, MulticlassAuto) and old.criterion == "log-loss"
+    assert old.chosen_ == new.chosen_ and old.selection_ == doc["fit_info"]
+    np.testing.assert_array_equal(old.predict_proba(s), new.predict_proba(s))
+    again = mlcal.load_calibrator(old.to_json())
+    assert again.criterion == "log-loss" and again.selection_ == doc["fit_info"]
+    bad = json.loads(new.to_json())
+    bad["fit_info"]["candidates"][0]["cv_brier"] = "low"
+    with pytest.raises(CalibratorFormatError, match="cv_brier"):
+        mlcal.load_calibrator(json.dumps(bad))
+    bad["params"]["criterion"] = "brier"
+    with pytest.raises(CalibratorFormatError, match="criterion"):
+        mlcal.load_calibrator(json.dumps(bad))
 
 
 def test_the_choice_does_not_depend_on_row_order_and_round_trips_through_json():

@@ -562,15 +562,33 @@ def select_one_se(names: list[str], results: dict[str, Any], weights: tuple[np.n
 
 
 def select_preferred(names: list[str], results: dict[str, Any], weights: tuple[np.ndarray, ...],
-                     se_rule: float) -> dict[str, Any]:
+                     se_rule: float, brier: dict[str, tuple[np.ndarray, ...]] | None = None
+                     ) -> dict[str, Any]:
     """The first of ``names`` whose CV log loss is within ``se_rule`` paired standard errors of
     the lowest; otherwise as :func:`~mlcal.calibrators.auto.select_one_se` (same arguments,
-    same record: ``candidates``, ``best``, ``chosen``, ``reason``)."""
+    same record: ``candidates``, ``best``, ``chosen``, ``reason``).
+
+    With ``brier`` (per candidate that did not fail, per-unit CV Brier arrays aligned with
+    ``weights``; the multiclass ``auto``'s ``criterion="both"``) a candidate is passed over only
+    when it is worse than the best by more than ``se_rule`` paired SE on both CV log loss and CV
+    Brier (:func:`cv_statistics` on each): the first listed within ``se_rule`` SE on either is
+    chosen, and each row also records ``cv_brier`` and ``brier_se``.
+    """
     record = select_one_se(names, results, weights, 0.0)
     rows = [r for r in record["candidates"] if "cv_log_loss" in r]
     low = {r["method"]: r for r in rows}[record["best"]]["cv_log_loss"]
-    chosen = next(r["method"] for r in rows if r["cv_log_loss"] - low <= se_rule * r["se"])
-    if chosen == record["best"]:
+    within = {r["method"] for r in rows if r["cv_log_loss"] - low <= se_rule * r["se"]}
+    if brier is not None:
+        mean, se, best = cv_statistics({r["method"]: brier[r["method"]] for r in rows},
+                                       weights, names)
+        for row in rows:
+            row.update(cv_brier=mean[row["method"]], brier_se=se[row["method"]])
+        within |= {n for n in mean if mean[n] - mean[best] <= se_rule * se[n]}
+    chosen = next(r["method"] for r in rows if r["method"] in within)
+    if brier is not None:
+        reason = (f"first listed candidate within {se_rule:g} SE of the lowest CV log loss "
+                  f"({record['best']}) or of the lowest CV Brier ({best})")
+    elif chosen == record["best"]:
         reason = (f"lowest CV log loss, and no candidate listed before it within {se_rule:g} "
                   "SE")
     else:

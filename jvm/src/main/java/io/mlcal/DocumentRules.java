@@ -426,6 +426,10 @@ final class DocumentRules {
             Map.entry("n_classes", "int"), Map.entry("input_kind", "str"),
             Map.entry("candidates", "list"), Map.entry("best", "str-or-null"),
             Map.entry("chosen", "str"), Map.entry("reason", "str")));
+    /** multiclass auto's candidate rows: auto's, plus the CV Brier of criterion "both". */
+    private static final Map<String, String> MULTICLASS_ROW_KEYS = Map.of("method", "str",
+            "status", "str", "complexity", "float", "cv_log_loss", "float", "se", "float",
+            "cv_brier", "float", "brier_se", "float");
 
     /**
      * mlcal's {@code check_multiclass_selection} of multiclass auto's {@code fit_info}; returns
@@ -447,7 +451,7 @@ final class DocumentRules {
         }
         List<Object> methods = new ArrayList<>();
         for (Object row : (List<Object>) m.get("candidates")) {
-            checkObject(row, ROW_KEYS, "fit_info candidate", List.of("method", "status"), "");
+            checkObject(row, MULTICLASS_ROW_KEYS, "fit_info candidate", List.of("method", "status"), "");
             Object name = ((Map<String, Object>) row).get("method");
             if (!accepts(candidate, name)) {
                 throw error("fit_info candidate " + Maps.shortRepr(name)

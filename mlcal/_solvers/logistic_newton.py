@@ -42,7 +42,7 @@ from numba import njit
 
 from mlcal._solvers.detmath import det_exp, det_log1p
 from mlcal._solvers.platt_newton import (EPS, POLISH_STEPS, SMALL_WARM_POINTS, WARM_POINTS,
-                                         group_rows, standardise)
+                                         coarse_to_fine_start, group_rows, standardise)
 
 #: |z| beyond which a fitted probability is 0 or 1 to within exp(-700): an MLE that needs it is
 #: at infinity (the labels are separable by the features)
@@ -410,8 +410,10 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
         # warm start: the same fit on at most WARM_POINTS cells of consecutive rows (itself
         # started from SMALL_WARM_POINTS cells), then the full-data Newton from there to the
         # same stopping test (module docstring)
-        theta = _warm_start(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol,
-                            [int(warm_points), SMALL_WARM_POINTS])
+        theta = coarse_to_fine_start(
+            g_x, t, w, theta, [int(warm_points), SMALL_WARM_POINTS],
+            lambda cx, ct, cw, s: _newton(cx, ct, cw, s, lam, k, max_iter, min_step, ridge,
+                                          tol)[0])
     theta, fval, zmax, converged = _newton(g_x, t, w, theta, lam, k, max_iter, min_step,
                                            ridge, tol)
     # at a finite optimum the objective rises along the ray through it (convexity, zero slope
@@ -430,21 +432,6 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
     ok = (converged and not at_infinity and zmax <= DIVERGED_Z
           and bool(np.isfinite(coef).all()) and bool(np.isfinite(b0)))
     return coef, b0, (math.nan if fval is None else float(fval)), ok
-
-
-def _warm_start(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, levels):
-    """The start for the Newton run on ``(g_x, t, w)``: the optimum of the same fit on the rows
-    merged into ``levels[0]`` groups of consecutive rows (:func:`group_rows`), itself started
-    the same way from the next level, when there are more rows than that; else ``theta``
-    (also when the coarse optimum is not finite)."""
-    for i, m in enumerate(levels):
-        if m is not None and t.size > m:
-            cg, ct, cw = group_rows(g_x, t, w, m)
-            start = _warm_start(cg, ct, cw, theta, lam, k, max_iter, min_step, ridge, tol,
-                                levels[i + 1:])
-            warm, _, _, _ = _newton(cg, ct, cw, start, lam, k, max_iter, min_step, ridge, tol)
-            return warm if np.isfinite(warm).all() else theta
-    return theta
 
 
 def fit_nonnegative(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool,

@@ -202,26 +202,31 @@ def fit_sigmoid(f: np.ndarray, t: np.ndarray, w: np.ndarray, *, max_iter: int = 
         # warm start: the same fit on WARM_POINTS groups of consecutive rows (itself started
         # from SMALL_WARM_POINTS groups), then the full-data Newton from there to the same
         # stopping test
-        a, b = _warm_start(g, t, w, a, b, max_iter, min_step, ridge, tol,
-                           [int(warm_points), SMALL_WARM_POINTS])
+        def solve(cx, ct, cw, s):
+            wa, wb, _ = _sigmoid_newton(np.ascontiguousarray(cx[:, 0]), ct, cw, s[0], s[1],
+                                        max_iter, min_step, ridge, tol)
+            return np.array([wa, wb])
+
+        a, b = (float(v) for v in coarse_to_fine_start(
+            g[:, None], t, w, np.array([a, b]), [int(warm_points), SMALL_WARM_POINTS], solve))
     a, b, n_iter = _sigmoid_newton(g, t, w, a, b, max_iter, min_step, ridge, tol)
     return a / sd, b - a * m_over_sd, n_iter
 
 
-def _warm_start(g, t, w, a, b, max_iter, min_step, ridge, tol, levels):
-    """The start for the Newton run on ``(g, t, w)``: the optimum of the same fit on the rows
-    merged into ``levels[0]`` groups of consecutive rows, itself started the same way from the
-    next level, when there are more rows than that; else ``(a, b)`` (also when the coarse
-    optimum is not finite)."""
+def coarse_to_fine_start(x: np.ndarray, t: np.ndarray, w: np.ndarray, start: np.ndarray,
+                         levels: list[int], solve) -> np.ndarray:
+    """The start for a Newton run on ``(x, t, w)``: the optimum ``solve(cx, ct, cw, s)`` of the
+    same fit on the rows merged into ``levels[0]`` groups of consecutive rows
+    (:func:`group_rows`), itself started the same way from the next level, when there are more
+    rows than that; else ``start`` (also when the coarse optimum is not finite). Shared by the
+    sigmoid and the logistic solvers."""
     for i, m in enumerate(levels):
-        if m is not None and g.size > m:
-            cg, ct, cw = group_rows(g[:, None], t, w, m)
-            cg = np.ascontiguousarray(cg[:, 0])
-            sa, sb = _warm_start(cg, ct, cw, a, b, max_iter, min_step, ridge, tol,
-                                 levels[i + 1:])
-            wa, wb, _ = _sigmoid_newton(cg, ct, cw, sa, sb, max_iter, min_step, ridge, tol)
-            return (wa, wb) if math.isfinite(wa) and math.isfinite(wb) else (a, b)
-    return a, b
+        if t.size > m:
+            cx, ct, cw = group_rows(x, t, w, m)
+            warm = solve(cx, ct, cw, coarse_to_fine_start(cx, ct, cw, start, levels[i + 1:],
+                                                          solve))
+            return warm if np.isfinite(warm).all() else start
+    return start
 
 
 @njit(cache=True, nogil=True)

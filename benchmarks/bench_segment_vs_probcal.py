@@ -4,7 +4,9 @@ model (a shared map plus per-segment logit offsets shrunk by empirical Bayes) an
 
 * the shared map: mlcal ``auto`` (default) against probcal's beta map;
 * for ``auto``, whether the cross-fitting folds repeat auto's choice among its candidates
-  (mlcal's default) or cross-fit the method auto chose on all rows (``auto cvfix``);
+  (``auto cv``: mlcal's default before docs/segments.md's sixth round, ``fold_shared="repeat"``)
+  or cross-fit the method auto chose on all rows (``auto cvfix``: what the default
+  ``fold_shared="chosen"`` does since);
 * the predictions the offsets are estimated against: mlcal's cross-fitted out-of-fold shared
   predictions (``n_folds=5``) against probcal's in-sample ones;
 * the prior spread ``tau^2``: mlcal's REML (or, below 10 segments, averaged over ``tau``)
@@ -135,7 +137,10 @@ def measure(set_name, draw, s, y, g, tr, min_rows, records, done, path, shared=t
             # not repeat auto's choice)
             auto = mlcal.AutoCalibrator().fit(s[tr], y[tr])
             method = auto.candidate(auto.chosen_)
-        cal = mlcal.SegmentedCalibrator(method, n_folds=k, tau="plugin").fit(
+        # "auto cv" / "auto in": auto run again in every fold (fold_shared="repeat", the
+        # default before the sixth round; "auto cvfix" is what fold_shared="chosen" does)
+        cal = mlcal.SegmentedCalibrator(method, n_folds=k, tau="plugin",
+                                        fold_shared="repeat").fit(
             s[tr], y[tr], g[tr])
         idx = {key[0]: i for i, key in enumerate(cal.segments_)}
         gi = np.array([idx.get(x, -1) for x in gt])
@@ -150,8 +155,10 @@ def measure(set_name, draw, s, y, g, tr, min_rows, records, done, path, shared=t
                 assert np.max(np.abs(p - ref)) < 1e-9, np.max(np.abs(p - ref))
             add(f"{label} {name}", p, tau2=t2, mu=mu)
         if label == "auto cv" and set_name not in ("offsets", "slopes", "confounded", "null"):
-            # with 60 segments the default is "auto cv reml mu" (tau="auto" is the plug-in)
-            add("mlcal default", mlcal.SegmentedCalibrator().fit(s[tr], y[tr], g[tr])
+            # the default before the sixth round; with 60 segments it is "auto cv reml mu"
+            # (tau="auto" is the plug-in)
+            add("mlcal default", mlcal.SegmentedCalibrator(fold_shared="repeat").fit(
+                s[tr], y[tr], g[tr])
                 .predict(s[te], gt))
         save_records(path, records)
     print(f"{set_name:11} draw {draw:2d} done", flush=True)

@@ -531,3 +531,70 @@ def test_a_document_without_tau_loads_as_the_plug_in(fitted):
         mlcal.load_calibrator(bad)
     with pytest.raises(mlcal.calibrators._params.InvalidParameterError, match="'tau'"):
         mlcal.SegmentedCalibrator(tau="flat").fit(s, np.arange(s.size) % 2, seg)
+
+
+# -- cross-fitting folds fit the method auto chose (fold_shared="chosen") ---------------------
+def test_folds_fit_the_method_auto_chose_on_all_rows():
+    rng = np.random.default_rng(31)
+    s, y, code = _simulate(rng.integers(60, 900, 12), rng.normal(0, 0.5, 12), seed=32)
+    cal = mlcal.SegmentedCalibrator().fit(s, y, code)
+    assert cal.fold_shared == "chosen" and cal.cross_fitted_
+    auto = cal.shared_calibrator_
+    # the same as cross-fitting the chosen method itself (its candidate parameters included)
+    direct = mlcal.SegmentedCalibrator(auto.candidate(auto.chosen_)).fit(s, y, code)
+    np.testing.assert_array_equal(direct.offset_mle_, cal.offset_mle_)
+    np.testing.assert_array_equal(direct.map_.offsets, cal.map_.offsets)
+    assert np.array_equal(direct.predict(s, code), cal.predict(s, code))
+    # the offsets are the likelihood maxima against the chosen method's out-of-fold logits
+    # (folds stratified by segment and label, rebuilt here as documented)
+    keys = np.unique(code)
+    codes = np.searchsorted(keys, code)
+    r = np.random.default_rng(cal.seed)
+    order = np.lexsort((r.random(s.size), y, codes))
+    fold = np.empty(s.size, dtype=int)
+    fold[order] = np.arange(s.size) % cal.n_folds
+    q = np.empty(s.size)
+    for f in range(cal.n_folds):
+        m = auto.candidate(auto.chosen_).fit(s[fold != f], y[fold != f])
+        q[fold == f] = m.predict(s[fold == f])
+    l = np.log(q) - np.log1p(-q)
+    for g in range(keys.size):
+        rows = codes == g
+        res = minimize_scalar(lambda d: -_loglik(l[rows], y[rows], np.ones(rows.sum()), d),
+                              bounds=(-5, 5), method="bounded", options={"xatol": 1e-10})
+        assert cal.offset_mle_[g] == pytest.approx(res.x, abs=1e-6)
+    # "repeat": every fold runs auto again (the earlier behaviour)
+    old = mlcal.SegmentedCalibrator(fold_shared="repeat").fit(s, y, code)
+    for f in range(cal.n_folds):
+        m = mlcal.AutoCalibrator().fit(s[fold != f], y[fold != f])
+        q[fold == f] = m.predict(s[fold == f])
+    l = np.log(q) - np.log1p(-q)
+    rows = codes == 0
+    res = minimize_scalar(lambda d: -_loglik(l[rows], y[rows], np.ones(rows.sum()), d),
+                          bounds=(-5, 5), method="bounded", options={"xatol": 1e-10})
+    assert old.offset_mle_[0] == pytest.approx(res.x, abs=1e-6)
+    # a method that chooses nothing fits the same either way
+    a = mlcal.SegmentedCalibrator("beta").fit(s, y, code)
+    b = mlcal.SegmentedCalibrator("beta", fold_shared="repeat").fit(s, y, code)
+    np.testing.assert_array_equal(a.map_.offsets, b.map_.offsets)
+
+
+def test_a_document_without_fold_shared_loads_as_repeat(fitted):
+    cal, s, seg = fitted
+    assert cal.fold_shared == "chosen"
+    doc = cal.to_dict()
+    assert doc["params"]["fold_shared"] == "chosen"
+    del doc["params"]["fold_shared"]     # as written before the parameter existed
+    old = mlcal.load_calibrator(doc)
+    assert old.fold_shared == "repeat"
+    assert np.array_equal(old.predict(s, seg), cal.predict(s, seg))
+    for gone in ("select", "tau"):
+        del doc["params"][gone]
+    old = mlcal.load_calibrator(doc)
+    assert (old.select, old.tau, old.fold_shared) == ("off", "plugin", "repeat")
+    bad = cal.to_dict()
+    bad["params"]["fold_shared"] = "auto"
+    with pytest.raises(CalibratorFormatError, match="parameter 'fold_shared'"):
+        mlcal.load_calibrator(bad)
+    with pytest.raises(mlcal.calibrators._params.InvalidParameterError, match="'fold_shared'"):
+        mlcal.SegmentedCalibrator(fold_shared="all").fit(s, np.arange(s.size) % 2, seg)

@@ -21,7 +21,13 @@ Estimation
    in-sample offsets and their variances understate what the map will do on new data.
    Out-of-fold predictions behave like new rows for the map, which is what the offsets correct
    at predict time (the usual cross-fitting argument). ``n_folds=None`` estimates in-sample
-   (faster; fine for two-parameter shared maps such as Platt).
+   (faster; fine for two-parameter shared maps such as Platt). When the shared method chooses
+   among methods (``auto``), each fold fits the method it chose on all rows
+   (``fold_shared="chosen"``, the default), not ``auto`` again: a fold's own choice is often
+   another method (a spline or temperature scaling where all rows chose Platt), and offsets
+   estimated against that mixture of maps carry the choice's noise into the stored offsets,
+   which correct the chosen map (measured: docs/segments.md, sixth round).
+   ``fold_shared="repeat"`` repeats the whole shared method per fold (the earlier behaviour).
 3. **Per-segment offsets.** With ``l_i = logit(f_oof(s_i))``, ``d_hat_g`` maximises the
    weighted Bernoulli log-likelihood ``sum_{i in g} w_i [y_i (l_i + d) - log(1 + e^{l_i + d})]``
    (safeguarded Newton, all segments at once), and ``v_g = 1 / sum w_i p_i (1 - p_i)`` is the
@@ -114,6 +120,9 @@ TAU_CHOICES = ("auto", "integrated", "plugin")
 #: the two agree, and on 60 segments with no real effect the plug-in's exact 0 was measured
 #: better: docs/segments.md, fifth round)
 INTEGRATE_BELOW = 10
+#: what ``fold_shared`` means for a document written before the parameter existed
+LEGACY_FOLD_SHARED = "repeat"
+FOLD_SHARED_CHOICES = ("chosen", "repeat")
 
 
 class SharedMethod(Constraint):
@@ -185,6 +194,14 @@ class SegmentedCalibrator(BaseEstimator):
         poorly a handful of offsets determine ``tau``. ``"auto"``: integrated when fewer than
         ``INTEGRATE_BELOW`` (10) segments carry information about their offset, the plug-in
         otherwise (with many segments the two nearly agree).
+    fold_shared : {"chosen", "repeat"}, default="chosen"
+        What each cross-fitting fold fits when the shared method chooses among methods
+        (``"auto"``): ``"chosen"``, the method (with its parameters) that the shared calibrator
+        chose on all rows, so the out-of-fold predictions the offsets are estimated against
+        come from the kind of map that is stored; ``"repeat"``, the whole shared method again,
+        ``auto`` choosing anew in each fold (the behaviour before this parameter existed, and
+        what a document without it is read as). Methods that choose nothing fit the same either
+        way. Module notes, step 2; docs/segments.md, sixth round.
 
     Attributes
     ----------
@@ -225,11 +242,13 @@ class SegmentedCalibrator(BaseEstimator):
         "seed": [Integer(0, MAX_SEED)],
         "select": [Options(SELECT_CHOICES)],
         "tau": [Options(TAU_CHOICES)],
+        "fold_shared": [Options(FOLD_SHARED_CHOICES)],
     }
 
     def __init__(self, method="auto", *, unseen: str = "shared", n_folds: int | None = 5,
                  min_rows_for_slope: int | None = None, weak_prior_sd: float = 10.0,
-                 seed: int = 0, select: str = "off", tau: str = "auto"):
+                 seed: int = 0, select: str = "off", tau: str = "auto",
+                 fold_shared: str = "chosen"):
         self.method = method
         self.unseen = unseen
         self.n_folds = n_folds
@@ -238,6 +257,7 @@ class SegmentedCalibrator(BaseEstimator):
         self.seed = seed
         self.select = select
         self.tau = tau
+        self.fold_shared = fold_shared
 
     # -- parameters ------------------------------------------------------------------------
     @classmethod
@@ -405,9 +425,22 @@ class SegmentedCalibrator(BaseEstimator):
                 best = name
         return best, {k: float(v) for k, v in loss.items()}
 
+    def _fold_prototype(self, proto: BaseCalibrator, shared: BaseCalibrator) -> BaseCalibrator:
+        """What each cross-fitting fold fits: the method ``shared`` chose on all rows (with
+        ``fold_shared="chosen"``, for a shared method that chooses, such as ``auto``), else the
+        shared prototype itself."""
+        chosen = getattr(shared, "chosen_", None)
+        if self.fold_shared == "chosen" and isinstance(chosen, str) and \
+                callable(getattr(shared, "candidate", None)):
+            return shared.candidate(chosen)
+        return proto
+
     def _shared_predictions(self, proto, shared, s, z, w, codes) -> np.ndarray:
         """Out-of-fold shared probabilities (folds stratified by segment and label), or the
-        in-sample ones when ``n_folds`` is None or a class is too rare to split."""
+        in-sample ones when ``n_folds`` is None or a class is too rare to split. Each fold
+        fits :meth:`_fold_prototype`; should the chosen method's fit fail on a fold (a
+        maximum-likelihood fit on a separable fold, say), that fold fits the shared method
+        itself, as the shared calibrator would have fallen back."""
         k = self.n_folds
         counts = np.bincount(z[w > 0].astype(np.int64), minlength=2)
         if k is None or counts.min() < k:
@@ -419,6 +452,7 @@ class SegmentedCalibrator(BaseEstimator):
         fold = np.empty(s.shape[0], dtype=np.int64)
         fold[order] = np.arange(s.shape[0]) % k
         q = np.empty(s.shape[0])
+        fold_proto = self._fold_prototype(proto, shared)
         for f in range(k):
             test = fold == f
             train = ~test
@@ -426,7 +460,12 @@ class SegmentedCalibrator(BaseEstimator):
                 self.cross_fitted_ = False
                 self._folds = None
                 return np.asarray(shared.predict(s), dtype=np.float64)
-            m = clone(proto).fit(s[train], z[train], sample_weight=w[train])
+            try:
+                m = clone(fold_proto).fit(s[train], z[train], sample_weight=w[train])
+            except (ValueError, ArithmeticError, np.linalg.LinAlgError):
+                if fold_proto is proto:
+                    raise
+                m = clone(proto).fit(s[train], z[train], sample_weight=w[train])
             q[test] = m.predict(s[test])
         self.cross_fitted_ = True
         self._folds = fold
@@ -484,8 +523,9 @@ class SegmentedCalibrator(BaseEstimator):
         check_fields(doc, ENVELOPE_FIELDS, SEGMENTED_METHOD)
         expected = set(cls._get_param_names())
         # a document written before `select` existed: its offsets were always fitted; before
-        # `tau` existed: they were shrunk with REML's plug-in spread
-        legacy = {"select": LEGACY_SELECT, "tau": LEGACY_TAU}
+        # `tau` existed: they were shrunk with REML's plug-in spread; before `fold_shared`
+        # existed: its folds repeated the shared method (auto choosing again in each fold)
+        legacy = {"select": LEGACY_SELECT, "tau": LEGACY_TAU, "fold_shared": LEGACY_FOLD_SHARED}
         params = {**{k: v for k, v in legacy.items() if k not in params}, **params} \
             if isinstance(params, dict) and set(params) >= expected - set(legacy) else params
         if set(params) != expected:

@@ -380,7 +380,10 @@ def repeated_ranks(data, peers_json, groups, rules=REPEAT_RULES, skip_splits=0):
 Q01 = "quadratic:smooth_targets=false"
 QUAD_VARIANTS = (Q01, Q01 + ",identity_prior=3", Q01 + ",identity_prior=10",
                  Q01 + ",identity_prior=30", Q01 + ",identity_prior=100",
-                 Q01 + ",identity_prior=30,penalty=10", "quadratic:identity_prior=30")
+                 Q01 + ",identity_prior=30,penalty=10", "quadratic:identity_prior=30",
+                 Q01 + ",penalty=0", Q01 + ",penalty=0,identity_prior=1",
+                 Q01 + ",penalty=0,identity_prior=3", Q01 + ",penalty=0,identity_prior=10",
+                 Q01 + ",penalty=0.1,identity_prior=3")
 
 
 def cv_brier(results):

@@ -376,14 +376,19 @@ def repeated_ranks(data, peers_json, groups, rules=REPEAT_RULES, skip_splits=0):
 
 
 #: quadratic scaling's variants collected with --add-candidates (docs/auto.md, "The quadratic
-#: candidate and the 'both' rule"): 0/1 labels, the identity prior (rows), the ridge
+#: candidate and the 'both' rule"): 0/1 labels, the identity prior (rows), the ridge. The
+#: collections of that section were made before ``quadratic_prior``: their ``"quadratic"`` is
+#: the candidate on Platt's smoothed targets (now ``OLD_QUADRATIC``); collected now,
+#: ``"quadratic"`` is auto's candidate with ``quadratic_prior=10`` (``ADOPTED_QUADRATIC``)
 Q01 = "quadratic:smooth_targets=false"
+OLD_QUADRATIC = "quadratic:smooth_targets=true,identity_prior=0"
+ADOPTED_QUADRATIC = Q01 + ",identity_prior=10"
 QUAD_VARIANTS = (Q01, Q01 + ",identity_prior=3", Q01 + ",identity_prior=10",
                  Q01 + ",identity_prior=30", Q01 + ",identity_prior=100",
                  Q01 + ",identity_prior=30,penalty=10", "quadratic:identity_prior=30",
                  Q01 + ",penalty=0", Q01 + ",penalty=0,identity_prior=1",
                  Q01 + ",penalty=0,identity_prior=3", Q01 + ",penalty=0,identity_prior=10",
-                 Q01 + ",penalty=0.1,identity_prior=3")
+                 Q01 + ",penalty=0.1,identity_prior=3", OLD_QUADRATIC)
 
 
 def cv_brier(results):
@@ -427,6 +432,32 @@ def variant_rules():
     for q in ("quadratic",) + QUAD_VARIANTS:
         rules.append((f"fixed {q}", [q], "fixed", 0.0))
     return rules
+
+
+def check_auto(data, tasks, names=None):
+    """``AutoCalibrator()`` (the implementation, default parameters) fitted on each task
+    against the replay's choice under fold seed 0 (the default rule, auto's candidates with
+    quadratic scaling as ``ADOPTED_QUADRATIC``): the number of tasks where the chosen method
+    or the held-out log loss differ."""
+    names = [ADOPTED_QUADRATIC if n == "quadratic" else n for n in DEFAULT_8] \
+        if names is None else names
+    if len(tasks) != len(data) or any(t.name != d["task"] for t, d in zip(tasks, data)):
+        raise SystemExit("--check-auto: not the tasks of the loaded collection")
+    differ = 0
+    for task, d in zip(tasks, data):
+        want = choose_rule(dict(d, reps=d["reps"][:1]), names, "log-loss", 0.25)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cal = AutoCalibrator().fit(np.asarray(task.s_cal, dtype=float), task.y_cal)
+        got = ADOPTED_QUADRATIC if cal.chosen_ == "quadratic" else cal.chosen_
+        ll = log_loss(task.y_test, cal.predict(task.s_test))
+        if got != want or abs(ll - d["held"][want][0]) > 1e-9:
+            differ += 1
+            print(f"  {task.name} N={task.n_cal}: auto {got} {ll:.6f}, replay {want} "
+                  f"{d['held'][want][0]:.6f}")
+    print(f"check-auto: {len(tasks) - differ} of {len(tasks)} tasks agree (choice and "
+          "held-out log loss)")
+    return differ
 
 
 def variant_ranks(data, peers_json, groups, rules=None, skip_splits=0, summary_json=None):
@@ -670,6 +701,9 @@ def main(argv=None):
                     help="with --peers-json: rank the 'both' criterion and quadratic "
                          "scaling's variants (variant_rules; collect them with "
                          "--add-candidates QUAD_VARIANTS) against the peers")
+    ap.add_argument("--check-auto", action="store_true",
+                    help="with --load: fit AutoCalibrator() on every task and compare its "
+                         "choice with the replay's (fold seed 0, the default rule)")
     ap.add_argument("--summary-json", metavar="PATH",
                     help="with --variants: write the per-rule summary to PATH")
     ap.add_argument("--combine", nargs="+", metavar="PATH",
@@ -704,6 +738,9 @@ def main(argv=None):
         if args.save:
             with open(args.save, "wb") as fh:
                 pickle.dump(data, fh)
+    if args.check_auto:
+        check_auto(data, make_tasks(args))
+        return
     if args.peers_json and args.variants:
         variant_ranks(data, args.peers_json, [g for g in args.groups if g != "sim"],
                       skip_splits=args.skip_splits, summary_json=args.summary_json)

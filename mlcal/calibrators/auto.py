@@ -160,8 +160,8 @@ class AutoCalibrator(BaseCalibrator):
        (:attr:`~mlcal.maps.SigmoidMap.size` is 2 parameters; a step or linear map counts its
        bins or knots), ties broken by the order of ``candidates``.
     5. The chosen method is refitted on all the data (default parameters, plus
-       ``bound_smoothing`` where it has one and :data:`CANDIDATE_PARAMS`: see
-       :meth:`candidate_params`); its map is this calibrator's map. Should that fit fail
+       ``bound_smoothing`` where it has one, :data:`CANDIDATE_PARAMS` and
+       ``quadratic_prior`` for quadratic scaling: see :meth:`candidate_params`); its map is this calibrator's map. Should that fit fail
        (a maximum-likelihood fit on separable labels, say), the next candidate in the
        selection's order is refitted, and the reason says so.
 

@@ -97,8 +97,12 @@ def offsets_of(d: np.ndarray, v: np.ndarray) -> dict[str, tuple[np.ndarray, floa
     t_d = dl_tau2(d, v)
     mu_d = weighted_mean(d, v) if t_d == 0 else \
         float(np.sum(d[keep] / (t_d + v[keep])) / np.sum(1 / (t_d + v[keep])))
+    t_x = max(t_r, t_d)                       # the larger of REML's and the moments' spread
+    mu_x = float(np.sum(d[keep] / (t_x + v[keep])) / np.sum(1 / (t_x + v[keep]))) \
+        if keep.any() else 0.0
     out = {}
-    for name, mu, t2 in (("reml", mu_r, t_r), ("ml", mu_m, t_m), ("dl", mu_d, t_d)):
+    for name, mu, t2 in (("reml", mu_r, t_r), ("ml", mu_m, t_m), ("dl", mu_d, t_d),
+                         ("max", mu_x, t_x)):
         b = np.where(keep & (t2 > 0), t2 / (t2 + np.where(keep, v, 1.0)), 0.0)
         out[f"{name} mu"] = (np.where(keep, mu + b * (d - mu), 0.0), t2, mu)
         out[f"{name} 0"] = (np.where(keep, b * d, 0.0), t2, 0.0)

@@ -10,8 +10,12 @@ model (a shared map plus per-segment logit offsets shrunk by empirical Bayes) an
 * the predictions the offsets are estimated against: mlcal's cross-fitted out-of-fold shared
   predictions (``n_folds=5``) against probcal's in-sample ones;
 * the prior spread ``tau^2``: mlcal's REML (or, below 10 segments, averaged over ``tau``)
-  against probcal's DerSimonian-Laird method of moments;
+  against probcal's DerSimonian-Laird method of moments (and ``max`` of the two);
 * the centre the offsets are shrunk toward: mlcal's REML ``mu`` against probcal's 0.
+
+Since docs/segments.md's seventh round mlcal's default plug-in is the moments spread with
+centre 0 (``shrinkage="moments"``, the ``auto cvfix dl 0`` rows); the fits here pin
+``shrinkage="reml"`` so that every row stays what the sixth round measured.
 
 Per draw this fits ``SegmentedCalibrator(method, n_folds=k)`` for each shared map and fold
 setting, takes its per-segment maximum-likelihood offsets and variances (``offset_mle_``,
@@ -97,8 +101,12 @@ def offsets_of(d: np.ndarray, v: np.ndarray) -> dict[str, tuple[np.ndarray, floa
     t_d = dl_tau2(d, v)
     mu_d = weighted_mean(d, v) if t_d == 0 else \
         float(np.sum(d[keep] / (t_d + v[keep])) / np.sum(1 / (t_d + v[keep])))
+    t_x = max(t_r, t_d)                       # the larger of REML's and the moments' spread
+    mu_x = float(np.sum(d[keep] / (t_x + v[keep])) / np.sum(1 / (t_x + v[keep]))) \
+        if keep.any() else 0.0
     out = {}
-    for name, mu, t2 in (("reml", mu_r, t_r), ("ml", mu_m, t_m), ("dl", mu_d, t_d)):
+    for name, mu, t2 in (("reml", mu_r, t_r), ("ml", mu_m, t_m), ("dl", mu_d, t_d),
+                         ("max", mu_x, t_x)):
         b = np.where(keep & (t2 > 0), t2 / (t2 + np.where(keep, v, 1.0)), 0.0)
         out[f"{name} mu"] = (np.where(keep, mu + b * (d - mu), 0.0), t2, mu)
         out[f"{name} 0"] = (np.where(keep, b * d, 0.0), t2, 0.0)
@@ -139,8 +147,10 @@ def measure(set_name, draw, s, y, g, tr, min_rows, records, done, path, shared=t
             method = auto.candidate(auto.chosen_)
         # "auto cv" / "auto in": auto run again in every fold (fold_shared="repeat", the
         # default before the sixth round; "auto cvfix" is what fold_shared="chosen" does)
+        # (shrinkage="reml": the stored offsets are the "reml mu" variant, checked below;
+        # every other prior is applied to the same fit's offset MLEs)
         cal = mlcal.SegmentedCalibrator(method, n_folds=k, tau="plugin",
-                                        fold_shared="repeat").fit(
+                                        fold_shared="repeat", shrinkage="reml").fit(
             s[tr], y[tr], g[tr])
         idx = {key[0]: i for i, key in enumerate(cal.segments_)}
         gi = np.array([idx.get(x, -1) for x in gt])
@@ -157,7 +167,8 @@ def measure(set_name, draw, s, y, g, tr, min_rows, records, done, path, shared=t
         if label == "auto cv" and set_name not in ("offsets", "slopes", "confounded", "null"):
             # the default before the sixth round; with 60 segments it is "auto cv reml mu"
             # (tau="auto" is the plug-in)
-            add("mlcal default", mlcal.SegmentedCalibrator(fold_shared="repeat").fit(
+            add("mlcal default", mlcal.SegmentedCalibrator(fold_shared="repeat",
+                                                           shrinkage="reml").fit(
                 s[tr], y[tr], g[tr])
                 .predict(s[te], gt))
         save_records(path, records)

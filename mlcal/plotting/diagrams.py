@@ -119,7 +119,9 @@ def _forecast_histogram(hist, p: np.ndarray, lo: float, hi: float, scale: str, c
         edges = 1 / (1 + np.exp(-np.linspace(np.log(lo / (1 - lo)), np.log(hi / (1 - hi)), 41)))
     else:
         edges = np.linspace(lo, hi, 41)
-    hist.hist(np.clip(p, edges[0], edges[-1]), bins=edges, color=color, alpha=0.45, label=name)
+    # one filled outline instead of 40 touching bars: the same shape, one SVG path (not 40)
+    hist.hist(np.clip(p, edges[0], edges[-1]), bins=edges, color=color, alpha=0.45, label=name,
+              histtype="stepfilled", lw=0)
 
 
 def _set_axes_range(ax, hist, lo: float, hi: float, scale: str) -> None:

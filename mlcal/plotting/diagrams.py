@@ -79,8 +79,11 @@ def _save(fig, path: str | None):
 
         # plots are regenerated output (no user data), so they replace an existing file, but
         # never leave a half-written PNG behind
+        # no bbox_inches="tight": every figure here is laid out when built (constrained layout
+        # or tight_layout) and fits its canvas; "tight" would draw it twice to crop a few
+        # points of margin (tests/test_report.py checks the fit)
         with atomic_path(path, overwrite=True) as tmp:
-            fig.savefig(tmp, dpi=110, bbox_inches="tight")
+            fig.savefig(tmp, dpi=110)
     return fig
 
 

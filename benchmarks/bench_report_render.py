@@ -1,6 +1,7 @@
 """HTML report rendering time: each figure (built and written as inline SVG) and the whole page,
 the former settings ("before": ``bbox_inches="tight"``, forecast histograms as 40 bar patches)
-against the current ones, measured in the same run, interleaved, by CPU time.
+against the current ones, measured in the same run, interleaved, by CPU time; and the PNG plots
+(``path=``: MLflow artifacts, monitor diagrams) written with and without the tight bbox.
 
     python benchmarks/bench_report_render.py [--repeats 3]
 
@@ -42,6 +43,13 @@ def _before_figure_svg(fig, prefix: str) -> str:
     return svg.strip()
 
 
+def _before_save(fig, path):
+    """The plots' PNG writer as it was: a tight bbox."""
+    if path is not None:
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+    return fig
+
+
 def _before_histogram(hist, p, lo, hi, scale, color, name):
     """The forecast histogram as it was: 40 bar patches."""
     if scale == "logit":
@@ -56,14 +64,17 @@ def settings(which: str):
     from mlcal.plotting import corp, diagrams
     from mlcal.report import figures
 
-    saved = (figures.figure_svg, diagrams._forecast_histogram, corp._forecast_histogram)
+    saved = (figures.figure_svg, diagrams._forecast_histogram, corp._forecast_histogram,
+             diagrams._save, corp._save)
     if which == "before":
         figures.figure_svg = _before_figure_svg
         diagrams._forecast_histogram = corp._forecast_histogram = _before_histogram
+        diagrams._save = corp._save = _before_save
     try:
         yield
     finally:
-        figures.figure_svg, diagrams._forecast_histogram, corp._forecast_histogram = saved
+        (figures.figure_svg, diagrams._forecast_histogram, corp._forecast_histogram,
+         diagrams._save, corp._save) = saved
 
 
 def cases():
@@ -156,6 +167,35 @@ def main() -> None:
         print(f"{name:10s} {b[0]:9.3f} {n[0]:7.3f} {b[0] / n[0]:6.2f} "
               f"{d['before'][-1][1] / 1e3:10.0f} {d['now'][-1][1] / 1e3:7.0f}")
     print(f"{'all four':10s} {tb:9.3f} {tn:7.3f} {tb / tn:6.2f}")
+    png_plots(reports[-1][1], args.repeats)
+
+
+def png_plots(rep, repeats: int) -> None:
+    """The PNG plots log_calibration and the monitor write (built and saved to a file)."""
+    import tempfile
+
+    from mlcal.plotting import corp, diagrams
+
+    plots = {"reliability_diagram": lambda path: diagrams.reliability_diagram(
+                 rep.y, rep.p_before, rep.p_after, path=path),
+             "corp_reliability_diagram": lambda path: corp.corp_reliability_diagram(
+                 rep.y, rep.p_before, rep.p_after, path=path),
+             "plot_map": lambda path: diagrams.plot_map(
+                 rep.calibrator, scores=rep.map_data[0], y=rep.map_data[1], path=path)}
+    best: dict[tuple[str, str], float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(repeats + 1):            # the first round warms up
+            for name, plot in plots.items():
+                for which in ("before", "now"):
+                    with settings(which):
+                        t, _ = cpu(lambda: plot(f"{tmp}/{name}.png"))
+                    if r:
+                        best[(name, which)] = min(best.get((name, which), t), t)
+    print("\nPNG plots (the 'with map' data; built and written) CPU seconds")
+    print(f"{'plot':26s} {'before s':>9s} {'now s':>7s} {'ratio':>6s}")
+    for name in plots:
+        b, n = best[(name, "before")], best[(name, "now")]
+        print(f"{name:26s} {b:9.3f} {n:7.3f} {b / n:6.2f}")
 
 
 if __name__ == "__main__":

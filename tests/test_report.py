@@ -122,3 +122,39 @@ def test_multiclass_report_has_classwise_parts():
     assert page.count("<svg") == 2
     with pytest.raises(ValueError, match="2 names for 3"):
         assemble_report(y, sharp, proba, classes=["a", "b"], n_resamples=20)
+
+
+def test_figures_fit_their_own_canvas():
+    """figure_svg (the report's SVG) and the plots' PNG writer write the figure's canvas as laid
+    out (no tight bbox): every figure they draw keeps all of its ink (titles, legends, tick
+    labels, bin counts) inside the canvas, at most the layout's few points of white margin away
+    from its edges."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from mlcal import Isotonic
+    from mlcal.plotting import plot_map, plot_multiclass_reliability, reliability_diagram
+    from mlcal.plotting.corp import corp_reliability_diagram, plot_multiclass_corp_reliability
+
+    y, before, after = binary_case(800, seed=3)
+    rare = np.zeros(800, dtype=int)
+    rare[:12] = 1
+    rng = np.random.default_rng(1)
+    proba = rng.dirichlet(np.ones(4), 300)
+    yk = rng.integers(0, 4, 300)
+    figures = [corp_reliability_diagram(y, before, after, n_resamples=20),
+               corp_reliability_diagram(rare, before * 0.05, after * 0.03, scale="logit",
+                                        n_resamples=20),
+               plot_multiclass_corp_reliability(yk, proba, proba ** 1.5 / (proba ** 1.5).sum(
+                   1, keepdims=True), panels="classes", n_resamples=20),
+               plot_map(Isotonic().fit(before, y), scores=before, y=y),
+               reliability_diagram(y, before, after),
+               reliability_diagram(rare, before * 0.05, scale="logit"),
+               plot_multiclass_reliability(yk, proba, class_names=["a", "b", "c", "d"])]
+    for fig in figures:
+        FigureCanvasAgg(fig)
+        fig.draw_without_rendering()             # the layout, as savefig runs it
+        ink, canvas = fig.get_tightbbox(), fig.bbox_inches
+        assert ink.x0 >= -1e-9 and ink.y0 >= -1e-9, (ink, canvas)
+        assert ink.x1 <= canvas.x1 + 1e-9 and ink.y1 <= canvas.y1 + 1e-9, (ink, canvas)
+        # and less than a quarter inch of white margin on any side
+        assert max(ink.x0, ink.y0, canvas.x1 - ink.x1, canvas.y1 - ink.y1) < 0.25, (ink, canvas)

@@ -5,6 +5,11 @@ reference) of a figure gets the figure's own prefix; the XML prolog, DOCTYPE, RD
 namespace declarations (all of which name external URLs) are dropped -- the HTML parser puts
 ``<svg>`` in the SVG namespace by itself. Text is drawn as glyph outlines (matplotlib's
 default), so a figure looks the same whatever fonts the viewer has.
+
+Rendering time: the report's figures are laid out by matplotlib when they are built or drawn
+(constrained layout, or ``tight_layout`` for the map), so the SVG is the figure's own canvas;
+``bbox_inches="tight"`` would draw every figure twice (once to measure its ink) for a crop of a
+few points of white margin. ``benchmarks/bench_report_render.py`` measures it.
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ def figure_svg(fig, prefix: str) -> str:
 
     buf = io.StringIO()
     with matplotlib.rc_context({"svg.hashsalt": "mlcal", "svg.fonttype": "path"}):
-        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+        # no bbox_inches="tight": the figure's layout already fits its contents (module doc)
+        fig.savefig(buf, format="svg", metadata={"Date": None})
     svg = _PROLOG.sub("", buf.getvalue())
     svg = _NAMESPACES.sub("", svg)
     svg = re.sub(r'\bid="', f'id="{prefix}-', svg)

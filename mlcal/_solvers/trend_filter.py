@@ -131,7 +131,7 @@ def _gram(x, y, w, bs, mom, bp, k2, dg, od, h):
         k = a
         while k < end:
             blen = min(bs, n - k)
-            if bs > 0 and k % bs == 0 and k + blen <= end:
+            if bs > 0 and k % bs == 0 and k + blen <= end:   # a whole block: its moments
                 B = k // bs
                 du = x[k] - xa
                 dv = xe - x[k + blen - 1]
@@ -142,7 +142,11 @@ def _gram(x, y, w, bs, mom, bp, k2, dg, od, h):
                 h1 += (mom[B, _YU] + du * mom[B, _Y]) * inv
                 h0 += (mom[B, _YV] + dv * mom[B, _Y]) * inv
                 k += blen
-            else:
+                continue
+            # point by point up to the next block boundary (the order of the sums as one
+            # point at a time; no division per point)
+            stop = end if bs <= 0 else min(end, (k // bs + 1) * bs)
+            while k < stop:
                 t = (x[k] - xa) * inv
                 u = 1.0 - t
                 wu = w[k] * u

@@ -51,6 +51,23 @@ def _exact_sum(a, lo, hi, partials):
 
 
 @njit(cache=True, nogil=True)
+def _sum_if_exact(a, lo, hi):
+    """``(s, True)`` when adding ``a[lo:hi]`` in order rounds at no step (every step's TwoSum
+    error is 0: integer counts, say), so that ``s`` is the exact sum itself, i.e. the
+    correctly rounded one, and it is finite and nonzero; else ``(s, False)`` (the caller
+    runs :func:`_exact_sum`, which also settles the sign of a zero sum)."""
+    s = a[lo]
+    for i in range(lo + 1, hi):
+        v = a[i]
+        t = s + v
+        bv = t - s
+        if (s - (t - bv)) + (v - bv) != 0.0:   # Knuth's TwoSum error (NaN past overflow)
+            return s, False
+        s = t
+    return s, s != 0.0 and s - s == 0.0
+
+
+@njit(cache=True, nogil=True)
 def exact_group_sums(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Correctly rounded sum of each group ``values[starts[g]:starts[g+1]]`` (the last group runs
     to the end). Unlike ``np.add.reduceat`` the result is independent of the order of the values
@@ -65,7 +82,10 @@ def exact_group_sums(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
         if hi - lo == 1:
             out[g] = values[lo]
         else:
-            out[g] = _exact_sum(values, lo, hi, partials)
+            # a sum that is exact as it goes is the correctly rounded one (unique), so the
+            # fast path gives the same bits as the partials
+            s, exact = _sum_if_exact(values, lo, hi)
+            out[g] = s if exact else _exact_sum(values, lo, hi, partials)
     return out
 
 

@@ -1,0 +1,123 @@
+"""Work shared or skipped in auto's cross-validation gives the same bits as doing it afresh:
+the clamped logs shared by the beta-family candidates, exact group sums that take the in-order
+sum when it is exact, the row losses computed once per run of equal predictions, and ELiTE's
+fold with all members' crossings in one call."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from mlcal._solvers.detmath import det_log1p_array, det_log_array
+from mlcal._solvers.linear_fold import _all_crossings, _crossings, fold_clipped_average
+from mlcal._solvers.ties import _exact_sum, exact_group_sums
+from mlcal.calibrators.auto import _row_log_losses
+from mlcal.maps import BETA_EPS
+from mlcal.maps.binary import clamped_logs, sharing_clamped_logs
+
+
+def _direct_logs(s):
+    sc = np.clip(s, BETA_EPS, 1.0 - BETA_EPS)
+    return det_log_array(sc), det_log1p_array(-sc)
+
+
+def test_clamped_logs_equal_the_deterministic_logs_inside_and_outside_a_sharing_block():
+    rng = np.random.default_rng(0)
+    s = np.concatenate((rng.random(500), [0.0, 1.0, -3.0, 7.0, BETA_EPS, 1.0 - BETA_EPS]))
+    ref = _direct_logs(s)
+    outside = clamped_logs(s)
+    with sharing_clamped_logs():
+        first = clamped_logs(s)
+        again = clamped_logs(s)
+    for got in (outside, first, again):
+        assert got[0].tobytes() == ref[0].tobytes() and got[1].tobytes() == ref[1].tobytes()
+    assert again[0] is first[0] and again[1] is first[1]   # shared within the block
+    assert not first[0].flags.writeable and not first[1].flags.writeable
+
+
+def test_sharing_clamped_logs_recomputes_an_array_changed_in_place_and_forgets_on_exit():
+    s = np.linspace(0.1, 0.9, 50)
+    with sharing_clamped_logs():
+        before = clamped_logs(s)
+        s[3] = 0.5
+        after = clamped_logs(s)
+        assert after[0] is not before[0]
+        ref = _direct_logs(s)
+        assert after[0].tobytes() == ref[0].tobytes() and after[1].tobytes() == ref[1].tobytes()
+        # an equal array that is another object is computed afresh (identity, not contents)
+        assert clamped_logs(s.copy())[0] is not after[0]
+    assert clamped_logs(s)[0] is not after[0]
+
+
+def _groups(rng, n):
+    starts = np.unique(np.concatenate(([0], rng.integers(0, n, size=int(rng.integers(0, n))))))
+    return starts.astype(np.int64)
+
+
+@pytest.mark.parametrize("kind", ["counts", "fractions", "signed zeros", "huge", "tiny", "mixed"])
+def test_exact_group_sums_are_the_correctly_rounded_sums(kind):
+    rng = np.random.default_rng(len(kind))
+    for _ in range(300):
+        n = int(rng.integers(1, 40))
+        if kind == "counts":
+            v = rng.integers(0, 6, n).astype(float)
+        elif kind == "fractions":
+            v = rng.random(n) * rng.choice([1e-3, 1.0, 1e3], n)
+        elif kind == "signed zeros":
+            v = rng.choice([0.0, -0.0], n)
+        elif kind == "huge":
+            v = rng.choice([1e308, -1e308, 1.0, 3.0], n)
+        elif kind == "tiny":
+            v = rng.choice([5e-324, -5e-324, 1e-310, 0.0], n)
+        else:
+            v = rng.choice([1.0, 2.0**-53, 2.0**53, -1.0, 0.5, -0.0], n)
+        starts = _groups(rng, n)
+        got = exact_group_sums(v, starts)
+        ends = np.append(starts[1:], n)
+        partials = np.empty(64)
+        for g, (a, b) in enumerate(zip(starts, ends)):
+            ref = _exact_sum(v, a, b, partials) if b - a > 1 else v[a]
+            assert got[g].tobytes() == np.float64(ref).tobytes()
+            try:
+                exact = math.fsum(v[a:b])
+            except OverflowError:
+                continue
+            if math.isfinite(exact) and exact != 0.0:
+                assert got[g] == exact
+
+
+def test_row_log_losses_per_run_equal_the_losses_per_point():
+    rng = np.random.default_rng(3)
+    steps = np.repeat(np.sort(rng.random(40)), rng.integers(1, 200, 40))   # a step map's output
+    for p in (steps, rng.random(1000), np.concatenate((steps, rng.random(30))),
+              np.array([0.0, 0.0, 1.0, 1.0, 0.5])):
+        q = np.clip(p, 1e-15, 1.0 - 1e-15)
+        want = (-det_log_array(q), -det_log_array(1.0 - q))
+        got = _row_log_losses(p)
+        assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
+
+
+def test_all_crossings_concatenate_each_members_crossings():
+    rng = np.random.default_rng(4)
+    members = []
+    for _ in range(30):
+        k = int(rng.integers(1, 7))
+        members.append((np.unique(rng.random(k)), rng.normal(0.5, 1.0, k)))
+    members = [(xk, vk[:xk.size]) for xk, vk in members]
+    offsets = np.concatenate(([0], np.cumsum([xk.size for xk, _ in members]))).astype(np.int64)
+    xs = np.concatenate([xk for xk, _ in members])
+    vs = np.concatenate([vk for _, vk in members])
+    want = np.concatenate([_crossings(xk, vk) for xk, vk in members])
+    assert _all_crossings(xs, vs, offsets).tobytes() == want.tobytes()
+    # and the fold still equals the weighted average of the clipped members at its knots
+    w = rng.dirichlet(np.ones(len(members)))
+    knots, values = fold_clipped_average(members, w)
+    inner = knots[1:-1]
+    avg = sum(wt * np.clip(np.interp(inner, xk, vk) if xk.size > 1 else np.full(inner.size, vk[0]),
+                           0.0, 1.0)
+              for (xk, vk), wt in zip(members, w))
+    inside = [(inner >= xk[0]) & (inner <= xk[-1]) for xk, _ in members]
+    mask = np.logical_and.reduce(inside)   # where no member extrapolates
+    assert np.allclose(values[1:-1][mask], avg[mask], atol=1e-12)

@@ -591,6 +591,18 @@ def _pdas_iterations(x, y, w, bs, mom, lam, kn, ks, K, state, tol, max_iter, pw,
     return -max_iter, K, 0.0, 0
 
 
+@njit(cache=True, nogil=True)
+def _pdas_on_copy(x, y, w, bs, mom, lam, kn, ks, K, state, tkn, tks, tstate, tol, max_iter, pw,
+                  keep_flat):
+    """:func:`_pdas_iterations` from copies ``tkn, tks, tstate`` of the knot set ``kn[:K]``,
+    ``ks[:K]``, ``state`` (which stay as they are, for a retry after a failure)."""
+    tkn[:K] = kn[:K]
+    tks[:K] = ks[:K]
+    tstate[:] = state
+    return _pdas_iterations(x, y, w, bs, mom, lam, tkn, tks, K, tstate, tol, max_iter, pw,
+                            keep_flat)
+
+
 # ---------------------------------------------------------------------------------------------
 # exact homotopy (fallback for the rare steps where PDAS cycles)
 # ---------------------------------------------------------------------------------------------
@@ -670,6 +682,7 @@ def _path(x, y, w, ratios, tol, bs, pdas_iter, max_events):
           np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int8))
     kn = np.empty(m, dtype=np.int64)
     ks = np.empty(m, dtype=np.int8)
+    tkn, tks, tstate = np.empty_like(kn), np.empty_like(ks), np.empty_like(state)
     K = 0
     cur = lam_max
     idx, val = [], []
@@ -680,9 +693,9 @@ def _path(x, y, w, ratios, tol, bs, pdas_iter, max_events):
         step = np.inf  # log-length of the attempted step: first the whole grid step
         while True:
             t = max(goal, cur * det_exp(-step))
-            tkn, tks, tstate = kn.copy(), ks.copy(), state.copy()
-            it, tK, r_kkt, r_kinks = _pdas_iterations(x, y, w, bs, mom, t, tkn, tks, K, tstate,
-                                                      tol, pdas_iter, pw)
+            # PDAS on copies of the knot set (the copies made in the same compiled call)
+            it, tK, r_kkt, r_kinks = _pdas_on_copy(x, y, w, bs, mom, t, kn, ks, K, state, tkn,
+                                                   tks, tstate, tol, pdas_iter, pw, False)
             if it < 0:
                 stats[0] -= it
                 if t < cur * (1.0 - 1e-3):
@@ -699,16 +712,16 @@ def _path(x, y, w, ratios, tol, bs, pdas_iter, max_events):
                 K = knots_now.size
                 kn[:K] = knots_now
                 ks[:K] = state[knots_now]
-                tkn, tks, tstate = kn.copy(), ks.copy(), state.copy()
                 # re-solve at t from the exact knot set (converges at once) for the record
-                it, tK, r_kkt, r_kinks = _pdas_iterations(x, y, w, bs, mom, t, tkn, tks, K,
-                                                          tstate, tol, max(pdas_iter, 30), pw,
-                                                          True)
+                it, tK, r_kkt, r_kinks = _pdas_on_copy(x, y, w, bs, mom, t, kn, ks, K, state,
+                                                       tkn, tks, tstate, tol,
+                                                       max(pdas_iter, 30), pw, True)
                 if it < 0:  # pragma: no cover - guard, never observed
                     raise RuntimeError("trend-filtering path: the homotopy's knot set does "
                                        "not re-solve")
             stats[0] += it
-            K, kn, ks, state = tK, tkn, tks, tstate
+            # adopt the copies; the former arrays are the next attempt's copies
+            K, kn, ks, state, tkn, tks, tstate = tK, tkn, tks, tstate, kn, ks, state
             if t > goal:
                 step = 2.0 * det_log(cur / t)
             cur = t

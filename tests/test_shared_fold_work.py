@@ -137,3 +137,26 @@ def test_sort_and_collapse_of_sorted_rows_equals_the_sorted_path_and_copies():
         for a, b in zip(got, want):
             assert a.tobytes() == b.tobytes()
         assert not np.shares_memory(got[0], s) and not np.shares_memory(got[2], w)
+
+
+def test_det_log_array_equals_det_log_entry_by_entry():
+    from numba import njit
+
+    from mlcal._solvers.detmath import det_log
+
+    @njit
+    def one_by_one(x):
+        out = np.empty(x.shape[0])
+        for i in range(x.shape[0]):
+            out[i] = det_log(x[i])
+        return out
+
+    rng = np.random.default_rng(7)
+    grid = 1.0 + np.arange(129) / 128   # the table's points and their neighbours
+    x = np.concatenate((rng.random(20000), np.exp(rng.uniform(-745.0, 709.0, 20000)),
+                        rng.normal(0.0, 1e3, 2000), grid, np.nextafter(grid, 0.0),
+                        np.nextafter(grid, 2.0), grid + 2.0**-53,
+                        [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, 2.2250738585072014e-308,
+                         2.225073858507201e-308, 1.7976931348623157e308, -1.0]))
+    assert det_log_array(x).tobytes() == one_by_one(x).tobytes()
+    assert det_log_array(x[::3]).tobytes() == one_by_one(x[::3]).tobytes()   # strided

@@ -160,3 +160,29 @@ def test_det_log_array_equals_det_log_entry_by_entry():
                          2.225073858507201e-308, 1.7976931348623157e308, -1.0]))
     assert det_log_array(x).tobytes() == one_by_one(x).tobytes()
     assert det_log_array(x[::3]).tobytes() == one_by_one(x[::3]).tobytes()   # strided
+
+
+def test_det_log1p_array_equals_det_log1p_entry_by_entry():
+    from numba import njit
+
+    from mlcal._solvers.detmath import det_log1p
+
+    @njit
+    def one_by_one(x):
+        out = np.empty(x.shape[0])
+        for i in range(x.shape[0]):
+            out[i] = det_log1p(x[i])
+        return out
+
+    rng = np.random.default_rng(8)
+    grid = np.arange(-128, 129) / 128
+    x = np.concatenate((-rng.random(20000), rng.random(2000) * 10.0,
+                        np.exp(rng.uniform(-745.0, 709.0, 5000)),
+                        -np.exp(rng.uniform(-745.0, 0.0, 5000)), grid, np.nextafter(grid, 2.0),
+                        np.nextafter(grid, -2.0), grid + 2.0**-53,
+                        [0.0, -0.0, np.inf, -np.inf, np.nan, -1.0, -1.5, 5e-324, -5e-324,
+                         2.0**-12, -2.0**-12, np.nextafter(2.0**-12, 0.0),
+                         np.nextafter(-2.0**-12, 0.0), np.nextafter(-1.0, 0.0),
+                         1.7976931348623157e308]))
+    assert det_log1p_array(x).tobytes() == one_by_one(x).tobytes()
+    assert det_log1p_array(x[::3]).tobytes() == one_by_one(x[::3]).tobytes()

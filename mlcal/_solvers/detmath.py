@@ -513,10 +513,40 @@ def det_log_array(x: np.ndarray) -> np.ndarray:
 
 @njit(cache=True, nogil=True)
 def det_log1p_array(x: np.ndarray) -> np.ndarray:
-    """:func:`det_log1p` over a float64 1-D array (new array)."""
-    out = np.empty(x.shape[0])
-    for i in range(x.shape[0]):
-        out[i] = det_log1p(x[i])
+    """:func:`det_log1p` over a float64 1-D array (new array).
+
+    Finite entries ``-1 < x`` with ``|x| >= 2**-12`` (``1 + x`` then is a normal number) take
+    :func:`det_log1p`'s operations for them without its special-case tests: the same values;
+    the others call :func:`det_log1p`."""
+    n = x.shape[0]
+    out = np.empty(n)
+    for i in range(n):
+        xi = x[i]
+        if not (-1.0 < xi < math.inf and abs(xi) >= 2.0**-12):   # (also NaN)
+            out[i] = det_log1p(xi)
+            continue
+        y, c = _two_sum(1.0, xi)  # 1 + x = y + c exactly; y >= 2**-53 is normal
+        corr = c / y
+        # from here :func:`_log_parts` (y, corr), operation for operation
+        bits = np.float64(y).view(np.int64)
+        m = (bits >> 52) - 1023
+        yy = np.int64((bits & _MANT_MASK) | _ONE_BITS).view(np.float64)  # [1, 2)
+        j = np.int64(((yy - 1.0) * 128.0 + _SHIFTER) - _SHIFTER)  # 0..128
+        big_f = 1.0 + j * 0.0078125
+        f = yy - big_f
+        inv_f = _INV_F[j]
+        u = f * inv_f
+        t = _SPLITTER * u
+        uh = t - (t - u)
+        ul = u - uh
+        u_lo = ((f - uh * big_f) - ul * big_f) * inv_f
+        poly = u * u * (-0.5 + u * (1.0 / 3.0 + u * (-0.25 + u * (0.2 + u * (
+            -1.0 / 6.0 + u * (1.0 / 7.0))))))
+        a = m * _LN2_HI + _LOG_HI[j]
+        s = a + u
+        err = (a - s) + u
+        tail = err + (((m * _LN2_LO + _LOG_LO[j]) + corr) + (u_lo + poly))
+        out[i] = s + tail
     return out
 
 

@@ -186,3 +186,38 @@ def test_det_log1p_array_equals_det_log1p_entry_by_entry():
                          1.7976931348623157e308]))
     assert det_log1p_array(x).tobytes() == one_by_one(x).tobytes()
     assert det_log1p_array(x[::3]).tobytes() == one_by_one(x[::3]).tobytes()
+
+
+@pytest.mark.parametrize("floor", [1e-12, 0.0, 1e-300, 2.0**-53, 1e-16, 0.3])
+def test_clipped_log_likelihood_equals_the_scalar_logs_sum(floor):
+    from mlcal._solvers.detmath import det_log, det_log1p
+    from mlcal._solvers.trend_filter import trend_filter_path
+
+    rng = np.random.default_rng(9)
+    x = np.sort(rng.random(400))
+    w = rng.integers(1, 20, 400).astype(float)
+    z = rng.binomial(w.astype(int), np.clip(2.0 * x - 0.5, 0.0, 1.0)) / w   # runs of 0 and 1
+    path = trend_filter_path(x, z, w)
+    for j in range(path.lambdas.size):
+        ll, n_floored = path.clipped_log_likelihood(j, z, w, floor)
+        bpi, bpv = path.knot_index[j], path.knot_value[j]
+        p = []
+        for k in range(x.size):   # the kernel's interpolation, point by point
+            if bpi.size == 1:
+                p.append(float(bpv[0]))
+                continue
+            seg = min(int(np.searchsorted(bpi, k, side="right")) - 1, bpi.size - 2)
+            a, b = bpi[seg], bpi[seg + 1]
+            t = (x[k] - x[a]) / (x[b] - x[a])
+            p.append(float(bpv[seg] * (1.0 - t) + bpv[seg + 1] * t))
+        p = [min(max(v, floor), 1.0 - floor) for v in p]
+        # the same terms, summed in the same order, with the scalar functions
+        want = 0.0
+        for pk, zk, wk in zip(p, z.tolist(), w.tolist()):
+            term = 0.0
+            if zk > 0.0:
+                term += zk * det_log(pk)
+            if zk < 1.0:
+                term += (1.0 - zk) * det_log1p(-pk)
+            want += wk * term
+        assert np.float64(ll).tobytes() == np.float64(want).tobytes()

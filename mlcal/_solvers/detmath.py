@@ -259,6 +259,46 @@ def _log_parts(x, corr):
     return s, tail
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _log_of_bits(bits, corr):
+    """``log(x) + corr`` for a positive normal finite ``x`` given as its bit pattern: the
+    operations of :func:`_log_parts` and the final sum of :func:`det_log` (``corr = 0.0``) and
+    :func:`det_log1p`, without their tests (the callers screen the argument)."""
+    m = (bits >> 52) - 1023
+    y = np.int64((bits & _MANT_MASK) | _ONE_BITS).view(np.float64)  # [1, 2)
+    j = np.int64(((y - 1.0) * 128.0 + _SHIFTER) - _SHIFTER)  # 0..128
+    big_f = 1.0 + j * 0.0078125
+    f = y - big_f
+    inv_f = _INV_F[j]
+    u = f * inv_f
+    t = _SPLITTER * u
+    uh = t - (t - u)
+    ul = u - uh
+    u_lo = ((f - uh * big_f) - ul * big_f) * inv_f
+    poly = u * u * (-0.5 + u * (1.0 / 3.0 + u * (-0.25 + u * (0.2 + u * (
+        -1.0 / 6.0 + u * (1.0 / 7.0))))))
+    a = m * _LN2_HI + _LOG_HI[j]
+    s = a + u
+    err = (a - s) + u
+    tail = err + (((m * _LN2_LO + _LOG_LO[j]) + corr) + (u_lo + poly))
+    return s + tail
+
+
+@njit(cache=True, nogil=True, inline="always")
+def log_in_unit(p):
+    """:func:`det_log` of ``p`` in ``[2**-1022, 1]`` (the same value), without its tests."""
+    return _log_of_bits(np.float64(p).view(np.int64), 0.0)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def log1p_in_unit(x):
+    """:func:`det_log1p` of ``x`` in ``(-1, 1]`` (the same value), without its tests."""
+    if abs(x) < 2.0**-12:
+        return x + x * x * (-0.5 + x * (1.0 / 3.0 + x * (-0.25 + x * 0.2)))
+    y, c = _two_sum(1.0, x)  # 1 + x = y + c exactly; y >= 2**-53 is normal
+    return _log_of_bits(np.float64(y).view(np.int64), c / y)
+
+
 @njit(cache=True, nogil=True)
 def det_log(x: float) -> float:
     """Deterministic natural logarithm.
@@ -488,26 +528,8 @@ def det_log_array(x: np.ndarray) -> np.ndarray:
         bits = xb[i]
         if bits < _MIN_NORMAL_BITS or bits >= _INF_BITS:   # (negatives: sign bit set)
             out[i] = det_log(x[i])
-            continue
-        m = (bits >> 52) - 1023
-        y = np.int64((bits & _MANT_MASK) | _ONE_BITS).view(np.float64)  # [1, 2)
-        # from here :func:`_log_parts` with corr = 0.0, operation for operation
-        j = np.int64(((y - 1.0) * 128.0 + _SHIFTER) - _SHIFTER)  # 0..128
-        big_f = 1.0 + j * 0.0078125
-        f = y - big_f
-        inv_f = _INV_F[j]
-        u = f * inv_f
-        t = _SPLITTER * u
-        uh = t - (t - u)
-        ul = u - uh
-        u_lo = ((f - uh * big_f) - ul * big_f) * inv_f
-        poly = u * u * (-0.5 + u * (1.0 / 3.0 + u * (-0.25 + u * (0.2 + u * (
-            -1.0 / 6.0 + u * (1.0 / 7.0))))))
-        a = m * _LN2_HI + _LOG_HI[j]
-        s = a + u
-        err = (a - s) + u
-        tail = err + (((m * _LN2_LO + _LOG_LO[j]) + 0.0) + (u_lo + poly))
-        out[i] = s + tail
+        else:
+            out[i] = _log_of_bits(bits, 0.0)
     return out
 
 
@@ -526,27 +548,7 @@ def det_log1p_array(x: np.ndarray) -> np.ndarray:
             out[i] = det_log1p(xi)
             continue
         y, c = _two_sum(1.0, xi)  # 1 + x = y + c exactly; y >= 2**-53 is normal
-        corr = c / y
-        # from here :func:`_log_parts` (y, corr), operation for operation
-        bits = np.float64(y).view(np.int64)
-        m = (bits >> 52) - 1023
-        yy = np.int64((bits & _MANT_MASK) | _ONE_BITS).view(np.float64)  # [1, 2)
-        j = np.int64(((yy - 1.0) * 128.0 + _SHIFTER) - _SHIFTER)  # 0..128
-        big_f = 1.0 + j * 0.0078125
-        f = yy - big_f
-        inv_f = _INV_F[j]
-        u = f * inv_f
-        t = _SPLITTER * u
-        uh = t - (t - u)
-        ul = u - uh
-        u_lo = ((f - uh * big_f) - ul * big_f) * inv_f
-        poly = u * u * (-0.5 + u * (1.0 / 3.0 + u * (-0.25 + u * (0.2 + u * (
-            -1.0 / 6.0 + u * (1.0 / 7.0))))))
-        a = m * _LN2_HI + _LOG_HI[j]
-        s = a + u
-        err = (a - s) + u
-        tail = err + (((m * _LN2_LO + _LOG_LO[j]) + corr) + (u_lo + poly))
-        out[i] = s + tail
+        out[i] = _log_of_bits(np.float64(y).view(np.int64), c / y)
     return out
 
 

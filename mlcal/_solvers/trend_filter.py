@@ -51,7 +51,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from mlcal._solvers.detmath import det_exp, det_exp_array, det_log, det_log1p
+from mlcal._solvers.detmath import (det_exp, det_exp_array, det_log, det_log1p,
+                                    log1p_in_unit, log_in_unit)
 from mlcal._solvers.exact import floor_divide_exact_array
 
 EVENT_TOL = 1e-9          # relative KKT tolerance (dual feasibility, event times; see above)
@@ -769,6 +770,8 @@ def _clipped_loglik(x, bpi, bpv, z, w, floor):
     floored = 0
     j = 0
     nb = bpi.shape[0]
+    # with such a floor (LL_FLOOR = 1e-12) p and 1 - p are normal numbers in (0, 1)
+    screened = 2.0**-53 <= floor < 0.5
     for k in range(x.shape[0]):
         if nb == 1:
             p = bpv[0]
@@ -789,10 +792,16 @@ def _clipped_loglik(x, bpi, bpv, z, w, floor):
             if zk < 1.0:
                 floored += 1
         term = 0.0
-        if zk > 0.0:
-            term += zk * det_log(p)
-        if zk < 1.0:
-            term += (1.0 - zk) * det_log1p(-p)
+        if screened:   # det_log and det_log1p without their tests (the same values)
+            if zk > 0.0:
+                term += zk * log_in_unit(p)
+            if zk < 1.0:
+                term += (1.0 - zk) * log1p_in_unit(-p)
+        else:
+            if zk > 0.0:
+                term += zk * det_log(p)
+            if zk < 1.0:
+                term += (1.0 - zk) * det_log1p(-p)
         ll += w[k] * term
     return ll, floored
 

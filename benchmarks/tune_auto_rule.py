@@ -276,17 +276,13 @@ def choose_oracle(record, names, se_rule, n_repeats, prefer="listed"):
     return min(names, key=lambda n: (record["held"][n][0], names.index(n)))
 
 
-def repeated_ranks(data, peers_json, groups, rules=REPEAT_RULES, skip_splits=0):
-    """Each (se_rule, R) auto (R partitions from fold seeds j, j+1, ..., j+R-1: the CV losses
-    per point averaged as AutoCalibrator(cv_repeats=R, seed=j) does) in place of ``auto`` in
-    the peers' per-task table, per starting fold seed j = 0, 1, 2 and per half of the tasks:
-    auto's mean rank against the best other entry's in the same tables, the (seed, group,
-    metric) cells where auto is first, mean log loss, Brier and AUC change."""
+def kept_tasks(data, peers_json, skip_splits=0):
+    """:func:`load_peer_table` and the halves of the tasks, without the first ``skip_splits``
+    splits of breast cancer and digits (the tasks of the tuning suite when --seeds is larger;
+    the make_classification tasks are kept)."""
     table, recs, others = load_peer_table(data, peers_json)
     half = halves(recs)
     if skip_splits:
-        # drop the first skip_splits splits of breast cancer and digits (the tasks of the
-        # tuning suite when --seeds is larger); the make_classification tasks are kept
         seen, keep = {}, []
         for i, d in enumerate(recs):
             seen[d["task"]] = seen.get(d["task"], 0) + 1
@@ -296,6 +292,16 @@ def repeated_ranks(data, peers_json, groups, rules=REPEAT_RULES, skip_splits=0):
         half = [half[i] for i in keep]
         print(f"\n{len(recs)} tasks kept (splits 0-{skip_splits - 1} of breast cancer and "
               "digits left out)")
+    return table, recs, others, half
+
+
+def repeated_ranks(data, peers_json, groups, rules=REPEAT_RULES, skip_splits=0):
+    """Each (se_rule, R) auto (R partitions from fold seeds j, j+1, ..., j+R-1: the CV losses
+    per point averaged as AutoCalibrator(cv_repeats=R, seed=j) does) in place of ``auto`` in
+    the peers' per-task table, per starting fold seed j = 0, 1, 2 and per half of the tasks:
+    auto's mean rank against the best other entry's in the same tables, the (seed, group,
+    metric) cells where auto is first, mean log loss, Brier and AUC change."""
+    table, recs, others, half = kept_tasks(data, peers_json, skip_splits)
     n_start = 3
     print(f"\nrepeated CV ranked against {len(others)} entries of {peers_json}; per starting "
           "fold seed 0 / 1 / 2: auto's rank and the best other's (mean over the group's "
@@ -367,6 +373,176 @@ def repeated_ranks(data, peers_json, groups, rules=REPEAT_RULES, skip_splits=0):
         print(f"| {mode} | {m:g} | {r} | {cells} | {later} | {hcells} | " +
               " | ".join(f"{summary[k]['log_loss']:.5f}" for k in keys) + " |")
     return summary
+
+
+#: quadratic scaling's variants collected with --add-candidates (docs/auto.md, "The quadratic
+#: candidate and the 'both' rule"): 0/1 labels, the identity prior (rows), the ridge. The
+#: collections of that section were made before ``quadratic_prior``: their ``"quadratic"`` is
+#: the candidate on Platt's smoothed targets (now ``OLD_QUADRATIC``); collected now,
+#: ``"quadratic"`` is auto's candidate with ``quadratic_prior=10`` (``ADOPTED_QUADRATIC``)
+Q01 = "quadratic:smooth_targets=false"
+OLD_QUADRATIC = "quadratic:smooth_targets=true,identity_prior=0"
+ADOPTED_QUADRATIC = Q01 + ",identity_prior=10"
+QUAD_VARIANTS = (Q01, Q01 + ",identity_prior=3", Q01 + ",identity_prior=10",
+                 Q01 + ",identity_prior=30", Q01 + ",identity_prior=100",
+                 Q01 + ",identity_prior=30,penalty=10", "quadratic:identity_prior=30",
+                 Q01 + ",penalty=0", Q01 + ",penalty=0,identity_prior=1",
+                 Q01 + ",penalty=0,identity_prior=3", Q01 + ",penalty=0,identity_prior=10",
+                 Q01 + ",penalty=0.1,identity_prior=3", OLD_QUADRATIC)
+
+
+def cv_brier(results):
+    """Per-unit CV Brier arrays (positive rows, negative rows) of each candidate that did not
+    fail, from its per-unit out-of-fold log losses ``-log p`` and ``-log(1 - p)`` (``p`` is
+    ``exp(-loss)``, the clipped out-of-fold probability)."""
+    out = {}
+    for name, outcome in results.items():
+        if not isinstance(outcome, str):
+            p = np.exp(-outcome[0][0])
+            out[name] = ((1.0 - p) ** 2, p ** 2)
+    return out
+
+
+def choose_rule(record, names, criterion, se_rule):
+    """auto's choice on the record's first fold seed: ``"log-loss"`` (select_preferred on CV
+    log loss, the default), ``"both"`` (passed over only when worse by more than ``se_rule``
+    paired SE on both CV log loss and CV Brier), ``"fixed"`` (always ``names[0]``) or
+    ``"oracle"`` (lowest held-out log loss)."""
+    if criterion == "fixed":
+        return names[0]
+    if criterion == "oracle":
+        return choose_oracle(record, names, se_rule, 1)
+    results, weights = combine(record["reps"], 1, names)
+    brier = cv_brier(results) if criterion == "both" else None
+    return select_preferred(names, results, weights, se_rule, brier=brier)["chosen"]
+
+
+def variant_rules():
+    """(label, candidates in listed order, criterion, se_rule): the default, the 'both'
+    criterion, the default candidates with quadratic scaling replaced by a variant, and the
+    quadratic variants as fixed methods."""
+    rules = []
+    for label, q in [("default", "quadratic")] + [(v.partition(":")[2], v)
+                                                  for v in QUAD_VARIANTS]:
+        names = [q if n == "quadratic" else n for n in DEFAULT_8]
+        for crit in ("log-loss", "both"):
+            for m in (0.25, 0.5, 1.0):
+                rules.append((f"{crit} {m:g}, quadratic {label}", names, crit, m))
+    rules.append(("oracle", list(DEFAULT_8), "oracle", 0.0))
+    for q in ("quadratic",) + QUAD_VARIANTS:
+        rules.append((f"fixed {q}", [q], "fixed", 0.0))
+    return rules
+
+
+def check_auto(data, tasks, names=None):
+    """``AutoCalibrator()`` (the implementation, default parameters) fitted on each task
+    against the replay's choice under fold seed 0 (the default rule, auto's candidates with
+    quadratic scaling as ``ADOPTED_QUADRATIC``): the number of tasks where the chosen method
+    or the held-out log loss differ."""
+    names = [ADOPTED_QUADRATIC if n == "quadratic" else n for n in DEFAULT_8] \
+        if names is None else names
+    if len(tasks) != len(data) or any(t.name != d["task"] for t, d in zip(tasks, data)):
+        raise SystemExit("--check-auto: not the tasks of the loaded collection")
+    differ = 0
+    for task, d in zip(tasks, data):
+        want = choose_rule(dict(d, reps=d["reps"][:1]), names, "log-loss", 0.25)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cal = AutoCalibrator().fit(np.asarray(task.s_cal, dtype=float), task.y_cal)
+        got = ADOPTED_QUADRATIC if cal.chosen_ == "quadratic" else cal.chosen_
+        ll = log_loss(task.y_test, cal.predict(task.s_test))
+        if got != want or abs(ll - d["held"][want][0]) > 1e-9:
+            differ += 1
+            print(f"  {task.name} N={task.n_cal}: auto {got} {ll:.6f}, replay {want} "
+                  f"{d['held'][want][0]:.6f}")
+    print(f"check-auto: {len(tasks) - differ} of {len(tasks)} tasks agree (choice and "
+          "held-out log loss)")
+    return differ
+
+
+def variant_ranks(data, peers_json, groups, rules=None, skip_splits=0, summary_json=None):
+    """Each rule's auto (one fold partition, fold seeds 0 / 1 / 2) in place of ``auto`` in the
+    peers' per-task table, ranked per task against every other entry: per rule and group the
+    (seed, metric) cells where it is first, its mean log loss, Brier and AUC change; and for
+    the fixed methods their held-out log loss and Brier against probmetrics' quadratic
+    scaling task by task. ``summary_json``: the per-rule summary written there (for
+    :func:`combine_suites`)."""
+    rules = variant_rules() if rules is None else rules
+    table, recs, others, _ = kept_tasks(data, peers_json, skip_splits)
+    print(f"\n{len(recs)} tasks; ranked against {len(others)} entries of {peers_json}; per "
+          "fold seed 0 / 1 / 2: the rule's rank and the best other's")
+    print("| rule | group | LL rank, seeds 0 / 1 / 2 | Brier rank, seeds 0 / 1 / 2 | first "
+          "(of 6) | log loss | Brier | AUC change | v pm-quadratic: LL, Brier (tasks better) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    summary = {}
+    for label, names, crit, m in rules:
+        for group in groups:
+            idx = [i for i, d in enumerate(recs) if d["group"] == group]
+            if not idx or any(n not in recs[idx[0]]["held"] for n in names):
+                continue
+            cells = {met: [] for met in METRICS}
+            ll, br, auc, wins = [], [], [], [0, 0]
+            for j in range(3):
+                per = {met: [] for met in METRICS}
+                for i in idx:
+                    d = recs[i]
+                    held = d["held"][choose_rule(dict(d, reps=d["reps"][j:j + 1]), names,
+                                                 crit, m)]
+                    ll.append(held[0])
+                    br.append(held[1])
+                    auc.append(held[2])
+                    pq = table[i]["results"]["pm-quadratic"]
+                    wins[0] += held[0] < pq["log_loss"]
+                    wins[1] += held[1] < pq["brier"]
+                    for k, met in enumerate(METRICS):
+                        per[met].append(rankdata([table[i]["results"][o][met] for o in others]
+                                                 + [held[k]]))
+                for met in METRICS:
+                    row = np.mean(per[met], axis=0)
+                    cells[met].append((float(row[-1]), float(row[:-1].min())))
+            pm_ll = np.mean([table[i]["results"]["pm-quadratic"]["log_loss"] for i in idx])
+            pm_br = np.mean([table[i]["results"]["pm-quadratic"]["brier"] for i in idx])
+            first = sum(a < b for met in METRICS for a, b in cells[met])
+            summary[f"{label} | {group}"] = {
+                "label": label, "group": group, "n_tasks": len(idx), "cells": cells,
+                "first": int(first), "log_loss": float(np.mean(ll)), "brier": float(np.mean(br)),
+                "auc": float(np.nanmean(auc))}
+            fmt = lambda v: " / ".join(f"{a:.2f} v {b:.2f}" for a, b in v)  # noqa: E731
+            print(f"| {label} | {group} ({len(idx)}) | {fmt(cells['log_loss'])} | "
+                  f"{fmt(cells['brier'])} | {first} | {np.mean(ll):.5f} | {np.mean(br):.5f} | "
+                  f"{np.nanmean(auc):+.5f} | {np.mean(ll) - pm_ll:+.5f}, {np.mean(br) - pm_br:+.5f}"
+                  f" ({wins[0] / 3:.1f}, {wins[1] / 3:.1f} of {len(idx)}) |")
+    if summary_json:
+        with open(summary_json, "w") as fh:
+            json.dump(summary, fh, indent=1)
+    return summary
+
+
+def combine_suites(paths, groups=("linear", "trees")):
+    """The summaries of :func:`variant_ranks` on several suites: per rule the cells where it is
+    first per suite and in total, fold seeds 1 and 2, the mean log loss per group averaged over
+    the suites and the mean AUC change."""
+    sums = []
+    for path in paths:
+        with open(path) as fh:
+            sums.append(json.load(fh))
+    labels = list(dict.fromkeys(v["label"] for v in sums[0].values()))
+    print("| rule | " + " | ".join(f"cells {i + 1} (seeds 1, 2)" for i in range(len(paths)))
+          + " | cells, total | " + " | ".join(f"{g} log loss" for g in groups)
+          + " | AUC change (" + ", ".join(groups) + ") |")
+    print("|---|" + "---|" * (len(paths) + 2 + len(groups)))
+    for label in labels:
+        keys = [f"{label} | {g}" for g in groups]
+        if not all(k in s for s in sums for k in keys):
+            continue
+        per = [sum(s[k]["first"] for k in keys) for s in sums]
+        later = [sum(a < b for k in keys for met in METRICS for a, b in s[k]["cells"][met][1:])
+                 for s in sums]
+        ll = [np.mean([s[k]["log_loss"] for s in sums]) for k in keys]
+        auc = [np.mean([s[k]["auc"] for s in sums]) for k in keys]
+        print(f"| {label} | " + " | ".join(f"{a} ({b})" for a, b in zip(per, later))
+              + f" | {sum(per)} | " + " | ".join(f"{v:.5f}" for v in ll) + " | "
+              + ", ".join(f"{v:+.5f}" for v in auc) + " |")
 
 
 RULES = {}
@@ -470,6 +646,32 @@ def shared_rank(data, groups, multipliers=(0.25, 0.5, 1.0)):
                   f"{len(QUAD) + 2} |")
 
 
+def make_tasks(args):
+    """The tasks of ``--sizes``, ``--seeds`` and ``--groups`` (simulations first)."""
+    sizes = [int(n) for n in args.sizes]
+    tasks = list(sim_tasks(sizes, args.seeds, 20_000)) if "sim" in args.groups else []
+    families = [g for g in args.groups if g != "sim"]
+    if families:
+        tasks += list(real_tasks(sizes, args.seeds, families))
+    return tasks
+
+
+def add_candidates(data, tasks, names, n_repeats):
+    """Collect ``names`` on ``tasks`` (the tasks ``data`` was collected on, checked: names,
+    sizes and the CV units of every fold seed) and add their CV losses and held-out scores to
+    ``data`` in place, for the first ``n_repeats`` fold seeds."""
+    if len(tasks) != len(data) or any(t.name != d["task"] or t.n_cal != d["n"]
+                                      for t, d in zip(tasks, data)):
+        raise SystemExit("--add-candidates: not the tasks of the loaded collection")
+    new = collect(tasks, tuple(names), n_repeats)
+    for d, e in zip(data, new):
+        for rep, extra in zip(d["reps"], e["reps"]):
+            if not np.array_equal(rep["x"], extra["x"]):
+                raise SystemExit(f"--add-candidates: other CV units on {d['task']}")
+            rep["cv"].update(extra["cv"])
+        d["held"].update(e["held"])
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=float, nargs="+", default=[200, 1000])
@@ -490,21 +692,44 @@ def main(argv=None):
     ap.add_argument("--skip-splits", type=int, default=0,
                     help="with --repeated: leave out the first N splits of breast cancer and "
                          "digits (those of the tuning suite when --seeds is larger)")
+    ap.add_argument("--add-candidates", nargs="+", metavar="NAME",
+                    help="with --load: collect these candidates (names as in PEER_CANDIDATES, "
+                         "'method:key=value,...') on the same tasks under the first "
+                         "--fold-seeds fold seeds and add them to the loaded collection "
+                         "(then --save it), so a collection is extended, not redone")
+    ap.add_argument("--variants", action="store_true",
+                    help="with --peers-json: rank the 'both' criterion and quadratic "
+                         "scaling's variants (variant_rules; collect them with "
+                         "--add-candidates QUAD_VARIANTS) against the peers")
+    ap.add_argument("--check-auto", action="store_true",
+                    help="with --load: fit AutoCalibrator() on every task and compare its "
+                         "choice with the replay's (fold seed 0, the default rule)")
+    ap.add_argument("--summary-json", metavar="PATH",
+                    help="with --variants: write the per-rule summary to PATH")
+    ap.add_argument("--combine", nargs="+", metavar="PATH",
+                    help="print the --summary-json files of several suites together and exit")
     ap.add_argument("--save", metavar="PATH", help="pickle the collected fits to PATH")
     ap.add_argument("--load", metavar="PATH",
                     help="analyse a collection saved by --save instead (a pickle: load only "
                          "files this script wrote)")
     args = ap.parse_args(argv)
+    if args.combine:
+        combine_suites(args.combine)
+        return
     if args.load:
         with open(args.load, "rb") as fh:
             data = pickle.load(fh)
+        if args.add_candidates:
+            start = time.perf_counter()
+            add_candidates(data, make_tasks(args), args.add_candidates, args.fold_seeds)
+            print(f"added {len(args.add_candidates)} candidates in "
+                  f"{time.perf_counter() - start:.0f} s", file=sys.stderr)
+            if args.save:
+                with open(args.save, "wb") as fh:
+                    pickle.dump(data, fh)
     else:
         start = time.perf_counter()
-        sizes = [int(n) for n in args.sizes]
-        tasks = list(sim_tasks(sizes, args.seeds, 20_000)) if "sim" in args.groups else []
-        families = [g for g in args.groups if g != "sim"]
-        if families:
-            tasks += list(real_tasks(sizes, args.seeds, families))
+        tasks = make_tasks(args)
         names = (DEFAULT_8 if args.repeated else PEER_CANDIDATES) if args.peers_json \
             else CANDIDATES
         data = collect(tasks, names, args.fold_seeds)
@@ -513,6 +738,13 @@ def main(argv=None):
         if args.save:
             with open(args.save, "wb") as fh:
                 pickle.dump(data, fh)
+    if args.check_auto:
+        check_auto(data, make_tasks(args))
+        return
+    if args.peers_json and args.variants:
+        variant_ranks(data, args.peers_json, [g for g in args.groups if g != "sim"],
+                      skip_splits=args.skip_splits, summary_json=args.summary_json)
+        return
     if args.peers_json and args.repeated:
         repeated_ranks(data, args.peers_json, [g for g in args.groups if g != "sim"],
                        skip_splits=args.skip_splits)

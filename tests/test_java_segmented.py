@@ -198,11 +198,12 @@ def test_tampered_documents_python_refuses_java_refuses(jar, tmp_path):
         assert _python_rejects(text), f"{name}: Python accepts the document"
         assert isinstance(got, str) and got.startswith("MapFormatException: "), (name, got)
         assert phrases[name] in got, (name, got)
-    # and the untampered document loads in both, as do ones written before `select` and `tau`
-    # existed
+    # and the untampered document loads in both, as do ones written before `select`, `tau`,
+    # `fold_shared` and `shrinkage` existed
     (tmp_path / "ok").mkdir()
     assert not isinstance(_batch(jar, tmp_path / "ok", [(cal.to_json(), x, seg)])[0], str)
-    for gone in (["tau"], ["select", "tau"]):
+    for gone in (["shrinkage"], ["fold_shared"], ["tau"],
+                 ["select", "tau", "fold_shared", "shrinkage"]):
         legacy = cal.to_dict()
         for name in gone:
             del legacy["params"][name]

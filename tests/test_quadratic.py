@@ -37,10 +37,12 @@ def _logit(s):
     return np.log(sc) - np.log1p(-sc)
 
 
-def _scipy_fit(z, y, w, lam, smooth):
+def _scipy_fit(z, y, w, lam, smooth, prior=0.0, base=None):
     """The penalised objective minimised by scipy (BFGS then Newton-CG polish), written
     independently: weighted cross-entropy against Platt's targets (per row: a row's target is
-    its label's smoothed value) plus lam/2 (b sd_w(z^2))^2."""
+    its label's smoothed value) plus lam/2 (b sd_w(z^2))^2, plus (``identity_prior``)
+    ``prior / W`` times the weighted cross-entropy against the base probabilities ``base``
+    (``prior`` rows labelled with the base model's own probabilities)."""
     if smooth:
         n_pos = float(np.sum(w * y))
         n_neg = float(np.sum(w)) - n_pos
@@ -51,19 +53,25 @@ def _scipy_fit(z, y, w, lam, smooth):
     sd = np.sqrt(np.sum(w * (q - np.sum(w * q) / np.sum(w)) ** 2) / np.sum(w))
     X = np.column_stack([z, q, np.ones_like(z)])
 
+    r_prior = prior / np.sum(w)
+    base = np.zeros_like(z) if base is None else base
+
     def f(theta):
         eta = X @ theta
-        return np.sum(w * (np.logaddexp(0.0, eta) - t * eta)) + 0.5 * lam * (theta[1] * sd) ** 2
+        return (np.sum(w * (np.logaddexp(0.0, eta) - t * eta))
+                + r_prior * np.sum(w * (np.logaddexp(0.0, eta) - base * eta))
+                + 0.5 * lam * (theta[1] * sd) ** 2)
 
     def g(theta):
-        r = w * (expit(X @ theta) - t)
+        p = expit(X @ theta)
+        r = w * (p - t) + r_prior * w * (p - base)
         out = X.T @ r
         out[1] += lam * sd * sd * theta[1]
         return out
 
     def h(theta):
         p = expit(X @ theta)
-        H = X.T @ (X * (w * p * (1 - p))[:, None])
+        H = X.T @ (X * ((1 + r_prior) * w * p * (1 - p))[:, None])
         H[1, 1] += lam * sd * sd
         return H
 
@@ -83,6 +91,37 @@ def test_fit_is_the_minimum_of_the_penalised_objective(lam, smooth):
     # through the calibrator: the same coefficients in the map
     m = Quadratic(penalty=lam, smooth_targets=smooth).fit(s, y, sample_weight=w).map_
     assert (m.a, m.b, m.c) == (a, b, c) and m.on == "logit"
+
+
+@pytest.mark.parametrize("prior", [3.0, 30.0, 300.0])
+def test_identity_prior_is_the_minimum_of_the_objective_with_pseudo_rows(prior):
+    s, _, y = _data(300, seed=13)
+    w = np.random.default_rng(14).uniform(0.2, 3.0, s.size)
+    m = Quadratic(smooth_targets=False, identity_prior=prior).fit(s, y, sample_weight=w).map_
+    base = np.clip(s, BETA_EPS, 1 - BETA_EPS)
+    want = _scipy_fit(_logit(s), y, w, DEFAULT_PENALTY, False, prior=prior, base=base)
+    np.testing.assert_allclose([m.a, m.b, m.c], want, rtol=1e-6, atol=1e-6)
+    # on margins the base probability is the sigmoid of the margin
+    _, z, y = _data(300, seed=15)
+    m = Quadratic(smooth_targets=False, identity_prior=prior).fit(z, y).map_
+    want = _scipy_fit(z, y, np.ones(z.size), DEFAULT_PENALTY, False, prior=prior,
+                      base=expit(z))
+    assert m.on == "margin"
+    np.testing.assert_allclose([m.a, m.b, m.c], want, rtol=1e-6, atol=1e-6)
+
+
+def test_identity_prior_limits_and_separable_labels():
+    s, _, y = _data(200, seed=16)
+    plain = Quadratic(smooth_targets=False).fit(s, y).map_
+    assert Quadratic(smooth_targets=False, identity_prior=0.0).fit(s, y).map_ == plain
+    big = Quadratic(smooth_targets=False, identity_prior=1e12).fit(s, y).map_
+    np.testing.assert_allclose([big.a, big.b, big.c], [1.0, 0.0, 0.0], atol=1e-6)
+    sep = np.array([0.1, 0.2, 0.3, 0.7, 0.8, 0.9])
+    lab = np.array([0, 0, 0, 1, 1, 1])
+    with pytest.raises(ValueError, match="separable"):
+        Quadratic(smooth_targets=False).fit(sep, lab)
+    m = Quadratic(smooth_targets=False, identity_prior=100.0).fit(sep, lab).map_
+    assert np.all(np.isfinite([m.a, m.b, m.c])) and 1.0 < m.a < 50.0
 
 
 def test_fit_on_margins_is_the_same_objective_in_the_margin():

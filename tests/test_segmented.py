@@ -65,7 +65,8 @@ def test_offsets_are_the_exact_likelihood_maxima_and_variances_the_curvature():
 def test_shrinkage_is_the_posterior_mean_under_the_reml_prior():
     s, y, code = _simulate([40, 80, 300, 1500, 120, 60], [0.8, -0.6, 0.3, -0.2, 0.0, 0.5],
                            seed=3)
-    cal = mlcal.SegmentedCalibrator("platt", n_folds=None, tau="plugin").fit(s, y, code)
+    cal = mlcal.SegmentedCalibrator("platt", n_folds=None, tau="plugin",
+                                    shrinkage="reml").fit(s, y, code)
     d, v = cal.offset_mle_, cal.offset_var_
     mu, tau2 = cal.offset_prior_
 
@@ -502,13 +503,14 @@ def test_integrated_offsets_approach_the_plug_in_with_many_segments():
     rng = np.random.default_rng(12)
     sizes = rng.integers(100, 600, 150)
     s, y, code = _simulate(sizes, rng.normal(0, 0.5, 150), seed=13)
-    plug = mlcal.SegmentedCalibrator("platt", n_folds=None, tau="plugin").fit(s, y, code)
+    plug = mlcal.SegmentedCalibrator("platt", n_folds=None, tau="plugin",
+                                     shrinkage="reml").fit(s, y, code)
     integ = mlcal.SegmentedCalibrator("platt", n_folds=None, tau="integrated").fit(s, y, code)
     # tau's posterior concentrates at the REML estimate: the offsets nearly agree
     gap = np.abs(integ.map_.offsets - plug.map_.offsets)
     assert gap.max() < 0.02 * np.abs(plug.map_.offsets).max()
     # and the default (tau="auto") keeps the plug-in with 10 or more informative segments
-    default = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(s, y, code)
+    default = mlcal.SegmentedCalibrator("platt", n_folds=None, shrinkage="reml").fit(s, y, code)
     np.testing.assert_array_equal(default.map_.offsets, plug.map_.offsets)
 
 
@@ -531,3 +533,156 @@ def test_a_document_without_tau_loads_as_the_plug_in(fitted):
         mlcal.load_calibrator(bad)
     with pytest.raises(mlcal.calibrators._params.InvalidParameterError, match="'tau'"):
         mlcal.SegmentedCalibrator(tau="flat").fit(s, np.arange(s.size) % 2, seg)
+
+
+# -- cross-fitting folds fit the method auto chose (fold_shared="chosen") ---------------------
+def test_folds_fit_the_method_auto_chose_on_all_rows():
+    rng = np.random.default_rng(31)
+    s, y, code = _simulate(rng.integers(60, 900, 12), rng.normal(0, 0.5, 12), seed=32)
+    cal = mlcal.SegmentedCalibrator().fit(s, y, code)
+    assert cal.fold_shared == "chosen" and cal.cross_fitted_
+    auto = cal.shared_calibrator_
+    # the same as cross-fitting the chosen method itself (its candidate parameters included)
+    direct = mlcal.SegmentedCalibrator(auto.candidate(auto.chosen_)).fit(s, y, code)
+    np.testing.assert_array_equal(direct.offset_mle_, cal.offset_mle_)
+    np.testing.assert_array_equal(direct.map_.offsets, cal.map_.offsets)
+    assert np.array_equal(direct.predict(s, code), cal.predict(s, code))
+    # the offsets are the likelihood maxima against the chosen method's out-of-fold logits
+    # (folds stratified by segment and label, rebuilt here as documented)
+    keys = np.unique(code)
+    codes = np.searchsorted(keys, code)
+    r = np.random.default_rng(cal.seed)
+    order = np.lexsort((r.random(s.size), y, codes))
+    fold = np.empty(s.size, dtype=int)
+    fold[order] = np.arange(s.size) % cal.n_folds
+    q = np.empty(s.size)
+    for f in range(cal.n_folds):
+        m = auto.candidate(auto.chosen_).fit(s[fold != f], y[fold != f])
+        q[fold == f] = m.predict(s[fold == f])
+    l = np.log(q) - np.log1p(-q)
+    for g in range(keys.size):
+        rows = codes == g
+        res = minimize_scalar(lambda d: -_loglik(l[rows], y[rows], np.ones(rows.sum()), d),
+                              bounds=(-5, 5), method="bounded", options={"xatol": 1e-10})
+        assert cal.offset_mle_[g] == pytest.approx(res.x, abs=1e-6)
+    # "repeat": every fold runs auto again (the earlier behaviour)
+    old = mlcal.SegmentedCalibrator(fold_shared="repeat").fit(s, y, code)
+    for f in range(cal.n_folds):
+        m = mlcal.AutoCalibrator().fit(s[fold != f], y[fold != f])
+        q[fold == f] = m.predict(s[fold == f])
+    l = np.log(q) - np.log1p(-q)
+    rows = codes == 0
+    res = minimize_scalar(lambda d: -_loglik(l[rows], y[rows], np.ones(rows.sum()), d),
+                          bounds=(-5, 5), method="bounded", options={"xatol": 1e-10})
+    assert old.offset_mle_[0] == pytest.approx(res.x, abs=1e-6)
+    # a method that chooses nothing fits the same either way
+    a = mlcal.SegmentedCalibrator("beta").fit(s, y, code)
+    b = mlcal.SegmentedCalibrator("beta", fold_shared="repeat").fit(s, y, code)
+    np.testing.assert_array_equal(a.map_.offsets, b.map_.offsets)
+
+
+def test_a_document_without_fold_shared_loads_as_repeat(fitted):
+    cal, s, seg = fitted
+    assert cal.fold_shared == "chosen"
+    doc = cal.to_dict()
+    assert doc["params"]["fold_shared"] == "chosen"
+    del doc["params"]["fold_shared"]     # as written before the parameter existed
+    old = mlcal.load_calibrator(doc)
+    assert old.fold_shared == "repeat"
+    assert np.array_equal(old.predict(s, seg), cal.predict(s, seg))
+    for gone in ("select", "tau"):
+        del doc["params"][gone]
+    old = mlcal.load_calibrator(doc)
+    assert (old.select, old.tau, old.fold_shared) == ("off", "plugin", "repeat")
+    bad = cal.to_dict()
+    bad["params"]["fold_shared"] = "auto"
+    with pytest.raises(CalibratorFormatError, match="parameter 'fold_shared'"):
+        mlcal.load_calibrator(bad)
+    with pytest.raises(mlcal.calibrators._params.InvalidParameterError, match="'fold_shared'"):
+        mlcal.SegmentedCalibrator(fold_shared="all").fit(s, np.arange(s.size) % 2, seg)
+
+
+# -- the plug-in's prior by moments, toward the shared map (shrinkage="moments") --------------
+def _dersimonian_laird(d, v):
+    """Cochran's Q and its expectation in matrix form: ``Q = d' (W - w w' / 1'w) d`` and
+    ``E Q = (k - 1) + tau2 (tr W - tr W^2 / 1'w)``, solved for ``tau2`` (truncated at 0)."""
+    keep = np.isfinite(v)
+    d, W = d[keep], np.diag(1.0 / v[keep])
+    w = np.diag(W)
+    P = W - np.outer(w, w) / w.sum()
+    q = d @ P @ d
+    return max(0.0, (q - (d.size - 1)) / (np.trace(W) - np.trace(W @ W) / w.sum()))
+
+
+def test_moments_shrinkage_is_dersimonian_laird_toward_the_shared_map():
+    rng = np.random.default_rng(41)
+    sizes = rng.integers(40, 1500, 14)
+    s, y, code = _simulate(sizes, rng.normal(0.1, 0.5, 14), seed=42)
+    cal = mlcal.SegmentedCalibrator("platt").fit(s, y, code)   # 14 segments: the plug-in
+    assert cal.shrinkage == "moments" and cal.tau == "auto"
+    d, v = cal.offset_mle_, cal.offset_var_
+    mu, tau2 = cal.offset_prior_
+    assert mu == 0.0 and tau2 > 0
+    assert tau2 == pytest.approx(_dersimonian_laird(d, v), rel=1e-12)
+    # at that tau2 the moment equation holds: Q equals its expectation
+    w = 1 / v
+    m = np.sum(w * d) / np.sum(w)
+    q = np.sum(w * (d - m) ** 2)
+    assert q == pytest.approx(d.size - 1 + tau2 * (w.sum() - (w * w).sum() / w.sum()), rel=1e-12)
+    # offsets shrunk toward 0, the shared map, by tau2 / (tau2 + v)
+    np.testing.assert_allclose(cal.map_.offsets, tau2 / (tau2 + v) * d, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(cal.offset_shrinkage_, tau2 / (tau2 + v), rtol=0, atol=1e-15)
+    # the same MLEs as REML's shrinkage; only the prior differs
+    reml = mlcal.SegmentedCalibrator("platt", shrinkage="reml").fit(s, y, code)
+    np.testing.assert_array_equal(reml.offset_mle_, d)
+    assert reml.offset_prior_[0] != 0.0 and reml.offset_prior_[1] != tau2
+    assert not np.array_equal(reml.map_.offsets, cal.map_.offsets)
+
+
+def test_moments_tau2_edge_cases():
+    from mlcal.calibrators.segment_shrinkage import moments_tau2
+
+    # no spread beyond the noise: truncated at 0
+    assert moments_tau2(np.array([0.01, -0.01, 0.0, 0.02]), np.full(4, 0.1)) == 0.0
+    # segments without information are left out; fewer than two informative: 0
+    d, v = np.array([0.9, -0.4, 0.3, 5.0]), np.array([0.01, 0.02, 0.05, np.inf])
+    assert moments_tau2(d, v) == pytest.approx(_dersimonian_laird(d, v), rel=1e-12)
+    assert moments_tau2(d, v) == moments_tau2(d[:3], v[:3])
+    assert moments_tau2(np.array([1.0, 2.0]), np.array([0.1, np.inf])) == 0.0
+    assert moments_tau2(np.array([]), np.array([])) == 0.0
+    # equal variances: the familiar (sample variance - v)
+    d = np.array([0.5, -0.2, 0.1, 0.8, -0.6])
+    assert moments_tau2(d, np.full(5, 0.01)) == pytest.approx(np.var(d, ddof=1) - 0.01,
+                                                              rel=1e-12)
+
+
+def test_moments_shrinkage_leaves_the_average_over_tau_unchanged():
+    # fewer than 10 informative segments: tau="auto" averages over tau with REML's likelihood,
+    # whatever the plug-in's prior
+    s, y, code = _simulate([200, 500, 80, 900, 300], [0.5, -0.3, 0.2, 0.0, 0.4], seed=43)
+    a = mlcal.SegmentedCalibrator("platt").fit(s, y, code)
+    b = mlcal.SegmentedCalibrator("platt", shrinkage="reml").fit(s, y, code)
+    np.testing.assert_array_equal(a.map_.offsets, b.map_.offsets)
+    assert a.offset_prior_ == b.offset_prior_
+
+
+def test_a_document_without_shrinkage_loads_as_reml(fitted):
+    cal, s, seg = fitted
+    assert cal.shrinkage == "moments"
+    doc = cal.to_dict()
+    assert doc["params"]["shrinkage"] == "moments"
+    del doc["params"]["shrinkage"]       # as written before the parameter existed
+    old = mlcal.load_calibrator(doc)
+    assert old.shrinkage == "reml"
+    assert np.array_equal(old.predict(s, seg), cal.predict(s, seg))
+    for gone in ("select", "tau", "fold_shared"):
+        del doc["params"][gone]
+    old = mlcal.load_calibrator(doc)
+    assert (old.select, old.tau, old.fold_shared, old.shrinkage) == \
+        ("off", "plugin", "repeat", "reml")
+    bad = cal.to_dict()
+    bad["params"]["shrinkage"] = "dl"
+    with pytest.raises(CalibratorFormatError, match="parameter 'shrinkage'"):
+        mlcal.load_calibrator(bad)
+    with pytest.raises(mlcal.calibrators._params.InvalidParameterError, match="'shrinkage'"):
+        mlcal.SegmentedCalibrator(shrinkage="ml").fit(s, np.arange(s.size) % 2, seg)

@@ -141,8 +141,8 @@ def fit_logit_scaling_points(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray, 
 
 
 def fit_quadratic(feature: np.ndarray, y: np.ndarray, w: np.ndarray, *, smooth: bool,
-                  penalty: float, on_logit: bool, square: bool = True
-                  ) -> tuple[float, float, float]:
+                  penalty: float, on_logit: bool, square: bool = True,
+                  identity_prior: float = 0.0) -> tuple[float, float, float]:
     """``(a, b, c)`` of quadratic scaling ``expit(a z + b z^2 + c)`` by penalised weighted
     maximum likelihood, where ``z`` is the score's log-odds (``on_logit``: probability scores,
     clamped and transformed as :func:`mlcal.maps.binary.logit_clamped`) or the score itself
@@ -156,17 +156,33 @@ def fit_quadratic(feature: np.ndarray, y: np.ndarray, w: np.ndarray, *, smooth: 
     ``b`` are unconstrained (the map need not be monotone). ``square=False`` fits ``b = 0``
     (Platt scaling on the log-odds without its ``a >= 0`` constraint).
 
-    Raises ``ValueError`` when the optimum is at infinity (only possible with ``smooth=False``).
+    ``identity_prior = m > 0`` adds ``m`` rows' worth of pseudo-data labelled with the base
+    model's own probabilities (:func:`identity_prior_targets`, as :func:`fit_logit_scaling`),
+    which shrinks the fit toward the identity map ``a = 1, b = 0, c = 0`` and keeps it finite
+    on separable labels.
+
+    Raises ``ValueError`` when the optimum is at infinity (only possible with ``smooth=False``
+    and no prior).
     """
     return fit_quadratic_points(*sort_and_collapse(feature, y, w), smooth=smooth,
-                                penalty=penalty, on_logit=on_logit, square=square)
+                                penalty=penalty, on_logit=on_logit, square=square,
+                                identity_prior=identity_prior)
 
 
 def fit_quadratic_points(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray, *, smooth: bool,
-                         penalty: float, on_logit: bool, square: bool = True
-                         ) -> tuple[float, float, float]:
+                         penalty: float, on_logit: bool, square: bool = True,
+                         identity_prior: float = 0.0) -> tuple[float, float, float]:
     """:func:`fit_quadratic` on the collapsed points (``sort_and_collapse``'s output)."""
     x, t, wsum, start = point_targets(x, ybar, wsum, smooth)
+    if identity_prior > 0.0:
+        base = np.clip(x, BETA_EPS, 1.0 - BETA_EPS) if on_logit else det_expit_array(x)
+        prior_t = identity_prior_targets(t, wsum, base, identity_prior)
+        if prior_t is not t:
+            # the targets' objective is the augmented one divided by 1 + m / W: so is the
+            # ridge, which stays in units of the data's own weight
+            total = math.fsum(wsum.tolist())
+            penalty = float(penalty) * (total / (total + float(identity_prior)))
+        t = prior_t
     z = logit_clamped(x) if on_logit else x
     if square:
         coef, c, _, ok = fit_logistic(np.column_stack((z, z * z)), t, wsum, intercept=True,

@@ -307,11 +307,18 @@ class BaseCalibrator(BaseEstimator):
 
         # another method's extras are refused by name in restore_extras
         check_fields(doc, ENVELOPE_FIELDS + cls.EXTRA_DOCUMENT_FIELDS, target.method_name)
-        obj = build_from_params(target, params)
+        obj = build_from_params(target, target._params_from_document(params))
         obj.map_ = read_document_map(doc)
         obj.restore_extras(doc)
         obj.check_document_map()
         return obj
+
+    @classmethod
+    def _params_from_document(cls, params: dict) -> dict:
+        """Hook: the parameters a document's ``params`` stand for (a method whose new
+        parameter's default differs from the behaviour before it existed fills it in for
+        documents written without it)."""
+        return params
 
     def check_document_map(self, where: str = "") -> None:
         """Refuse a loaded ``map_`` this method cannot have fitted (another kind, an input

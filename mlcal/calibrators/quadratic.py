@@ -67,6 +67,14 @@ class Quadratic(BaseCalibrator):
         ``"identity"``: the scores are probabilities (outside [0, 1] is an error);
         ``"sigmoid"``: the scores are margins (log-odds) and the map takes them as they are
         (``on="margin"``); ``"auto"``: margins when any training score lies outside [0, 1].
+    identity_prior : float, default=0.0
+        ``m >= 0`` rows' worth of pseudo-data labelled with the base model's own probability
+        at each calibration score, spread in proportion to the weights (as ``platt-logit``'s
+        ``identity_prior``): the fit minimises the penalised cross-entropy plus ``m`` times the
+        mean Kullback-Leibler divergence from the base probabilities to the fitted ones, zero
+        at the identity map (``a = 1``, ``b = c = 0``), so the fit is shrunk toward "the base
+        model is already calibrated", stays finite on separable labels, and the prior fades as
+        the calibration set grows. 0: no prior.
 
     Attributes
     ----------
@@ -77,13 +85,15 @@ class Quadratic(BaseCalibrator):
     map_kinds = ("quadratic",)
     monotone = False   # b != 0 bends the map; see the class notes
     _parameter_constraints = {"penalty": [Real(0.0)], "smooth_targets": [Boolean()],
-                              "input_transform": [Options(INPUT_TRANSFORM_CHOICES)]}
+                              "input_transform": [Options(INPUT_TRANSFORM_CHOICES)],
+                              "identity_prior": [Real(0.0)]}
 
     def __init__(self, penalty: float = DEFAULT_PENALTY, smooth_targets: bool = True,
-                 input_transform: str = "auto"):
+                 input_transform: str = "auto", identity_prior: float = 0.0):
         self.penalty = penalty
         self.smooth_targets = smooth_targets
         self.input_transform = input_transform
+        self.identity_prior = identity_prior
 
     def _fit(self, scores, y, w):
         return self._fit_points(*sort_and_collapse(scores, y, w), scores)
@@ -92,5 +102,6 @@ class Quadratic(BaseCalibrator):
         # the map records the identity transform either way: margins are its z as they are
         margins = resolve_input_transform(self, self.input_transform, scores) == "sigmoid"
         a, b, c = fit_quadratic_points(x, ybar, wsum, smooth=self.smooth_targets,
-                                       penalty=float(self.penalty), on_logit=not margins)
+                                       penalty=float(self.penalty), on_logit=not margins,
+                                       identity_prior=float(self.identity_prior))
         return QuadraticMap(a, b, c, on="margin" if margins else "logit")

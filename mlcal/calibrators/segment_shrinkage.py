@@ -188,6 +188,35 @@ def reml_prior(estimates: np.ndarray, variances: np.ndarray) -> tuple[float, flo
     return mu_of(tau2), tau2
 
 
+def moments_tau2(estimates: np.ndarray, variances: np.ndarray) -> float:
+    """DerSimonian--Laird method-of-moments estimate of ``tau2`` in ``theta_hat_g ~
+    N(theta_g, v_g)``, ``theta_g ~ N(mu, tau2)``.
+
+    With weights ``w_g = 1 / v_g``, the fixed-effect mean ``m = sum w theta_hat / sum w`` and
+    Cochran's ``Q = sum w (theta_hat - m)^2``, whose expectation is ``(k - 1) + tau2 (sum w -
+    sum w^2 / sum w)`` over ``k`` segments, the estimate solves ``Q`` = its expectation,
+    truncated at 0::
+
+        tau2 = max(0, (Q - (k - 1)) / (sum w - sum w^2 / sum w))
+
+    Segments with an infinite variance carry no information and are left out; with fewer than
+    two informative segments ``tau2`` is not identified and is 0. Sums are exact
+    (``math.fsum``), so the result has the same bits on every CPU.
+    """
+    keep = np.isfinite(variances)
+    t, v = np.asarray(estimates, dtype=np.float64)[keep], np.asarray(variances)[keep]
+    if t.size < 2:
+        return 0.0
+    w = 1.0 / v
+    sw = math.fsum(w.tolist())
+    m = math.fsum((w * t).tolist()) / sw
+    q = math.fsum((w * (t - m) ** 2).tolist())
+    c = sw - math.fsum((w * w).tolist()) / sw
+    if not c > 0.0:      # one segment carries all the weight: the spread is not identified
+        return 0.0
+    return max(0.0, (q - (t.size - 1)) / c)
+
+
 def shrink(estimates: np.ndarray, variances: np.ndarray, mu: float, tau2: float
            ) -> tuple[np.ndarray, np.ndarray]:
     """Posterior means ``mu + tau2 / (tau2 + v_g) (theta_hat_g - mu)`` and the shrinkage

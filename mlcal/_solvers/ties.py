@@ -52,10 +52,10 @@ def _exact_sum(a, lo, hi, partials):
 
 @njit(cache=True, nogil=True)
 def _sum_if_exact(a, lo, hi):
-    """``(s, True)`` when adding ``a[lo:hi]`` (``hi - lo >= 2``) in order rounds at no step (every step's TwoSum
-    error is 0: integer counts, say), so that ``s`` is the exact sum itself, i.e. the
-    correctly rounded one, and it is finite and nonzero; else ``(s, False)`` (the caller
-    runs :func:`_exact_sum`, which also settles the sign of a zero sum)."""
+    """``(s, True)`` when adding ``a[lo:hi]`` (``hi - lo >= 2``) in order rounds at no step
+    (every step's TwoSum error is 0: integer counts, say), so that ``s`` is the exact sum
+    itself, i.e. the correctly rounded one, and it is finite and nonzero; else ``(s, False)``
+    (the caller runs :func:`_exact_sum`, which also settles the sign of a zero sum)."""
     s = a[lo]
     for i in range(lo + 1, hi):
         v = a[i]

@@ -31,6 +31,11 @@ import mlcal
 from mlcal._solvers.ties import sort_and_collapse
 from mlcal.calibrators.output_floor import data_floor
 
+try:   # a tree before the shared clamped logs (--trees runs this script on older trees too)
+    from mlcal.maps.binary import sharing_clamped_logs
+except ImportError:
+    from contextlib import nullcontext as sharing_clamped_logs
+
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from bench_quality import simulated  # noqa: E402
 
@@ -51,8 +56,9 @@ def phases(auto: mlcal.AutoCalibrator, s: np.ndarray, y: np.ndarray) -> dict[str
     x, pos, neg, folds, k, unit, _ = auto.cv_units(ss, zz, ww, int(auto.seed), points=points)
     out["cv units"] = time.process_time() - t0
     train_cells = {}   # shared by the candidates, as in fit (the first one builds them)
-    for name in auto.candidate_names():
-        out[f"cv {name}"] = cpu(lambda: auto._out_of_fold(name, x, pos, neg, folds, k,
+    with sharing_clamped_logs():   # as in fit
+        for name in auto.candidate_names():
+            out[f"cv {name}"] = cpu(lambda: auto._out_of_fold(name, x, pos, neg, folds, k,
                                                                 unit == "cells", train_cells))
     # as fit refits: on the collapsed points it already has
     out[f"refit {auto.chosen_}"] = cpu(lambda: auto.candidate(auto.chosen_)._fit_collapsed(

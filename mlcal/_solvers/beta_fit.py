@@ -16,12 +16,12 @@ import math
 
 import numpy as np
 
-from mlcal._solvers.detmath import det_expit_array, det_log, det_log1p_array, det_log_array
+from mlcal._solvers.detmath import det_expit_array, det_log
 from mlcal._solvers.logistic_newton import fit_logistic, fit_nonnegative
 from mlcal._solvers.platt_newton import platt_targets
 from mlcal._solvers.ties import sort_and_collapse
 from mlcal.maps import BETA_EPS
-from mlcal.maps.binary import logit_clamped
+from mlcal.maps.binary import clamped_logs, logit_clamped
 
 BETA_PARAMETERS = ("abm", "ab", "am")
 LN2 = 0.6931471805599453   # ln 2 correctly rounded to float64
@@ -62,8 +62,8 @@ def identity_prior_targets(t: np.ndarray, wsum: np.ndarray, base: np.ndarray,
 
 def log_features(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``ln s`` and ``-ln(1 - s)`` of the scores clamped as :class:`~mlcal.maps.BetaMap` does."""
-    sc = np.clip(np.ascontiguousarray(s, dtype=np.float64), BETA_EPS, 1.0 - BETA_EPS)
-    return det_log_array(sc), -det_log1p_array(-sc)
+    log_s, log_1ms = clamped_logs(s)
+    return log_s, -log_1ms
 
 
 def separable_error(method: str) -> ValueError:

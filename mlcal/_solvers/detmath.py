@@ -123,6 +123,7 @@ _TWO_52 = 2.0**52
 _MIN_NORMAL_BITS = 1 << 52  # bit pattern of the smallest normal double
 _MANT_MASK = (1 << 52) - 1
 _ONE_BITS = 1023 << 52  # bit pattern of 1.0
+_INF_BITS = 2047 << 52  # bit pattern of +inf (and above it: NaN)
 # 1/k! correctly rounded (exact rational -> float), k = 0..15
 _INV_FACT = np.array([1.0 / math.factorial(k) for k in range(16)])
 
@@ -256,6 +257,46 @@ def _log_parts(x, corr):
     err = (a - s) + u
     tail = err + (((m * _LN2_LO + _LOG_LO[j]) + corr) + (u_lo + poly))
     return s, tail
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _log_of_bits(bits, corr):
+    """``log(x) + corr`` for a positive normal finite ``x`` given as its bit pattern: the
+    operations of :func:`_log_parts` and the final sum of :func:`det_log` (``corr = 0.0``) and
+    :func:`det_log1p`, without their tests (the callers screen the argument)."""
+    m = (bits >> 52) - 1023
+    y = np.int64((bits & _MANT_MASK) | _ONE_BITS).view(np.float64)  # [1, 2)
+    j = np.int64(((y - 1.0) * 128.0 + _SHIFTER) - _SHIFTER)  # 0..128
+    big_f = 1.0 + j * 0.0078125
+    f = y - big_f
+    inv_f = _INV_F[j]
+    u = f * inv_f
+    t = _SPLITTER * u
+    uh = t - (t - u)
+    ul = u - uh
+    u_lo = ((f - uh * big_f) - ul * big_f) * inv_f
+    poly = u * u * (-0.5 + u * (1.0 / 3.0 + u * (-0.25 + u * (0.2 + u * (
+        -1.0 / 6.0 + u * (1.0 / 7.0))))))
+    a = m * _LN2_HI + _LOG_HI[j]
+    s = a + u
+    err = (a - s) + u
+    tail = err + (((m * _LN2_LO + _LOG_LO[j]) + corr) + (u_lo + poly))
+    return s + tail
+
+
+@njit(cache=True, nogil=True, inline="always")
+def log_in_unit(p):
+    """:func:`det_log` of ``p`` in ``[2**-1022, 1]`` (the same value), without its tests."""
+    return _log_of_bits(np.float64(p).view(np.int64), 0.0)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def log1p_in_unit(x):
+    """:func:`det_log1p` of ``x`` in ``(-1, 1]`` (the same value), without its tests."""
+    if abs(x) < 2.0**-12:
+        return x + x * x * (-0.5 + x * (1.0 / 3.0 + x * (-0.25 + x * 0.2)))
+    y, c = _two_sum(1.0, x)  # 1 + x = y + c exactly; y >= 2**-53 is normal
+    return _log_of_bits(np.float64(y).view(np.int64), c / y)
 
 
 @njit(cache=True, nogil=True)
@@ -475,19 +516,39 @@ def det_exp_array(x: np.ndarray) -> np.ndarray:
 
 @njit(cache=True, nogil=True)
 def det_log_array(x: np.ndarray) -> np.ndarray:
-    """:func:`det_log` over a float64 1-D array (new array)."""
-    out = np.empty(x.shape[0])
-    for i in range(x.shape[0]):
-        out[i] = det_log(x[i])
+    """:func:`det_log` over a float64 1-D array (new array).
+
+    Positive normal finite entries (the usual case) take :func:`det_log`'s operations for
+    them, read from the bits directly (no special-case tests per entry): the same values; the
+    others (zeros, subnormals, negatives, infinities, NaN) call :func:`det_log`."""
+    n = x.shape[0]
+    out = np.empty(n)
+    xb = np.ascontiguousarray(x).view(np.int64)
+    for i in range(n):
+        bits = xb[i]
+        if bits < _MIN_NORMAL_BITS or bits >= _INF_BITS:   # (negatives: sign bit set)
+            out[i] = det_log(x[i])
+        else:
+            out[i] = _log_of_bits(bits, 0.0)
     return out
 
 
 @njit(cache=True, nogil=True)
 def det_log1p_array(x: np.ndarray) -> np.ndarray:
-    """:func:`det_log1p` over a float64 1-D array (new array)."""
-    out = np.empty(x.shape[0])
-    for i in range(x.shape[0]):
-        out[i] = det_log1p(x[i])
+    """:func:`det_log1p` over a float64 1-D array (new array).
+
+    Finite entries ``-1 < x`` with ``|x| >= 2**-12`` (``1 + x`` then is a normal number) take
+    :func:`det_log1p`'s operations for them without its special-case tests: the same values;
+    the others call :func:`det_log1p`."""
+    n = x.shape[0]
+    out = np.empty(n)
+    for i in range(n):
+        xi = x[i]
+        if not (-1.0 < xi < math.inf and abs(xi) >= 2.0**-12):   # (also NaN)
+            out[i] = det_log1p(xi)
+            continue
+        y, c = _two_sum(1.0, xi)  # 1 + x = y + c exactly; y >= 2**-53 is normal
+        out[i] = _log_of_bits(np.float64(y).view(np.int64), c / y)
     return out
 
 

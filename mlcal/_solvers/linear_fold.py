@@ -8,6 +8,8 @@ with those knots (and constant beyond the outermost ones): one :class:`~mlcal.ma
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -58,6 +60,27 @@ def _crossings_kernel(xk, vk):
     return out[:keep].copy()
 
 
+@njit(cache=True, nogil=True)
+def _all_crossings(xs, vs, offsets):
+    """:func:`_crossings` of every member ``(xs, vs)[offsets[m]:offsets[m + 1]]``, concatenated
+    in member order."""
+    parts = []
+    total = 0
+    for m in range(offsets.shape[0] - 1):
+        lo = offsets[m]
+        hi = offsets[m + 1]
+        if hi - lo >= 2:
+            c = _crossings_kernel(xs[lo:hi], vs[lo:hi])
+            parts.append(c)
+            total += c.shape[0]
+    out = np.empty(total)
+    at = 0
+    for c in parts:
+        out[at:at + c.shape[0]] = c
+        at += c.shape[0]
+    return out
+
+
 def fold_clipped_average(members, weights, min_weight: float = 0.0
                          ) -> tuple[np.ndarray, np.ndarray]:
     """Knots and values of ``sum_m weights[m] * clip(f_m, 0, 1)`` as one linear interpolant.
@@ -71,15 +94,15 @@ def fold_clipped_average(members, weights, min_weight: float = 0.0
     of the members lighter than ``min_weight``, which are left out).
     """
     used = [(xk, vk, wt) for (xk, vk), wt in zip(members, weights) if wt > min_weight]
-    pts = [xk for xk, _, _ in used] + [_crossings(xk, vk) for xk, vk, _ in used]
-    knots = np.unique(np.concatenate(pts))
     offsets = np.zeros(len(used) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([xk.size for xk, _, _ in used])
-    values = _clipped_sum(knots, np.concatenate([np.asarray(xk, dtype=np.float64)
-                                                 for xk, _, _ in used] or [np.empty(0)]),
-                          np.concatenate([np.asarray(vk, dtype=np.float64)
-                                          for _, vk, _ in used] or [np.empty(0)]),
-                          offsets, np.array([float(wt) for _, _, wt in used]))
+    xs = np.concatenate([np.asarray(xk, dtype=np.float64) for xk, _, _ in used]
+                        or [np.empty(0)])
+    vs = np.concatenate([np.asarray(vk, dtype=np.float64) for _, vk, _ in used]
+                        or [np.empty(0)])
+    # the members' breakpoints and their 0/1 crossings (one compiled call for all members)
+    knots = np.unique(np.concatenate((xs, _all_crossings(xs, vs, offsets))))
+    values = _clipped_sum(knots, xs, vs, offsets, np.array([float(wt) for _, _, wt in used]))
     if knots.size > 1:
         # the outermost knots carry the limits at -inf / +inf exactly (a crossing abscissa is
         # rounded, and on a steep ray one ulp can move the member's value off 0 or 1)
@@ -146,14 +169,20 @@ def _ray_limit(xk: np.ndarray, vk: np.ndarray, side: int) -> float:
     """Limit of clip(f, 0, 1) at -inf (side -1) or +inf (side +1), as represented by the fold:
     a ray whose saturation point overflows (slope ~1e-300) keeps its end value."""
     if xk.size < 2:
-        return float(np.clip(vk[0], 0.0, 1.0))
+        return _clip01(vk[0])
     if side < 0:  # slope as seen moving left from the first breakpoint
         rate, v, x0 = -(vk[1] - vk[0]) / (xk[1] - xk[0]), vk[0], xk[0]
     else:
         rate, v, x0 = (vk[-1] - vk[-2]) / (xk[-1] - xk[-2]), vk[-1], xk[-1]
     if rate == 0.0:
-        return float(np.clip(v, 0.0, 1.0))
+        return _clip01(v)
     level = 1.0 if rate > 0 else 0.0
-    if np.isfinite(x0 + (level - v) / abs(rate)):
+    if math.isfinite(x0 + (level - v) / abs(rate)):
         return level
-    return float(np.clip(v, 0.0, 1.0))
+    return _clip01(v)
+
+
+def _clip01(v) -> float:
+    """``float(np.clip(v, 0, 1))`` of a finite scalar (without NumPy's per-call cost)."""
+    v = float(v)
+    return 0.0 if v < 0.0 else (1.0 if v > 1.0 else v)

@@ -461,7 +461,8 @@ def fit_nonnegative(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: b
     for n_drop in range(k + 1):
         for dropped in itertools.combinations(range(k), n_drop):
             keep = [j for j in range(k) if j not in dropped]
-            coef, b0, loss, ok = fit_logistic(x[:, keep], t, w, intercept=intercept,
+            coef, b0, loss, ok = fit_logistic(x if n_drop == 0 else x[:, keep], t, w,
+                                              intercept=intercept,
                                               start_intercept=start_intercept,
                                               with_loss=with_loss or n_drop > 0)
             if not ok:

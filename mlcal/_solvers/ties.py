@@ -51,6 +51,23 @@ def _exact_sum(a, lo, hi, partials):
 
 
 @njit(cache=True, nogil=True)
+def _sum_if_exact(a, lo, hi):
+    """``(s, True)`` when adding ``a[lo:hi]`` (``hi - lo >= 2``) in order rounds at no step
+    (every step's TwoSum error is 0: integer counts, say), so that ``s`` is the exact sum
+    itself, i.e. the correctly rounded one, and it is finite and nonzero; else ``(s, False)``
+    (the caller runs :func:`_exact_sum`, which also settles the sign of a zero sum)."""
+    s = a[lo]
+    for i in range(lo + 1, hi):
+        v = a[i]
+        t = s + v
+        bv = t - s
+        if (s - (t - bv)) + (v - bv) != 0.0:   # Knuth's TwoSum error (NaN past overflow)
+            return s, False
+        s = t
+    return s, s != 0.0 and s - s == 0.0
+
+
+@njit(cache=True, nogil=True)
 def exact_group_sums(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Correctly rounded sum of each group ``values[starts[g]:starts[g+1]]`` (the last group runs
     to the end). Unlike ``np.add.reduceat`` the result is independent of the order of the values
@@ -65,7 +82,11 @@ def exact_group_sums(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
         if hi - lo == 1:
             out[g] = values[lo]
         else:
-            out[g] = _exact_sum(values, lo, hi, partials)
+            # a sum that is exact as it goes is the correctly rounded one (unique), so the
+            # fast path gives the same bits as the partials
+            # (an empty group, hi == lo, takes the partials' 0.0)
+            s, exact = _sum_if_exact(values, lo, hi) if hi - lo > 1 else (0.0, False)
+            out[g] = s if exact else _exact_sum(values, lo, hi, partials)
     return out
 
 
@@ -118,10 +139,17 @@ def sort_and_collapse(scores: np.ndarray, y: np.ndarray, w: np.ndarray):
     """
     # stability buys nothing once ties are merged (their sums are exact, so the order in which a
     # CPU's sort leaves tied rows cannot matter), and the default sort is ~3x faster
-    order = np.argsort(scores)
-    s = scores[order]
-    ws = w[order]
-    wy = ws * y[order]
+    if scores.size > 1 and bool((scores[1:] >= scores[:-1]).all()) \
+            and not bool((scores == 0.0).any()):
+        # already sorted (auto sorts its rows once): the sort would only permute tied rows,
+        # whose sums are exact. (With a zero the sort picks which of 0.0 and -0.0 stands for
+        # their run, so that case takes the sort as before.)
+        s, ws, wy = scores.copy(), w.copy(), w * y   # (copies: never the caller's arrays)
+    else:
+        order = np.argsort(scores)
+        s = scores[order]
+        ws = w[order]
+        wy = ws * y[order]
     if s.size > 1:
         starts = np.concatenate(([0], np.flatnonzero(s[1:] != s[:-1]) + 1))
     else:

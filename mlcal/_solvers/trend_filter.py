@@ -51,7 +51,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from mlcal._solvers.detmath import det_exp, det_exp_array, det_log, det_log1p
+from mlcal._solvers.detmath import (det_exp, det_exp_array, det_log, det_log1p,
+                                    log1p_in_unit, log_in_unit)
 from mlcal._solvers.exact import floor_divide_exact_array
 
 EVENT_TOL = 1e-9          # relative KKT tolerance (dual feasibility, event times; see above)
@@ -131,7 +132,7 @@ def _gram(x, y, w, bs, mom, bp, k2, dg, od, h):
         k = a
         while k < end:
             blen = min(bs, n - k)
-            if bs > 0 and k % bs == 0 and k + blen <= end:
+            if bs > 0 and k % bs == 0 and k + blen <= end:   # a whole block: its moments
                 B = k // bs
                 du = x[k] - xa
                 dv = xe - x[k + blen - 1]
@@ -142,7 +143,11 @@ def _gram(x, y, w, bs, mom, bp, k2, dg, od, h):
                 h1 += (mom[B, _YU] + du * mom[B, _Y]) * inv
                 h0 += (mom[B, _YV] + dv * mom[B, _Y]) * inv
                 k += blen
-            else:
+                continue
+            # point by point up to the next block boundary (the order of the sums as one
+            # point at a time; no division per point)
+            stop = end if bs <= 0 else min(end, (k // bs + 1) * bs)
+            while k < stop:
                 t = (x[k] - xa) * inv
                 u = 1.0 - t
                 wu = w[k] * u
@@ -587,6 +592,18 @@ def _pdas_iterations(x, y, w, bs, mom, lam, kn, ks, K, state, tol, max_iter, pw,
     return -max_iter, K, 0.0, 0
 
 
+@njit(cache=True, nogil=True)
+def _pdas_on_copy(x, y, w, bs, mom, lam, kn, ks, K, state, tkn, tks, tstate, tol, max_iter, pw,
+                  keep_flat):
+    """:func:`_pdas_iterations` from copies ``tkn, tks, tstate`` of the knot set ``kn[:K]``,
+    ``ks[:K]``, ``state`` (which stay as they are, for a retry after a failure)."""
+    tkn[:K] = kn[:K]
+    tks[:K] = ks[:K]
+    tstate[:] = state
+    return _pdas_iterations(x, y, w, bs, mom, lam, tkn, tks, K, tstate, tol, max_iter, pw,
+                            keep_flat)
+
+
 # ---------------------------------------------------------------------------------------------
 # exact homotopy (fallback for the rare steps where PDAS cycles)
 # ---------------------------------------------------------------------------------------------
@@ -666,6 +683,7 @@ def _path(x, y, w, ratios, tol, bs, pdas_iter, max_events):
           np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int8))
     kn = np.empty(m, dtype=np.int64)
     ks = np.empty(m, dtype=np.int8)
+    tkn, tks, tstate = np.empty_like(kn), np.empty_like(ks), np.empty_like(state)
     K = 0
     cur = lam_max
     idx, val = [], []
@@ -676,9 +694,9 @@ def _path(x, y, w, ratios, tol, bs, pdas_iter, max_events):
         step = np.inf  # log-length of the attempted step: first the whole grid step
         while True:
             t = max(goal, cur * det_exp(-step))
-            tkn, tks, tstate = kn.copy(), ks.copy(), state.copy()
-            it, tK, r_kkt, r_kinks = _pdas_iterations(x, y, w, bs, mom, t, tkn, tks, K, tstate,
-                                                      tol, pdas_iter, pw)
+            # PDAS on copies of the knot set (the copies made in the same compiled call)
+            it, tK, r_kkt, r_kinks = _pdas_on_copy(x, y, w, bs, mom, t, kn, ks, K, state, tkn,
+                                                   tks, tstate, tol, pdas_iter, pw, False)
             if it < 0:
                 stats[0] -= it
                 if t < cur * (1.0 - 1e-3):
@@ -695,16 +713,16 @@ def _path(x, y, w, ratios, tol, bs, pdas_iter, max_events):
                 K = knots_now.size
                 kn[:K] = knots_now
                 ks[:K] = state[knots_now]
-                tkn, tks, tstate = kn.copy(), ks.copy(), state.copy()
                 # re-solve at t from the exact knot set (converges at once) for the record
-                it, tK, r_kkt, r_kinks = _pdas_iterations(x, y, w, bs, mom, t, tkn, tks, K,
-                                                          tstate, tol, max(pdas_iter, 30), pw,
-                                                          True)
+                it, tK, r_kkt, r_kinks = _pdas_on_copy(x, y, w, bs, mom, t, kn, ks, K, state,
+                                                       tkn, tks, tstate, tol,
+                                                       max(pdas_iter, 30), pw, True)
                 if it < 0:  # pragma: no cover - guard, never observed
                     raise RuntimeError("trend-filtering path: the homotopy's knot set does "
                                        "not re-solve")
             stats[0] += it
-            K, kn, ks, state = tK, tkn, tks, tstate
+            # adopt the copies; the former arrays are the next attempt's copies
+            K, kn, ks, state, tkn, tks, tstate = tK, tkn, tks, tstate, kn, ks, state
             if t > goal:
                 step = 2.0 * det_log(cur / t)
             cur = t
@@ -752,6 +770,8 @@ def _clipped_loglik(x, bpi, bpv, z, w, floor):
     floored = 0
     j = 0
     nb = bpi.shape[0]
+    # with such a floor (LL_FLOOR = 1e-12) p and 1 - p are normal numbers in (0, 1)
+    screened = 2.0**-53 <= floor < 0.5
     for k in range(x.shape[0]):
         if nb == 1:
             p = bpv[0]
@@ -772,10 +792,16 @@ def _clipped_loglik(x, bpi, bpv, z, w, floor):
             if zk < 1.0:
                 floored += 1
         term = 0.0
-        if zk > 0.0:
-            term += zk * det_log(p)
-        if zk < 1.0:
-            term += (1.0 - zk) * det_log1p(-p)
+        if screened:   # det_log and det_log1p without their tests (the same values)
+            if zk > 0.0:
+                term += zk * log_in_unit(p)
+            if zk < 1.0:
+                term += (1.0 - zk) * log1p_in_unit(-p)
+        else:
+            if zk > 0.0:
+                term += zk * det_log(p)
+            if zk < 1.0:
+                term += (1.0 - zk) * det_log1p(-p)
         ll += w[k] * term
     return ll, floored
 

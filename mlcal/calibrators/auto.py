@@ -22,6 +22,7 @@ from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterErro
 from mlcal.calibrators.base import (BOUND_SMOOTHING_CONSTRAINTS, BaseCalibrator,
                                     CalibratorFormatError)
 from mlcal.calibrators.output_floor import data_floor
+from mlcal.maps.binary import sharing_clamped_logs
 from mlcal.calibrators.catalog import (available_calibrators, calibrator_class, get_calibrator,
                                        register_calibrator)
 
@@ -99,6 +100,14 @@ def _row_log_losses(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per point: positive-row loss ``-log p`` and negative-row loss ``-log(1 - p)``, with
     ``p`` clipped to ``[EPS, 1 - EPS]`` (for scoring only)."""
     q = np.clip(p, EPS, 1.0 - EPS)
+    # a step map predicts one value over runs of consecutive points: the logs once per run
+    # (the same values either way, so the test only picks the faster path)
+    starts = np.flatnonzero(q[1:] != q[:-1]) + 1
+    if 4 * (starts.size + 1) <= q.size:
+        starts = np.concatenate(([0], starts))
+        counts = np.diff(np.append(starts, q.size))
+        v = q[starts]
+        return np.repeat(-det_log_array(v), counts), np.repeat(-det_log_array(1.0 - v), counts)
     return -det_log_array(q), -det_log_array(1.0 - q)
 
 
@@ -334,8 +343,9 @@ class AutoCalibrator(BaseCalibrator):
         points = sort_and_collapse(s, z, w)
         x, pos, neg, folds, k, unit, n_unique = self.cv_units(s, z, w, int(self.seed),
                                                               points=points)
-        record = self._cross_validate(names, x, pos, neg, folds, k, unit,
-                                      self.repeat_folds(x.size, k, unit, int(self.seed)))
+        with sharing_clamped_logs():   # the beta-family candidates' logs of each fold's cells
+            record = self._cross_validate(names, x, pos, neg, folds, k, unit,
+                                          self.repeat_folds(x.size, k, unit, int(self.seed)))
         record["fold_unit"] = unit
         record["n_unique"] = n_unique
         record["chosen_params"] = self.candidate_params(record["chosen"])
@@ -473,28 +483,35 @@ class AutoCalibrator(BaseCalibrator):
     def _out_of_fold(self, name, x, pos, neg, folds, k, fit_cells=False, train_cells=None):
         """Out-of-fold per-point losses of one method (or the error that stopped it).
         ``train_cells``: a dict shared by the candidates of one CV, which then build each
-        fold's training part (and its merge into at most ``fold_fit_points`` cells) once."""
+        fold's test units, training part (and its merge into at most ``fold_fit_points``
+        cells) and that part's collapsed points and data floor once."""
         p = np.empty(x.size)
         sizes = []
         cap = self.fold_fit_points(name) if fit_cells else None
+        shared = {} if train_cells is None else train_cells
         for f in range(k):
-            train, test = folds != f, folds == f
-            cached = None if train_cells is None else train_cells.get((f, cap))
-            if cached is not None:
-                xt, pt, nt = cached
-            else:
+            split = shared.get((f, "test"))
+            if split is None:
+                test = folds == f
+                split = shared[(f, "test")] = (test, x[test])
+            test, x_test = split
+            cached = shared.get((f, cap))
+            if cached is None:
+                train = ~test
                 xt, pt, nt = x[train], pos[train], neg[train]
                 if cap is not None and xt.size > cap:
                     xt, pt, nt = coarsen(xt, pt, nt, cap)
-                if train_cells is not None:
-                    train_cells[(f, cap)] = (xt, pt, nt)
+                cached = shared[(f, cap)] = [xt, pt, nt, None]
+            xt, pt, nt, prepared = cached
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")   # the refit on all data shows warnings
                     cal = self.candidate(name)
-                    if not _fit_cells(cal, xt, pt, nt):
+                    if cal._fits_points() and prepared is None:
+                        prepared = cached[3] = _cell_points(xt, pt, nt)
+                    if not _fit_cells(cal, xt, pt, nt, prepared):
                         cal.fit(*_rows(xt, pt, nt))
-                p[test] = cal.predict(x[test])
+                p[test] = cal.predict(x_test)
             except (ValueError, ArithmeticError, RuntimeError, np.linalg.LinAlgError) as exc:
                 return None, None, None, f"{type(exc).__name__}: {short_repr(str(exc))}"
             sizes.append(cal.map_.size)
@@ -664,20 +681,36 @@ def coarsen(x: np.ndarray, pos: np.ndarray, neg: np.ndarray,
             exact_group_sums(neg, starts))
 
 
-def _fit_cells(cal: BaseCalibrator, x: np.ndarray, pos: np.ndarray, neg: np.ndarray) -> bool:
-    """Fit ``cal`` as ``cal.fit(*_rows(x, pos, neg))`` does, from the sorted points directly
-    (:meth:`BaseCalibrator._fit_collapsed`: the collapse of those rows is ``x`` with weight
-    ``pos + neg`` and mean label ``pos / (pos + neg)``, both rounded once as the collapse's
-    exact sums are). False: not fitted (the caller fits on the rows): the method has no
-    point fit, or ``x`` is not strictly increasing (row folds repeat a score)."""
-    if not cal._fits_points() or (x.size > 1 and not bool(np.all(x[1:] > x[:-1]))):
-        return False
+def _cell_points(x: np.ndarray, pos: np.ndarray, neg: np.ndarray):
+    """The collapse of ``_rows(x, pos, neg)`` and its data floor, ``(x, ybar, wsum, floor)``
+    (points of zero weight left out), or ``None`` when ``x`` is not strictly increasing (row
+    folds repeat a score): the point fits' input, shared by the candidates of one fold."""
+    if x.size > 1 and not bool(np.all(x[1:] > x[:-1])):
+        return None
     floor = data_floor(np.concatenate((pos, neg)))
     wsum = pos + neg
     keep = wsum > 0
     if not keep.all():
         x, pos, wsum = x[keep], pos[keep], wsum[keep]
-    return cal._fit_collapsed(x, pos / wsum, wsum, x, floor)
+    return x, pos / wsum, wsum, floor
+
+
+def _fit_cells(cal: BaseCalibrator, x: np.ndarray, pos: np.ndarray, neg: np.ndarray,
+               prepared: tuple | None = None) -> bool:
+    """Fit ``cal`` as ``cal.fit(*_rows(x, pos, neg))`` does, from the sorted points directly
+    (:meth:`BaseCalibrator._fit_collapsed`: the collapse of those rows is ``x`` with weight
+    ``pos + neg`` and mean label ``pos / (pos + neg)``, both rounded once as the collapse's
+    exact sums are). ``prepared``: :func:`_cell_points` of the same cells, if the caller has
+    it. False: not fitted (the caller fits on the rows): the method has no point fit, or ``x``
+    is not strictly increasing (row folds repeat a score)."""
+    if not cal._fits_points():
+        return False
+    if prepared is None:
+        prepared = _cell_points(x, pos, neg)
+        if prepared is None:
+            return False
+    xk, ybar, wsum, floor = prepared
+    return cal._fit_collapsed(xk, ybar, wsum, xk, floor)
 
 
 def _rows(x: np.ndarray, pos: np.ndarray, neg: np.ndarray):

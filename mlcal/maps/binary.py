@@ -33,6 +33,8 @@ of the reduction.
 
 from __future__ import annotations
 
+import contextlib
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import singledispatch
 from typing import Any, ClassVar
@@ -274,8 +276,8 @@ class BetaMap(_BaseMap):
         return 3
 
     def _evaluate(self, s: np.ndarray) -> np.ndarray:
-        sc = np.clip(np.ascontiguousarray(s, dtype=np.float64), BETA_EPS, 1.0 - BETA_EPS)
-        z = (self.a * det_log_array(sc) - self.b * det_log1p_array(-sc)) + self.c
+        log_s, log_1ms = clamped_logs(s)
+        z = (self.a * log_s - self.b * log_1ms) + self.c
         return apply_floor(det_expit_array(z), self.floor)
 
     def to_dict(self) -> dict[str, Any]:
@@ -300,12 +302,51 @@ QUADRATIC_FIELDS = ("type", "format_version", "input_transform", "domain", "on",
                     "floor")
 
 
+#: within :func:`sharing_clamped_logs`: the clamped logs already computed, by array identity
+_CLAMPED_LOGS: ContextVar[dict | None] = ContextVar("mlcal_clamped_logs", default=None)
+#: at most this many arrays' logs are kept by one :func:`sharing_clamped_logs` block
+_CLAMPED_LOGS_MAX = 64
+
+
+@contextlib.contextmanager
+def sharing_clamped_logs():
+    """Within the block, :func:`clamped_logs` of the same array object with the same contents
+    is computed once (``auto``'s cross-validation fits and evaluates several beta-family
+    candidates on each fold's same cells). The results are the same bits either way."""
+    token = _CLAMPED_LOGS.set({})
+    try:
+        yield
+    finally:
+        _CLAMPED_LOGS.reset(token)
+
+
+def clamped_logs(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(ln s, ln(1 - s))`` of the scores clamped to ``[BETA_EPS, 1 - BETA_EPS]``, with mlcal's
+    deterministic logs (``ln(1 - s)`` as ``log1p(-s)``): the two terms of every beta-family
+    map (:class:`BetaMap`, :func:`logit_clamped`). Read-only arrays (shared within
+    :func:`sharing_clamped_logs`)."""
+    memo = _CLAMPED_LOGS.get()
+    if memo is not None:
+        hit = memo.get(id(s))
+        # the entry holds the array itself (its id cannot be reused) and a copy of its
+        # contents (an array changed in place is computed afresh)
+        if hit is not None and hit[0] is s and np.array_equal(hit[1], s):
+            return hit[2], hit[3]
+    sc = np.clip(np.ascontiguousarray(s, dtype=np.float64), BETA_EPS, 1.0 - BETA_EPS)
+    log_s, log_1ms = det_log_array(sc), det_log1p_array(-sc)
+    log_s.flags.writeable = False
+    log_1ms.flags.writeable = False
+    if memo is not None and isinstance(s, np.ndarray) and len(memo) < _CLAMPED_LOGS_MAX:
+        memo[id(s)] = (s, s.copy(), log_s, log_1ms)
+    return log_s, log_1ms
+
+
 def logit_clamped(s: np.ndarray) -> np.ndarray:
     """``z = ln(s) - ln(1 - s)`` of scores clamped to ``[BETA_EPS, 1 - BETA_EPS]``, with mlcal's
     deterministic logs (``ln(1 - s)`` as ``log1p(-s)``) and one rounded subtraction, so ``z``
     has the same bits on every CPU (and in the Java and Spark routes); ``|z| < 27.8``."""
-    sc = np.clip(np.ascontiguousarray(s, dtype=np.float64), BETA_EPS, 1.0 - BETA_EPS)
-    return det_log_array(sc) - det_log1p_array(-sc)
+    log_s, log_1ms = clamped_logs(s)
+    return log_s - log_1ms
 
 
 @dataclass(frozen=True, eq=False)

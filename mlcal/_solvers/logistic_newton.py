@@ -31,7 +31,9 @@ pass and the objective is left to the caller (``with_loss``). Such a step from a
 gradient ends the run when the previous full step's contraction predicts the next gradient far
 below the tolerance (:data:`LAST_STEP_FACTOR`), saving the pass that would only confirm it. A step that would go to the line search is taken
 whole without its loss pass when no row's linear predictor moves by more than
-:data:`SAFE_STEP_Z`, where the Armijo test provably passes (same ``theta``).
+:data:`SAFE_STEP_Z`, where the Armijo test provably passes (same ``theta``); and the start's
+objective (for the rounding bound of the step test) is computed only when a bound without
+logarithms (:func:`_probabilities_bound`) cannot decide that test (same decisions).
 """
 
 from __future__ import annotations
@@ -71,6 +73,9 @@ LAST_STEP_MARGIN = 1e-2
 #: where ``-slope`` exceeds the rounding bound). Where the line search accepts the full step
 #: (always so far) the same ``theta`` to the bit
 SAFE_STEP_Z = 1.0
+#: the bound of :func:`_probabilities_bound` times this is above the loss as computed (the
+#: sums' relative rounding errors are below ``n EPS``, far below 1 %)
+ROUNDING_BOUND_SLACK = 1.01
 
 
 @njit(cache=True, nogil=True)
@@ -138,6 +143,35 @@ def _probabilities(x, theta, p):
 
 
 @njit(cache=True, nogil=True)
+def _probabilities_bound(x, t, w, theta, p):
+    """:func:`_probabilities` (the same ``p`` and ``max |z|``), and an upper bound on
+    :func:`_loss` at ``theta`` without logarithms: ``log1p(e) <= e`` in each row's term (as
+    the loss is then ``>= 0``; NaN, i.e. no bound, for a target outside [0, 1] or a negative
+    weight)."""
+    total = 0.0
+    zmax = 0.0
+    for i in range(x.shape[0]):
+        if not (0.0 <= t[i] <= 1.0 and w[i] >= 0.0):
+            total = np.nan
+        z = _row_z(x, theta, i)
+        zmax = max(zmax, abs(z))
+        e, p[i] = _expit_parts(z)
+        if z >= 0.0:
+            total += w[i] * ((1.0 - t[i]) * z + e)
+        else:
+            total += w[i] * (e - t[i] * z)
+    return zmax, total
+
+
+@njit(cache=True, nogil=True)
+def _same(a, b):
+    for j in range(a.size):
+        if a[j] != b[j]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
 def _gradient_hessian_from(x, t, w, p):
     """The gradient and Hessian of :func:`_loss` from the rows' probabilities ``p`` (as
     :func:`_loss_probabilities` writes them)."""
@@ -200,11 +234,17 @@ def _newton_loop(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, scale
     # computed it), so the next gradient needs no exponentials; bits as without the cache
     p = np.empty(n)
     trial = np.empty(n)
-    fval, zmax = _loss_probabilities(g_x, t, w, theta, p)
-    fval = _with_penalty(fval, theta, lam, k)
+    # the start's objective is needed for the rounding bound ``round_unit (|f0| + scale)`` of
+    # the step test, and by a line search from the start: it is computed (a logarithm per
+    # row) only when one needs it. ``f0 >= 0`` and ``f0 <= ubound`` (ROUNDING_BOUND_SLACK),
+    # so a test that those bounds decide needs no f0: the same decisions as with it
+    zmax, ubound = _probabilities_bound(g_x, t, w, theta, p)
+    ubound = _with_penalty(ubound, theta, lam, k)
+    theta0 = theta.copy()
+    fval = 0.0
     cached = True    # p and zmax are those of theta
-    known = True     # so is fval
-    rounding = round_unit * (abs(fval) + scale)
+    known = False    # fval is not
+    rounding = -1.0  # unknown until needed (f0)
     polish = 0
     converged = False
     gprev = 0.0        # gradient (max norm / scale) before the last step, if a full one
@@ -246,7 +286,20 @@ def _newton_loop(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, scale
         slope = -0.0   # NumPy sums fewer than 8 terms in order from -0.0
         for j in range(kk):
             slope += grad[j] * d[j]
-        if not polish and -slope > rounding and _max_abs_z(g_x, d) <= safe_z:
+        below = False   # -slope <= rounding, decided without f0 where the bounds allow
+        if not polish:
+            if rounding >= 0.0:
+                below = -slope <= rounding
+            elif -slope <= round_unit * scale:
+                below = True
+            elif not -slope > round_unit * (ROUNDING_BOUND_SLACK * ubound + scale):
+                f0 = _with_penalty(_loss(g_x, t, w, theta0), theta0, lam, k)
+                rounding = round_unit * (abs(f0) + scale)
+                below = -slope <= rounding
+                if not known and cached and polish == 0 and _same(theta, theta0):
+                    fval = f0   # still at the start
+                    known = True
+        if not polish and not below and _max_abs_z(g_x, d) <= safe_z:
             # the full step passes the Armijo test (SAFE_STEP_Z): taken as the line search
             # would take it, without the loss at the new point (left unknown)
             theta = theta + d
@@ -254,7 +307,7 @@ def _newton_loop(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, scale
             gprev = gmax / scale
             full_prev = True
             continue
-        if -slope <= rounding or polish:
+        if below or polish:
             # below the objective's rounding the line search cannot judge a step; this close
             # to the optimum full Newton steps converge quadratically
             theta = theta + d
@@ -269,7 +322,7 @@ def _newton_loop(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, scale
             gprev = g_rel
             full_prev = True
             continue
-        if not known:   # after a step taken by the SAFE_STEP_Z rule
+        if not known:   # at the start, or after a step taken by the SAFE_STEP_Z rule
             fval = _with_penalty(_loss(g_x, t, w, theta), theta, lam, k)
             known = True
         # Armijo backtracking from the full step, halving it

@@ -201,7 +201,7 @@ def _with_penalty(f, th, lam, k):
     return f
 
 
-def _newton(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, safe_z=SAFE_STEP_Z):
+def _newton(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol):
     """Damped Newton on standardised features from ``theta``: ``(theta, fval, zmax,
     converged)`` with ``fval`` the penalised objective at the returned ``theta``, or ``None``
     when the run ended with full Newton steps and did not need it (the caller computes it
@@ -211,7 +211,7 @@ def _newton(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, safe_z=SAF
     theta, fval, known, zmax, converged = _newton_loop(
         g_x, t, w, np.array(theta, dtype=np.float64), lam, k, max_iter, min_step, ridge, tol,
         float(np.sum(w)), 64.0 * t.size * EPS, POLISH_STEPS, LAST_STEP_FACTOR * tol,
-        float(safe_z))
+        SAFE_STEP_Z, ROUNDING_BOUND_SLACK)
     return theta, (float(fval) if known else None), float(zmax), bool(converged)
 
 
@@ -223,7 +223,7 @@ def _penalised_loss(g_x, t, w, theta, lam, k) -> float:
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _newton_loop(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, scale, round_unit,
-                 polish_steps, last_tol, safe_z):
+                 polish_steps, last_tol, safe_z, bound_slack):
     """The damped Newton iterations of :func:`_newton`, compiled: the operations of the former
     Python loop in the same order (the gradient norm, the k x k solve :func:`_solve`, the
     slope as NumPy sums k <= 3 terms, Armijo backtracking from the full step by halving it as
@@ -292,7 +292,7 @@ def _newton_loop(g_x, t, w, theta, lam, k, max_iter, min_step, ridge, tol, scale
                 below = -slope <= rounding
             elif -slope <= round_unit * scale:
                 below = True
-            elif not -slope > round_unit * (ROUNDING_BOUND_SLACK * ubound + scale):
+            elif not -slope > round_unit * (bound_slack * ubound + scale):
                 f0 = _with_penalty(_loss(g_x, t, w, theta0), theta0, lam, k)
                 rounding = round_unit * (abs(f0) + scale)
                 below = -slope <= rounding

@@ -295,3 +295,36 @@ def test_safe_full_step_decreases_the_objective_as_bounded():
         assert drop <= 1e-4 * slope
         checked += 1
     assert checked >= 100
+
+
+def _standardise_reference(f, w):
+    """``standardise`` as first written: ldexp and the weights' products always."""
+    import math
+
+    top = float(np.max(np.abs(f)))
+    e = math.frexp(top)[1] if 0.0 < top < math.inf else 0
+    fs = np.ldexp(f, -e)
+    wt = float(np.sum(w))
+    m = float(np.sum(w * fs)) / wt
+    d = fs - m
+    sd = math.sqrt(float(np.sum(w * d * d)) / wt)
+    if not sd > 0.0:
+        sd = math.ldexp(1.0, -e)
+    return d / sd, m / sd, math.ldexp(sd, e)
+
+
+def test_standardise_keeps_the_bits_of_ldexp_and_the_weight_products():
+    """The product with a power of two and the unit-weight sums without products give the bits
+    of ldexp and of the weighted sums, from tiny to huge scores, with unit, fractional and
+    integer weights, ties and zeros."""
+    from mlcal._solvers.platt_newton import standardise
+
+    rng = np.random.default_rng(37)
+    for i in range(600):
+        n = int(rng.choice([1, 2, 7, 300, 5000]))
+        f = rng.normal(size=n) * 10.0 ** rng.uniform(-300, 300)
+        if i % 7 == 0:
+            f[: n // 2] = 0.0
+        w = [np.ones(n), rng.uniform(0.1, 3.0, n), np.round(rng.uniform(0, 3, n)) + 1.0][i % 3]
+        a, b = standardise(f, w), _standardise_reference(f, w)
+        assert a[0].tobytes() == b[0].tobytes() and (a[1], a[2]) == (b[1], b[2])

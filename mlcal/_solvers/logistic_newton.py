@@ -46,7 +46,8 @@ from numba import njit
 
 from mlcal._solvers.detmath import det_exp, det_log1p
 from mlcal._solvers.platt_newton import (EPS, POLISH_STEPS, SMALL_WARM_POINTS, WARM_POINTS,
-                                         coarse_to_fine_start, group_rows, standardise)
+                                         coarse_to_fine_start, group_rows,
+                                         scale_by_power_of_two, standardise, unit_weights)
 
 #: |z| beyond which a fitted probability is 0 or 1 to within exp(-700): an MLE that needs it is
 #: at infinity (the labels are separable by the features)
@@ -409,8 +410,9 @@ def _scale_columns(x: np.ndarray, w: np.ndarray, intercept: bool):
             continue
         top = float(np.max(np.abs(f)))
         e = math.frexp(top)[1] if 0.0 < top < math.inf else 0
-        fs = np.ldexp(f, -e)
-        rms = math.sqrt(float(np.sum(w * fs * fs)) / wt)   # IEEE sqrt: same bits everywhere
+        fs = scale_by_power_of_two(f, -e)
+        ff = fs * fs if unit_weights(w) else w * fs * fs
+        rms = math.sqrt(float(np.sum(ff)) / wt)   # IEEE sqrt: same bits everywhere
         rms = rms if rms > 0.0 else 1.0
         cols.append(fs / rms)
         shifts.append(0.0)

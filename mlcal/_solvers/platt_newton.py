@@ -87,6 +87,17 @@ def platt_targets(ybar: np.ndarray, wsum: np.ndarray) -> np.ndarray:
     return ybar * ((n_pos + 1.0) / (n_pos + 2.0)) + (1.0 - ybar) * (1.0 / (n_neg + 2.0))
 
 
+def scale_by_power_of_two(f: np.ndarray, k: int) -> np.ndarray:
+    """``np.ldexp(f, k)`` (the same bits): a product with ``2**k`` where that is a normal
+    number (both are the correctly rounded ``f 2**k``), faster than ldexp."""
+    return f * (2.0 ** k) if -1000 < k < 1000 else np.ldexp(f, k)
+
+
+def unit_weights(w: np.ndarray) -> bool:
+    """Whether every weight is exactly 1.0 (then ``w * v`` has the bits of ``v``)."""
+    return bool((w == 1.0).all())
+
+
 def standardise(f: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float, float]:
     """Standardised scores ``g = (f - m) / sd`` with ``m``, ``sd`` the weighted mean and standard
     deviation of ``f`` (``sd = 1`` when all scores are equal); returns ``(g, m / sd, sd)``.
@@ -98,11 +109,12 @@ def standardise(f: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float, float]
     """
     top = float(np.max(np.abs(f)))
     e = math.frexp(top)[1] if 0.0 < top < math.inf else 0
-    fs = np.ldexp(f, -e)
+    fs = scale_by_power_of_two(f, -e)
+    unit = unit_weights(w)   # w * v is v itself: the same sums without the products
     wt = float(np.sum(w))
-    m = float(np.sum(w * fs)) / wt
+    m = float(np.sum(fs if unit else w * fs)) / wt
     d = fs - m
-    sd = math.sqrt(float(np.sum(w * d * d)) / wt)   # IEEE sqrt: correctly rounded on every CPU
+    sd = math.sqrt(float(np.sum(d * d if unit else w * d * d)) / wt)   # IEEE sqrt: exact rounding
     if not sd > 0.0:
         sd = math.ldexp(1.0, -e)  # all scores equal: g = 0 and only b is fitted
     return d / sd, m / sd, math.ldexp(sd, e)

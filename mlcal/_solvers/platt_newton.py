@@ -22,6 +22,11 @@ rows (:func:`group_rows`) and the full-data Newton starts from that optimum, wit
 stopping test: the same optimum in fewer full-data passes (its last bits differ from a cold
 start's). Fits of more than :data:`SMALL_WARM_POINTS` rows (the coarse fit, and ``auto``'s fold
 fits on 2,000 cells) start in turn from the fit on that many groups.
+
+A step that would go to the line search is taken whole without its objective pass when it
+moves no ``z`` by more than :data:`SAFE_STEP_Z` / 2 (bounded by ``|da| max |g| + |db|``), where
+the Armijo test provably passes (:data:`mlcal._solvers.logistic_newton.SAFE_STEP_Z`): the same
+fit.
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ EPS = 2.0 ** -53
 #: above this many (collapsed) rows a fit first runs on this many groups of consecutive rows
 #: (:func:`group_rows`) and starts the full-data Newton from that optimum
 WARM_POINTS = 2000
+#: a full Newton step that moves no row's ``z`` by more than this passes the line search's
+#: Armijo test (:data:`mlcal._solvers.logistic_newton.SAFE_STEP_Z`, the same argument)
+SAFE_STEP_Z = 1.0
 #: the warm start's own start: fits of more than this many rows (and at most WARM_POINTS, such
 #: as ``auto``'s fold fits on 2,000 cells) first run on this many groups
 SMALL_WARM_POINTS = 200
@@ -124,12 +132,13 @@ def _sigmoid_newton(g, t, w, a, b, max_iter, min_step, ridge, tol):
     """Damped Newton for :func:`fit_sigmoid` on standardised scores ``g`` from ``(a, b)``; the
     iterations run as one compiled loop (:func:`_sigmoid_newton_loop`)."""
     a, b, n_iter = _sigmoid_newton_loop(g, t, w, float(a), float(b), max_iter, min_step, ridge,
-                                        tol, float(np.sum(w)), POLISH_STEPS)
+                                        tol, float(np.sum(w)), POLISH_STEPS, SAFE_STEP_Z)
     return float(a), float(b), int(n_iter)
 
 
 @njit(cache=True, nogil=True)
-def _sigmoid_newton_loop(g, t, w, a, b, max_iter, min_step, ridge, tol, scale, polish_steps):
+def _sigmoid_newton_loop(g, t, w, a, b, max_iter, min_step, ridge, tol, scale, polish_steps,
+                         safe_z):
     """The iterations of :func:`_sigmoid_newton`, compiled: the operations of the former Python
     loop in the same order, Armijo backtracking from the full step by halving it (the first
     step with ``f <= fval + 1e-4 step slope``; none below ``min_step``); the same bits, a zero
@@ -140,6 +149,11 @@ def _sigmoid_newton_loop(g, t, w, a, b, max_iter, min_step, ridge, tol, scale, p
     rounding = 64.0 * g.size * EPS * (abs(fval) + scale)
     polish = 0
     n_iter = 0
+    stale = False   # fval is not the objective at (a, b)
+    finite_start = abs(rounding) < math.inf   # (not NaN either)
+    gabs = 0.0   # max |g|: a step (da, db) moves no z by more than |da| gabs + |db|
+    for i in range(g.shape[0]):
+        gabs = max(gabs, abs(g[i]))
     for it in range(1, max_iter + 1):
         n_iter = it
         g0, g1, h11, h21, h22 = _gradient_hessian(g, t, w, a, b)
@@ -162,6 +176,16 @@ def _sigmoid_newton_loop(g, t, w, a, b, max_iter, min_step, ridge, tol, scale, p
             if polish >= polish_steps:
                 break
             continue
+        if finite_start and abs(da) * gabs + abs(db) <= 0.5 * safe_z:
+            # the full step passes the Armijo test (logistic_newton.SAFE_STEP_Z; the bound on
+            # the moves of z rounds, hence the half): taken as the line search would take it;
+            # the objective at the new point only if a later line search needs it
+            a, b = a + da, b + db
+            stale = True
+            continue
+        if stale:   # after such a step
+            fval = _objective(g, t, w, a, b)
+            stale = False
         step = 1.0
         found = False
         nf = 0.0

@@ -346,3 +346,22 @@ def test_platt_safe_steps_keep_every_bit(n, monkeypatch):
     fast = [fit_sigmoid(*c) for c in cases]
     monkeypatch.setattr(pn, "SAFE_STEP_Z", 0.0)
     assert [fit_sigmoid(*c) for c in cases] == fast
+
+
+@pytest.mark.parametrize("k", [0, 1, 2, 3, 4])
+def test_gradient_hessian_are_the_sequential_sums(k):
+    """The gradient and Hessian kernel (written out for k = 1-3) returns the sums of the rows'
+    terms in row order (NumPy's cumsum: sequential), to the bit, symmetric."""
+    from mlcal._solvers.logistic_newton import _gradient_hessian_from
+
+    rng = np.random.default_rng(43 + k)
+    n = 3001
+    x = np.ascontiguousarray(rng.normal(0, 3, (n, k)))
+    t, w, p = rng.random(n), rng.uniform(0.1, 2.0, n), rng.random(n)
+    g, h = _gradient_hessian_from(x, t, w, p)
+    d1 = w * (p - t)
+    d2 = w * p * (1.0 - p)
+    for j in range(k):
+        assert g[j] == np.cumsum(d1 * x[:, j])[-1]
+        for m in range(j + 1):
+            assert h[j, m] == np.cumsum(d2 * x[:, j] * x[:, m])[-1] == h[m, j]

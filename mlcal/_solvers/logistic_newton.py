@@ -179,13 +179,60 @@ def _gradient_hessian_from(x, t, w, p):
     k = x.shape[1]
     g = np.zeros(k)
     h = np.zeros((k, k))
-    for i in range(x.shape[0]):
-        d1 = w[i] * (p[i] - t[i])
-        d2 = w[i] * p[i] * (1.0 - p[i])
-        for j in range(k):
-            g[j] += d1 * x[i, j]
-            for m in range(j + 1):
-                h[j, m] += d2 * x[i, j] * x[i, m]
+    n = x.shape[0]
+    # k = 1-3 written out with scalar accumulators (about 3x faster than the indexed loop):
+    # each sum still runs over the rows in order with the same products, so the same bits
+    if k == 3:
+        g0 = g1 = g2 = h00 = h10 = h11 = h20 = h21 = h22 = 0.0
+        for i in range(n):
+            d1 = w[i] * (p[i] - t[i])
+            d2 = w[i] * p[i] * (1.0 - p[i])
+            x0 = x[i, 0]
+            x1 = x[i, 1]
+            x2 = x[i, 2]
+            g0 += d1 * x0
+            g1 += d1 * x1
+            g2 += d1 * x2
+            h00 += d2 * x0 * x0
+            h10 += d2 * x1 * x0
+            h11 += d2 * x1 * x1
+            h20 += d2 * x2 * x0
+            h21 += d2 * x2 * x1
+            h22 += d2 * x2 * x2
+        g[0], g[1], g[2] = g0, g1, g2
+        h[0, 0], h[1, 0], h[1, 1], h[2, 0], h[2, 1], h[2, 2] = h00, h10, h11, h20, h21, h22
+    elif k == 2:
+        g0 = g1 = h00 = h10 = h11 = 0.0
+        for i in range(n):
+            d1 = w[i] * (p[i] - t[i])
+            d2 = w[i] * p[i] * (1.0 - p[i])
+            x0 = x[i, 0]
+            x1 = x[i, 1]
+            g0 += d1 * x0
+            g1 += d1 * x1
+            h00 += d2 * x0 * x0
+            h10 += d2 * x1 * x0
+            h11 += d2 * x1 * x1
+        g[0], g[1] = g0, g1
+        h[0, 0], h[1, 0], h[1, 1] = h00, h10, h11
+    elif k == 1:
+        g0 = h00 = 0.0
+        for i in range(n):
+            d1 = w[i] * (p[i] - t[i])
+            d2 = w[i] * p[i] * (1.0 - p[i])
+            x0 = x[i, 0]
+            g0 += d1 * x0
+            h00 += d2 * x0 * x0
+        g[0] = g0
+        h[0, 0] = h00
+    else:
+        for i in range(n):
+            d1 = w[i] * (p[i] - t[i])
+            d2 = w[i] * p[i] * (1.0 - p[i])
+            for j in range(k):
+                g[j] += d1 * x[i, j]
+                for m in range(j + 1):
+                    h[j, m] += d2 * x[i, j] * x[i, m]
     for j in range(k):
         for m in range(j):
             h[m, j] = h[j, m]

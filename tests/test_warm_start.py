@@ -365,3 +365,21 @@ def test_gradient_hessian_are_the_sequential_sums(k):
         assert g[j] == np.cumsum(d1 * x[:, j])[-1]
         for m in range(j + 1):
             assert h[j, m] == np.cumsum(d2 * x[:, j] * x[:, m])[-1] == h[m, j]
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_group_means_are_sequential_sums(k):
+    """Each group's weighted mean features are its rows' sequential sums (cumsum) over its
+    total weight, to the bit, whatever the number of columns."""
+    rng = np.random.default_rng(47 + k)
+    n, m = 5003, 40
+    x = np.ascontiguousarray(rng.normal(0, 2, (n, k)))
+    t, w = rng.random(n), rng.uniform(0.1, 2.0, n)
+    gx, gt, gw = group_rows(x, t, w, m)
+    bounds = (np.arange(m + 1) * n) // m
+    for i in range(m):
+        a, b = bounds[i], bounds[i + 1]
+        sw = np.cumsum(w[a:b])[-1]
+        assert gw[i] == sw
+        for j in range(k):
+            assert gx[i, j] == np.cumsum(w[a:b] * x[a:b, j])[-1] / sw

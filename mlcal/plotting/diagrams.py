@@ -288,15 +288,17 @@ def _pixel_scatter_type():
             offsets = self.get_offsets()
             face = self.get_facecolor()     # the edges follow the face ("face")
             rgba = np.array(face[0], dtype=np.float64)
-            alpha = float(rgba[3])
             trans = self.get_offset_transform()
-            centres, opacity = pixel_markers(trans.transform(np.asarray(offsets)), alpha)
-            colors = np.tile(rgba, (len(opacity), 1))
-            colors[:, 3] = opacity
+            centres, opacity = pixel_markers(trans.transform(np.asarray(offsets)),
+                                             float(rgba[3]))
             try:
-                self.set_offsets(trans.inverted().transform(centres))
-                self.set_facecolor(colors)
-                super().draw(renderer)
+                # one draw per opacity (at most ~30: the opacity reaches 1 by 27 markers), so
+                # each is a one-colour marker run: in SVG one group of bare <use> elements
+                # rather than a clipped group per marker
+                for level in np.unique(opacity):
+                    self.set_offsets(trans.inverted().transform(centres[opacity == level]))
+                    self.set_facecolor((*rgba[:3], level))
+                    super().draw(renderer)
             finally:
                 self.set_offsets(offsets)
                 self.set_facecolor(face)

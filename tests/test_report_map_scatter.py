@@ -45,6 +45,10 @@ def test_pixel_markers_equal_a_brute_force_pixel_count():
         for _ in range(count):
             stacked = stacked + 0.25 * (1 - stacked)
         assert got[key] == pytest.approx(stacked, abs=5.01e-4)   # 3 decimals
+    # non-finite points are not drawn; no points, no markers
+    centres, opacity = pixel_markers([[1.2, 3.4], [1.7, 3.9], [np.nan, 1.0]], 0.25)
+    assert centres.tolist() == [[1.5, 3.5]] and opacity[0] == pytest.approx(0.4375, abs=5.01e-4)
+    assert pixel_markers(np.zeros((0, 2)), 0.25)[0].shape == (0, 2)
     with pytest.raises(ValueError, match="shape"):
         pixel_markers(np.zeros(4), 0.25)
     with pytest.raises(ValueError, match="alpha"):

@@ -263,10 +263,10 @@ def pixel_markers(xy: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must be in [0, 1], got {alpha}")
     cells = np.floor(xy[np.isfinite(xy).all(axis=1)])
-    # sorted by pixel (x, then y), then one entry per run of equal pixels (a lexsort is ~3x
-    # faster than np.unique(axis=0) at 1e6 rows)
     if not len(cells):
         return np.zeros((0, 2)), np.zeros(0)
+    # sorted by pixel (x, then y), then one entry per run of equal pixels (a lexsort is ~3x
+    # faster than np.unique(axis=0) at 1e6 rows)
     cells = cells[np.lexsort((cells[:, 1], cells[:, 0]))]
     first = np.flatnonzero(np.r_[True, np.any(cells[1:] != cells[:-1], axis=1)])
     counts = np.diff(np.r_[first, len(cells)])

@@ -330,6 +330,20 @@ def _scatter_data(ax, x: np.ndarray, y: np.ndarray):
     return coll
 
 
+def map_label(calibrator_or_map, m) -> str:
+    """The legend entry of a plotted map: the method that fitted it (and, for ``auto``, the
+    method it chose) with the map's kind, e.g. ``"isotonic (linear map)"`` (an isotonic fit is
+    drawn by linear interpolation, which the kind alone would leave the reader to guess); the
+    kind alone for a bare map."""
+    method = getattr(calibrator_or_map, "method_name", None)
+    if not isinstance(method, str) or calibrator_or_map is m:
+        return f"{m.kind} map"
+    chosen = getattr(calibrator_or_map, "chosen_", None)
+    if isinstance(chosen, str):
+        method = f"{method}: {chosen}"
+    return f"{method} ({m.kind} map)"
+
+
 def plot_map(calibrator_or_map, *, scores=None, y=None, title: str | None = None,
              path: str | None = None):
     """Plot a fitted calibration map over its score domain.
@@ -384,7 +398,7 @@ def plot_map(calibrator_or_map, *, scores=None, y=None, title: str | None = None
         inside = (s >= lo) & (s <= hi)
         jitter = np.random.default_rng(0).uniform(-0.02, 0.02, s.size)
         _scatter_data(ax, s[inside], (lab + jitter)[inside])
-    ax.plot(grid, m(grid), color="tab:blue", lw=1.8, label=f"{m.kind} map")
+    ax.plot(grid, m(grid), color="tab:blue", lw=1.8, label=map_label(calibrator_or_map, m))
     ax.set_xlim(lo, hi)
     xlabel = "score" if m.input_transform == "identity" else "raw score (sigmoid applied first)"
     ax.set_xlabel(xlabel + f" (fitted domain [{lo:.4g}, {hi:.4g}])")

@@ -7,7 +7,7 @@ naive-Bayes bases whose scores saturate at 0 and 1), fits in the same run, per t
   ``[BETA_EPS, 1 - BETA_EPS]``, ``|z| <= 27.73``);
 * ``(b) restricted``: the same penalised objective restricted to maps monotone over the
   calibration rows' ``z`` range (:func:`restricted_fit`, benchmark-only code: the library does
-  not adopt it, see docs/quadratic.md "Saturated scores");
+  not adopt it, see docs/quadratic.md "Saturated scores (issue #26)");
 * ``(a) data clamp``: PROTOTYPE, Python only, not a map kind: ``z`` clamped to the calibration
   scores' finite log-odds range instead of ``BETA_EPS`` (:func:`data_clamp_predict`);
 * ``(a') widen only``: the same, the range never narrower than the library's clamp (the map

@@ -382,7 +382,7 @@ def test_saturated_scores_lose_auc_to_the_clamp_not_to_the_bend():
 
 @pytest.mark.xfail(strict=True, reason="issue #26 open: the map clamps scores to "
                    "[BETA_EPS, 1 - BETA_EPS], tying the saturated scores whose order carries "
-                   "the information (docs/quadratic.md, 'Saturated scores')")
+                   "the information (docs/quadratic.md, 'Saturated scores (issue #26)')")
 def test_saturated_scores_keep_their_auc():
     """Issue #26's acceptance: on saturated scores the calibrated AUC is within 0.002 of the
     raw scores' (strict xfail: passes, and so fails, once the clamp comes from the data)."""

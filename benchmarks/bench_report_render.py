@@ -3,13 +3,20 @@ the former settings ("before": ``bbox_inches="tight"``, forecast histograms as 4
 against the current ones, measured in the same run, interleaved, by CPU time; and the PNG plots
 (``path=``: MLflow artifacts, monitor diagrams) written with and without the tight bbox.
 
-    python benchmarks/bench_report_render.py [--repeats 3]
+    python benchmarks/bench_report_render.py [--repeats 3] [--map-rows 1000,10000,100000]
 
 Cases: the three reports of ``tests/test_report_browser.py`` (a balanced binary set of 2,000
 rows, a 2 %-positive set of 5,000 rows (its log-odds diagram too) and a 10-class set of 3,000
 rows) and a report of a fitted isotonic calibrator with its calibration map (5,000 rows). Each
 time is the best of ``--repeats`` CPU times (``time.process_time``: the machine may be shared);
 "ratio" is before / now (above 1: now faster). The SVG sizes are those of the last repeat.
+
+Calibration-map scatter by size (``--map-rows``): reports of a fitted isotonic calibrator with
+its calibration data of 1e3, 1e4 and 1e5 rows, the data drawn as one SVG marker per row
+("before": the plain ``ax.scatter``) against one marker per occupied pixel (now); the page's
+size and its ``render_html`` CPU seconds, interleaved, best of ``--repeats``, and with Chromium
+installed the CPU seconds headless Chromium spends loading and screenshotting the page (its
+child processes' ``getrusage``; one load each).
 """
 
 from __future__ import annotations
@@ -43,6 +50,11 @@ def _before_figure_svg(fig, prefix: str) -> str:
     return svg.strip()
 
 
+def _before_scatter_data(ax, x, y):
+    """The map's calibration data as they were drawn: one marker per row."""
+    return ax.scatter(x, y, s=4, alpha=0.25, color="grey", label="calibration data")
+
+
 def _before_save(fig, path):
     """The plots' PNG writer as it was: a tight bbox."""
     if path is not None:
@@ -57,6 +69,20 @@ def _before_histogram(hist, p, lo, hi, scale, color, name):
     else:
         edges = np.linspace(lo, hi, 41)
     hist.hist(np.clip(p, edges[0], edges[-1]), bins=edges, color=color, alpha=0.45, label=name)
+
+
+@contextlib.contextmanager
+def scatter_setting(which: str):
+    """The map's calibration data one marker per row ("before") or per pixel ("now")."""
+    from mlcal.plotting import diagrams
+
+    saved = diagrams._scatter_data
+    if which == "before":
+        diagrams._scatter_data = _before_scatter_data
+    try:
+        yield
+    finally:
+        diagrams._scatter_data = saved
 
 
 @contextlib.contextmanager
@@ -113,6 +139,8 @@ def cpu(fn) -> tuple[float, object]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--map-rows", default="1000,10000,100000",
+                    help="row counts of the map-scatter table (comma-separated; empty: skip)")
     args = ap.parse_args()
     import matplotlib
 
@@ -168,6 +196,80 @@ def main() -> None:
               f"{d['before'][-1][1] / 1e3:10.0f} {d['now'][-1][1] / 1e3:7.0f}")
     print(f"{'all four':10s} {tb:9.3f} {tn:7.3f} {tb / tn:6.2f}")
     png_plots(reports[-1][1], args.repeats)
+    if args.map_rows:
+        map_scatter([int(n) for n in args.map_rows.split(",")], args.repeats)
+
+
+def map_report(n: int):
+    from mlcal.calibrators import get_calibrator
+    from mlcal.report.data import assemble_report
+
+    rng = np.random.default_rng(3)
+    z = rng.normal(-1.0, 1.5, n)
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-z))).astype(int)
+    b = 1 / (1 + np.exp(-1.8 * z))
+    cal = get_calibrator("isotonic").fit(b, y)
+    return assemble_report(y, b, cal.predict(b), title=f"map {n}", n_resamples=20,
+                           calibrator=cal, map_data=(b, y))
+
+
+def chromium_cpu(html: str, name: str) -> float | None:
+    """CPU seconds of a headless Chromium loading ``html`` and taking a full-page screenshot
+    (kept as ``$MLCAL_REPORT_SCREENSHOTS/<name>.png`` when that is set)."""
+    import os
+    import resource
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from support.browser import find_chromium, render_page
+
+    chromium = find_chromium()
+    if chromium is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "report.html"
+        path.write_text(html, encoding="utf-8")
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        result = render_page(chromium, path, timeout=600.0)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = os.environ.get("MLCAL_REPORT_SCREENSHOTS")
+    if out:
+        os.makedirs(out, exist_ok=True)
+        Path(out, f"{name}.png").write_bytes(result.screenshot)
+    return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
+def map_scatter(rows: list[int], repeats: int) -> None:
+    """The map report's size and rendering cost by number of calibration rows."""
+    from mlcal.report.html import render_html
+
+    reports = [(n, map_report(n)) for n in rows]
+    best: dict[tuple[int, str], tuple[float, int]] = {}
+    pages: dict[tuple[int, str], str] = {}
+    for _ in range(repeats):
+        for n, rep in reports:
+            for which in ("before", "now"):     # interleaved
+                with scatter_setting(which):
+                    t, html = cpu(lambda: render_html(rep))
+                old = best.get((n, which))
+                best[(n, which)] = (min(t, old[0]) if old else t, len(html))
+                pages[(n, which)] = html
+    browser = {(n, which): chromium_cpu(html, f"map-{n}-{which}")
+               for (n, which), html in pages.items()}
+    print("\ncalibration-map scatter: one marker per row (before) or per pixel (now); the map "
+          "report by rows\n(render_html CPU s, best of", repeats, "; page kB; Chromium load + "
+          "screenshot CPU s, one load)")
+    print(f"{'rows':>8s} {'before s':>9s} {'now s':>7s} {'ratio':>6s} {'before kB':>10s} "
+          f"{'now kB':>7s} {'ratio':>6s} {'chrome before s':>16s} {'now s':>7s}")
+    for n, _ in reports:
+        b, w = best[(n, "before")], best[(n, "now")]
+        cb, cn = browser[(n, "before")], browser[(n, "now")]
+        chrome = (f"{cb:16.2f} {cn:7.2f}" if cb is not None and cn is not None
+                  else f"{'(no chromium)':>16s} {'':7s}")
+        print(f"{n:8d} {b[0]:9.3f} {w[0]:7.3f} {b[0] / w[0]:6.2f} {b[1] / 1e3:10.0f} "
+              f"{w[1] / 1e3:7.0f} {b[1] / w[1]:6.1f} {chrome}")
 
 
 def png_plots(rep, repeats: int) -> None:

@@ -4,7 +4,7 @@ model (a shared map plus per-segment logit offsets shrunk by empirical Bayes) an
 
 * the shared map: mlcal ``auto`` (default) against probcal's beta map;
 * for ``auto``, whether the cross-fitting folds repeat auto's choice among its candidates
-  (``auto cv``: mlcal's default before docs/segments.md's sixth round, ``fold_shared="repeat"``)
+  (``auto cv``: mlcal's default before the sixth round of docs/segments.md, ``fold_shared="repeat"``)
   or cross-fit the method auto chose on all rows (``auto cvfix``: what the default
   ``fold_shared="chosen"`` does since);
 * the predictions the offsets are estimated against: mlcal's cross-fitted out-of-fold shared
@@ -13,7 +13,7 @@ model (a shared map plus per-segment logit offsets shrunk by empirical Bayes) an
   against probcal's DerSimonian-Laird method of moments (and ``max`` of the two);
 * the centre the offsets are shrunk toward: mlcal's REML ``mu`` against probcal's 0.
 
-Since docs/segments.md's seventh round mlcal's default plug-in is the moments spread with
+Since the seventh round of docs/segments.md, mlcal's default plug-in is the moments spread with
 centre 0 (``shrinkage="moments"``, the ``auto cvfix dl 0`` rows); the fits here pin
 ``shrinkage="reml"`` so that every row stays what the sixth round measured.
 

@@ -82,3 +82,17 @@ def test_map_plot_is_limited_to_the_fitted_domain():
     assert line.min() == pytest.approx(lo) and line.max() == pytest.approx(hi)
     pts = ax.collections[0].get_offsets()[:, 0]
     assert pts.min() >= lo and pts.max() <= hi
+
+
+def test_map_legend_names_the_method_the_choice_and_the_kind():
+    import mlcal
+
+    y, p = imbalanced()
+    iso = Isotonic().fit(p, y)
+    texts = [t.get_text() for t in plot_map(iso).axes[0].get_legend().get_texts()]
+    assert texts == [f"isotonic ({iso.map_.kind} map)"]
+    auto = mlcal.AutoCalibrator().fit(p, y)
+    texts = [t.get_text() for t in plot_map(auto).axes[0].get_legend().get_texts()]
+    assert texts == [f"auto: {auto.chosen_} ({auto.map_.kind} map)"]
+    texts = [t.get_text() for t in plot_map(iso.map_).axes[0].get_legend().get_texts()]
+    assert texts == [f"{iso.map_.kind} map"]

@@ -1,6 +1,7 @@
-"""The HTML report in a real headless Chromium: a balanced binary case, a 2 %-positive case and
-a 10-class model render with no console error, no failed load and no request besides the page
-itself, and the screenshot shows drawn figures where the page lays them out.
+"""The HTML report in a real headless Chromium: a balanced binary case, a 2 %-positive case, a
+10-class model and a report with the calibration map (20,000 rows of data scattered under it)
+render with no console error, no failed load and no request besides the page itself, and the
+screenshot shows drawn figures where the page lays them out.
 
 Chromium is driven over its DevTools pipe (:mod:`support.browser`): console messages come with
 their level (``Runtime.consoleAPICalled``), uncaught exceptions and failed resource loads arrive
@@ -15,6 +16,7 @@ import os
 import numpy as np
 import pytest
 
+from mlcal.calibrators import Isotonic
 from mlcal.report import build_report, write_report
 from support.browser import find_chromium, render_page
 
@@ -57,6 +59,11 @@ def _cases():
     y, b, a = _multiclass()
     yield "ten-class", {"y": y, "p_before": b, "p_after": a,
                         "classes": [f"class {c}" for c in "ABCDEFGHIJ"]}
+    # the calibration map with its data scatter (drawn one marker per pixel)
+    y, b, _ = _binary(-1.0, 20000, 3)
+    cal = Isotonic().fit(b, y)
+    yield "with-map", {"y": y, "p_before": b, "p_after": cal.predict(b), "calibrator": cal,
+                       "map_data": (b, y)}
 
 
 def _png(data: bytes) -> np.ndarray:
@@ -75,7 +82,7 @@ def test_report_renders_without_errors_and_draws_its_figures(chromium, tmp_path,
     result = render_page(chromium, path)
     assert result.errors() == []
     assert result.requests == [path.resolve().as_uri()]
-    expected = {"balanced": 1, "rare": 2, "ten-class": 2}[name]
+    expected = {"balanced": 1, "rare": 2, "ten-class": 2, "with-map": 2}[name]
     assert len(result.figure_boxes) == expected
     shot = _png(result.screenshot)
     assert shot.shape[0] >= result.page_height - 1

@@ -581,27 +581,6 @@ def test_folds_fit_the_method_auto_chose_on_all_rows():
     np.testing.assert_array_equal(a.map_.offsets, b.map_.offsets)
 
 
-def test_a_document_without_fold_shared_loads_as_repeat(fitted):
-    cal, s, seg = fitted
-    assert cal.fold_shared == "chosen"
-    doc = cal.to_dict()
-    assert doc["params"]["fold_shared"] == "chosen"
-    del doc["params"]["fold_shared"]     # as written before the parameter existed
-    old = mlcal.load_calibrator(doc)
-    assert old.fold_shared == "repeat"
-    assert np.array_equal(old.predict(s, seg), cal.predict(s, seg))
-    for gone in ("select", "tau"):
-        del doc["params"][gone]
-    old = mlcal.load_calibrator(doc)
-    assert (old.select, old.tau, old.fold_shared) == ("off", "plugin", "repeat")
-    bad = cal.to_dict()
-    bad["params"]["fold_shared"] = "auto"
-    with pytest.raises(CalibratorFormatError, match="parameter 'fold_shared'"):
-        mlcal.load_calibrator(bad)
-    with pytest.raises(mlcal.calibrators._params.InvalidParameterError, match="'fold_shared'"):
-        mlcal.SegmentedCalibrator(fold_shared="all").fit(s, np.arange(s.size) % 2, seg)
-
-
 # -- the plug-in's prior by moments, toward the shared map (shrinkage="moments") --------------
 def _dersimonian_laird(d, v):
     """Cochran's Q and its expectation in matrix form: ``Q = d' (W - w w' / 1'w) d`` and
@@ -666,23 +645,30 @@ def test_moments_shrinkage_leaves_the_average_over_tau_unchanged():
     assert a.offset_prior_ == b.offset_prior_
 
 
-def test_a_document_without_shrinkage_loads_as_reml(fitted):
+# parameters added after the format, in order: (name, default, legacy value, a bad value)
+LATER_PARAMS = [("fold_shared", "chosen", "repeat", "auto"), ("shrinkage", "moments", "reml", "dl")]
+
+
+@pytest.mark.parametrize("k", range(len(LATER_PARAMS)))
+def test_a_document_without_a_later_parameter_loads_with_the_legacy_value(fitted, k):
+    name, default, legacy, bad_value = LATER_PARAMS[k]
     cal, s, seg = fitted
-    assert cal.shrinkage == "moments"
+    assert getattr(cal, name) == default
     doc = cal.to_dict()
-    assert doc["params"]["shrinkage"] == "moments"
-    del doc["params"]["shrinkage"]       # as written before the parameter existed
+    assert doc["params"][name] == default
+    del doc["params"][name]       # as written before the parameter existed
     old = mlcal.load_calibrator(doc)
-    assert old.shrinkage == "reml"
+    assert getattr(old, name) == legacy
     assert np.array_equal(old.predict(s, seg), cal.predict(s, seg))
-    for gone in ("select", "tau", "fold_shared"):
+    earlier = ["select", "tau"] + [p[0] for p in LATER_PARAMS[:k]]
+    for gone in earlier:
         del doc["params"][gone]
     old = mlcal.load_calibrator(doc)
-    assert (old.select, old.tau, old.fold_shared, old.shrinkage) == \
-        ("off", "plugin", "repeat", "reml")
+    expected = ["off", "plugin"] + [p[2] for p in LATER_PARAMS[:k + 1]]
+    assert [getattr(old, n) for n in earlier + [name]] == expected
     bad = cal.to_dict()
-    bad["params"]["shrinkage"] = "dl"
-    with pytest.raises(CalibratorFormatError, match="parameter 'shrinkage'"):
+    bad["params"][name] = bad_value
+    with pytest.raises(CalibratorFormatError, match=f"parameter '{name}'"):
         mlcal.load_calibrator(bad)
-    with pytest.raises(mlcal.calibrators._params.InvalidParameterError, match="'shrinkage'"):
-        mlcal.SegmentedCalibrator(shrinkage="ml").fit(s, np.arange(s.size) % 2, seg)
+    with pytest.raises(mlcal.calibrators._params.InvalidParameterError, match=f"'{name}'"):
+        mlcal.SegmentedCalibrator(**{name: "ml"}).fit(s, np.arange(s.size) % 2, seg)

@@ -139,53 +139,48 @@ def test_sort_and_collapse_of_sorted_rows_equals_the_sorted_path_and_copies():
         assert not np.shares_memory(got[0], s) and not np.shares_memory(got[2], w)
 
 
-def test_det_log_array_equals_det_log_entry_by_entry():
-    from numba import njit
-
-    from mlcal._solvers.detmath import det_log
-
-    @njit
-    def one_by_one(x):
-        out = np.empty(x.shape[0])
-        for i in range(x.shape[0]):
-            out[i] = det_log(x[i])
-        return out
-
+def _log_inputs() -> np.ndarray:
     rng = np.random.default_rng(7)
     grid = 1.0 + np.arange(129) / 128   # the table's points and their neighbours
-    x = np.concatenate((rng.random(20000), np.exp(rng.uniform(-745.0, 709.0, 20000)),
-                        rng.normal(0.0, 1e3, 2000), grid, np.nextafter(grid, 0.0),
-                        np.nextafter(grid, 2.0), grid + 2.0**-53,
-                        [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, 2.2250738585072014e-308,
-                         2.225073858507201e-308, 1.7976931348623157e308, -1.0]))
-    assert det_log_array(x).tobytes() == one_by_one(x).tobytes()
-    assert det_log_array(x[::3]).tobytes() == one_by_one(x[::3]).tobytes()   # strided
+    return np.concatenate((rng.random(20000), np.exp(rng.uniform(-745.0, 709.0, 20000)),
+                           rng.normal(0.0, 1e3, 2000), grid, np.nextafter(grid, 0.0),
+                           np.nextafter(grid, 2.0), grid + 2.0**-53,
+                           [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, 2.2250738585072014e-308,
+                            2.225073858507201e-308, 1.7976931348623157e308, -1.0]))
 
 
-def test_det_log1p_array_equals_det_log1p_entry_by_entry():
+def _log1p_inputs() -> np.ndarray:
+    rng = np.random.default_rng(8)
+    grid = np.arange(-128, 129) / 128
+    return np.concatenate((-rng.random(20000), rng.random(2000) * 10.0,
+                           np.exp(rng.uniform(-745.0, 709.0, 5000)),
+                           -np.exp(rng.uniform(-745.0, 0.0, 5000)), grid,
+                           np.nextafter(grid, 2.0), np.nextafter(grid, -2.0), grid + 2.0**-53,
+                           [0.0, -0.0, np.inf, -np.inf, np.nan, -1.0, -1.5, 5e-324, -5e-324,
+                            2.0**-12, -2.0**-12, np.nextafter(2.0**-12, 0.0),
+                            np.nextafter(-2.0**-12, 0.0), np.nextafter(-1.0, 0.0),
+                            1.7976931348623157e308]))
+
+
+@pytest.mark.parametrize("name", ["det_log", "det_log1p"])
+def test_log_arrays_equal_the_scalar_function_entry_by_entry(name):
     from numba import njit
 
-    from mlcal._solvers.detmath import det_log1p
+    from mlcal._solvers import detmath
+
+    scalar = getattr(detmath, name)
+    array = {"det_log": det_log_array, "det_log1p": det_log1p_array}[name]
+    x = _log_inputs() if name == "det_log" else _log1p_inputs()
 
     @njit
     def one_by_one(x):
         out = np.empty(x.shape[0])
         for i in range(x.shape[0]):
-            out[i] = det_log1p(x[i])
+            out[i] = scalar(x[i])
         return out
 
-    rng = np.random.default_rng(8)
-    grid = np.arange(-128, 129) / 128
-    x = np.concatenate((-rng.random(20000), rng.random(2000) * 10.0,
-                        np.exp(rng.uniform(-745.0, 709.0, 5000)),
-                        -np.exp(rng.uniform(-745.0, 0.0, 5000)), grid, np.nextafter(grid, 2.0),
-                        np.nextafter(grid, -2.0), grid + 2.0**-53,
-                        [0.0, -0.0, np.inf, -np.inf, np.nan, -1.0, -1.5, 5e-324, -5e-324,
-                         2.0**-12, -2.0**-12, np.nextafter(2.0**-12, 0.0),
-                         np.nextafter(-2.0**-12, 0.0), np.nextafter(-1.0, 0.0),
-                         1.7976931348623157e308]))
-    assert det_log1p_array(x).tobytes() == one_by_one(x).tobytes()
-    assert det_log1p_array(x[::3]).tobytes() == one_by_one(x[::3]).tobytes()
+    assert array(x).tobytes() == one_by_one(x).tobytes()
+    assert array(x[::3]).tobytes() == one_by_one(x[::3]).tobytes()   # strided
 
 
 @pytest.mark.parametrize("floor", [1e-12, 0.0, 1e-300, 2.0**-53, 1e-16, 0.3])

@@ -229,15 +229,10 @@ def _subnormal_exp(m, t, lo):
     return (r * _pow2(-52)) * _pow2(-1022)  # r < 2^53 integer: both scalings exact
 
 
-@njit(cache=True, nogil=True)
-def _log_parts(x, corr):
-    """``log(x) + corr`` as ``(s, tail)`` for positive finite ``x`` (``|corr| << 1``)."""
-    bits = np.float64(x).view(np.int64)
-    m = -1023
-    if bits < _MIN_NORMAL_BITS:  # subnormal: normalise exactly
-        bits = np.float64(x * _TWO_54).view(np.int64)
-        m -= 54
-    m += bits >> 52
+@njit(cache=True, nogil=True, inline="always")
+def _parts_of_bits(bits, m, corr):
+    """``log(x) + corr`` as ``(s, tail)`` for ``x = 2^m * y``, ``y`` in ``[1, 2)`` the mantissa
+    of the bit pattern ``bits`` of a positive normal number (``m`` its unbiased exponent)."""
     y = np.int64((bits & _MANT_MASK) | _ONE_BITS).view(np.float64)  # [1, 2)
     j = np.int64(((y - 1.0) * 128.0 + _SHIFTER) - _SHIFTER)  # 0..128
     big_f = 1.0 + j * 0.0078125
@@ -259,28 +254,24 @@ def _log_parts(x, corr):
     return s, tail
 
 
+@njit(cache=True, nogil=True)
+def _log_parts(x, corr):
+    """``log(x) + corr`` as ``(s, tail)`` for positive finite ``x`` (``|corr| << 1``)."""
+    bits = np.float64(x).view(np.int64)
+    m = -1023
+    if bits < _MIN_NORMAL_BITS:  # subnormal: normalise exactly
+        bits = np.float64(x * _TWO_54).view(np.int64)
+        m -= 54
+    m += bits >> 52
+    return _parts_of_bits(bits, m, corr)
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _log_of_bits(bits, corr):
     """``log(x) + corr`` for a positive normal finite ``x`` given as its bit pattern: the
     operations of :func:`_log_parts` and the final sum of :func:`det_log` (``corr = 0.0``) and
     :func:`det_log1p`, without their tests (the callers screen the argument)."""
-    m = (bits >> 52) - 1023
-    y = np.int64((bits & _MANT_MASK) | _ONE_BITS).view(np.float64)  # [1, 2)
-    j = np.int64(((y - 1.0) * 128.0 + _SHIFTER) - _SHIFTER)  # 0..128
-    big_f = 1.0 + j * 0.0078125
-    f = y - big_f
-    inv_f = _INV_F[j]
-    u = f * inv_f
-    t = _SPLITTER * u
-    uh = t - (t - u)
-    ul = u - uh
-    u_lo = ((f - uh * big_f) - ul * big_f) * inv_f
-    poly = u * u * (-0.5 + u * (1.0 / 3.0 + u * (-0.25 + u * (0.2 + u * (
-        -1.0 / 6.0 + u * (1.0 / 7.0))))))
-    a = m * _LN2_HI + _LOG_HI[j]
-    s = a + u
-    err = (a - s) + u
-    tail = err + (((m * _LN2_LO + _LOG_LO[j]) + corr) + (u_lo + poly))
+    s, tail = _parts_of_bits(bits, (bits >> 52) - 1023, corr)
     return s + tail
 
 

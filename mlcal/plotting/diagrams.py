@@ -231,6 +231,119 @@ def _draw_reliability(ax, hist, y, series, *, n_bins: int, strategy: str, interv
         hist.set_yscale("log")  # large samples: keep sparse tails visible next to the bulk
 
 
+#: opacity of one calibration-data marker in :func:`plot_map`
+DATA_ALPHA = 0.25
+
+
+def pixel_markers(xy: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """One marker per occupied pixel: the centres and opacities that draw ``xy`` as it looks.
+
+    Parameters
+    ----------
+    xy : ndarray of shape (n, 2)
+        Marker positions in display coordinates (pixels, or points for a vector backend: the
+        renderer's own grid at the dpi the figure is drawn at).
+    alpha : float
+        The opacity of one marker, in [0, 1].
+
+    Returns
+    -------
+    centres : ndarray of shape (m, 2)
+        The centre of every pixel holding at least one marker (``floor(xy) + 0.5``), sorted by
+        pixel (x first).
+    opacity : ndarray of shape (m,)
+        ``1 - (1 - alpha) ** count`` rounded to 3 decimals: ``count`` markers of one colour
+        drawn on the same spot, one over the other, composite to exactly that opacity, so the
+        stack of markers and the single marker look the same (the move to the pixel centre is
+        at most half a pixel).
+    """
+    xy = np.asarray(xy, dtype=np.float64)
+    if xy.ndim != 2 or xy.shape[1] != 2:
+        raise ValueError(f"xy must have shape (n, 2), got {xy.shape}")
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+    cells = np.floor(xy[np.isfinite(xy).all(axis=1)])
+    if not len(cells):
+        return np.zeros((0, 2)), np.zeros(0)
+    # sorted by pixel (x, then y), then one entry per run of equal pixels (a lexsort is ~3x
+    # faster than np.unique(axis=0) at 1e6 rows)
+    cells = cells[np.lexsort((cells[:, 1], cells[:, 0]))]
+    first = np.flatnonzero(np.r_[True, np.any(cells[1:] != cells[:-1], axis=1)])
+    counts = np.diff(np.r_[first, len(cells)])
+    return cells[first] + 0.5, np.round(1.0 - (1.0 - alpha) ** counts, 3)
+
+
+@functools.cache
+def _pixel_scatter_type():
+    from matplotlib.collections import PathCollection
+
+    class PixelScatter(PathCollection):
+        """A one-colour scatter drawn as one marker per occupied pixel of the renderer.
+
+        The artist keeps every point (its offsets, colour and legend entry are those of a plain
+        scatter); only :meth:`draw` maps them to display coordinates at the dpi being drawn
+        (72 for SVG, the ``dpi`` of a PNG), merges the markers of each pixel into one at the
+        pixel's centre with the stacked opacity (:func:`pixel_markers`), draws those and puts
+        the points back. A report's SVG then holds at most one ``<use>`` element per pixel of
+        the plot area, whatever the number of rows, and looks the same.
+        """
+
+        def draw(self, renderer):
+            if not self.get_visible():
+                return
+            offsets = self.get_offsets()
+            face = self.get_facecolor()     # the edges follow the face ("face")
+            rgba = np.array(face[0], dtype=np.float64)
+            trans = self.get_offset_transform()
+            centres, opacity = pixel_markers(trans.transform(np.asarray(offsets)),
+                                             float(rgba[3]))
+            try:
+                # one draw per opacity (at most ~30: the opacity reaches 1 by 27 markers), so
+                # each is a one-colour marker run: in SVG one group of bare <use> elements
+                # rather than a clipped group per marker
+                for level in np.unique(opacity):
+                    self.set_offsets(trans.inverted().transform(centres[opacity == level]))
+                    self.set_facecolor((*rgba[:3], level))
+                    super().draw(renderer)
+            finally:
+                self.set_offsets(offsets)
+                self.set_facecolor(face)
+
+    return PixelScatter
+
+
+def _scatter_data(ax, x: np.ndarray, y: np.ndarray):
+    """Scatter the calibration data: grey markers of 4 square points at :data:`DATA_ALPHA`,
+    drawn one per occupied pixel (:func:`pixel_markers`), so the figure's size does not grow
+    with the number of rows."""
+    plain = ax.scatter(x, y, s=4, color="grey", label="calibration data")
+    rgba = np.array(plain.get_facecolor()[0], dtype=np.float64)
+    rgba[3] = DATA_ALPHA
+    coll = _pixel_scatter_type()(plain.get_paths(), plain.get_sizes(),
+                                 offsets=plain.get_offsets(),
+                                 offset_transform=plain.get_offset_transform())
+    coll.update_from(plain)
+    coll.set_facecolor(rgba)
+    coll.set_edgecolor("face")
+    plain.remove()
+    ax.add_collection(coll, autolim=False)
+    return coll
+
+
+def map_label(calibrator_or_map, m) -> str:
+    """The legend entry of a plotted map: the method that fitted it (and, for ``auto``, the
+    method it chose) with the map's kind, e.g. ``"isotonic (linear map)"`` (an isotonic fit is
+    drawn by linear interpolation, which the kind alone would leave the reader to guess); the
+    kind alone for a bare map."""
+    method = getattr(calibrator_or_map, "method_name", None)
+    if not isinstance(method, str) or calibrator_or_map is m:
+        return f"{m.kind} map"
+    chosen = getattr(calibrator_or_map, "chosen_", None)
+    if isinstance(chosen, str):
+        method = f"{method}: {chosen}"
+    return f"{method} ({m.kind} map)"
+
+
 def plot_map(calibrator_or_map, *, scores=None, y=None, title: str | None = None,
              path: str | None = None):
     """Plot a fitted calibration map over its score domain.
@@ -284,9 +397,8 @@ def plot_map(calibrator_or_map, *, scores=None, y=None, title: str | None = None
         lab = np.asarray(y, dtype=float)
         inside = (s >= lo) & (s <= hi)
         jitter = np.random.default_rng(0).uniform(-0.02, 0.02, s.size)
-        ax.scatter(s[inside], (lab + jitter)[inside], s=4, alpha=0.25, color="grey",
-                   label="calibration data")
-    ax.plot(grid, m(grid), color="tab:blue", lw=1.8, label=f"{m.kind} map")
+        _scatter_data(ax, s[inside], (lab + jitter)[inside])
+    ax.plot(grid, m(grid), color="tab:blue", lw=1.8, label=map_label(calibrator_or_map, m))
     ax.set_xlim(lo, hi)
     xlabel = "score" if m.input_transform == "identity" else "raw score (sigmoid applied first)"
     ax.set_xlabel(xlabel + f" (fitted domain [{lo:.4g}, {hi:.4g}])")

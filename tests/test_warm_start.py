@@ -190,3 +190,196 @@ def test_small_warm_start_reaches_the_cold_optimum(n, intercept, penalty, cols):
         assert warm[0].tobytes() == cold[0].tobytes() and warm[1] == cold[1]
     if intercept:
         _close(np.r_[warm[0], warm[1]], _scipy_logistic(x, y, w, penalty), 1e-6)
+
+
+@pytest.mark.parametrize("method", ["beta", "temperature", "platt-logit", "quadratic"])
+@pytest.mark.parametrize("case", ["beta-scores", "weighted", "near-separable", "small"])
+def test_skipped_loss_passes_keep_every_bit(method, case, monkeypatch):
+    """The full step taken without its line search (SAFE_STEP_Z) and the start's objective
+    computed only when its bounds cannot decide the step test (ROUNDING_BOUND_SLACK) change no
+    bit: the same maps as with both off (every step with an objective goes to the line search,
+    the objective at the start always computed), at 300-100,000 rows."""
+    import mlcal._solvers.logistic_newton as ln
+
+    rng = np.random.default_rng(17)
+    n = {"small": 300, "weighted": 30000, "near-separable": 20000}.get(case, 100000)
+    s = rng.beta(2.0, 5.0, n)
+    p = expit(40.0 * (s - 0.3)) if case == "near-separable" else s ** 0.6
+    y = (rng.random(n) < p).astype(int)
+    w = rng.uniform(0.2, 3.0, n) if case == "weighted" else None
+    params = {"smooth_targets": False} if case == "near-separable" else {}
+    fast = mlcal.get_calibrator(method, **params).fit(s, y, w).to_json()
+    monkeypatch.setattr(ln, "SAFE_STEP_Z", 0.0)
+    monkeypatch.setattr(ln, "ROUNDING_BOUND_SLACK", np.nan)
+    assert mlcal.get_calibrator(method, **params).fit(s, y, w).to_json() == fast
+
+
+def test_logistic_fits_keep_every_bit_without_the_skipped_passes(monkeypatch):
+    """As above on 60 random weighted logistic problems (1-3 features, penalties, with and
+    without intercept, fractional targets)."""
+    import mlcal._solvers.logistic_newton as ln
+
+    rng = np.random.default_rng(23)
+    problems = []
+    for i in range(60):
+        n, k = int(rng.choice([50, 400, 3000, 20000])), int(rng.integers(1, 4))
+        x = np.sort(rng.normal(size=(n, k)) * rng.choice([0.1, 1.0, 5.0]), axis=0)
+        z = x @ (rng.normal(size=k) * rng.choice([0.5, 2.0, 8.0])) + rng.normal()
+        t = (rng.random(n) < expit(z)).astype(float)
+        t = t * 0.98 + 0.01 if i % 3 == 0 else t
+        w = rng.uniform(0.1, 3.0, n) if i % 2 else np.ones(n)
+        problems.append((x, t, w, dict(intercept=bool(i % 5), penalty=None if i % 4 else
+                                       list(rng.uniform(0.0, 2.0, k)))))
+    fast = [fit_logistic(x, t, w, **kw) for x, t, w, kw in problems]
+    monkeypatch.setattr(ln, "SAFE_STEP_Z", 0.0)
+    monkeypatch.setattr(ln, "ROUNDING_BOUND_SLACK", np.nan)
+    for (x, t, w, kw), a in zip(problems, fast):
+        b = fit_logistic(x, t, w, **kw)
+        assert a[0].tobytes() == b[0].tobytes() and a[1] == b[1] and a[3] == b[3]
+        assert a[2] == b[2] or (np.isnan(a[2]) and np.isnan(b[2]))
+
+
+def test_probabilities_bound_is_above_the_loss():
+    """The log-free bound is above the loss (brute force with scipy's log_expit) and writes the
+    probabilities and max |z| of the exponential-only pass."""
+    from mlcal._solvers.logistic_newton import _loss, _probabilities, _probabilities_bound
+
+    rng = np.random.default_rng(29)
+    for scale in (0.01, 1.0, 30.0):
+        x = np.ascontiguousarray(np.column_stack((rng.normal(0, scale, 4000),
+                                                  rng.normal(size=4000), np.ones(4000))))
+        t, w, theta = rng.random(4000), rng.random(4000), rng.normal(size=3)
+        p1, p2 = np.empty(4000), np.empty(4000)
+        zmax, bound = _probabilities_bound(x, t, w, theta, p1)
+        assert _probabilities(x, theta, p2) == zmax and p1.tobytes() == p2.tobytes()
+        z = x @ theta
+        brute = -np.sum(w * (t * log_expit(z) + (1 - t) * log_expit(-z)))
+        assert _loss(x, t, w, theta) <= bound and brute <= bound
+    t[0] = 1.5   # no bound for a target outside [0, 1]
+    assert np.isnan(_probabilities_bound(x, t, w, theta, p1)[1])
+
+
+def test_safe_full_step_decreases_the_objective_as_bounded():
+    """The premise of SAFE_STEP_Z, checked independently: for a Newton direction ``d`` with
+    ``M = max |x_i . d| <= 1``, ``f(theta + d) - f(theta) <= slope (1 - (e^M - 1 - M) / M^2)``
+    (below the Armijo line ``1e-4 slope``), at points near and far from the optimum."""
+    rng = np.random.default_rng(31)
+    checked = 0
+    for _ in range(300):
+        n = 2000
+        x = np.column_stack((rng.normal(size=n), rng.normal(size=n), np.ones(n)))
+        t = (rng.random(n) < expit(x @ rng.normal(size=3))).astype(float)
+        w = rng.uniform(0.1, 2.0, n)
+
+        def f(th):
+            z = x @ th
+            return -np.sum(w * (t * log_expit(z) + (1 - t) * log_expit(-z)))
+
+        def newton_direction(th):
+            p = expit(x @ th)
+            g = x.T @ (w * (p - t))
+            h = (x * (w * p * (1 - p))[:, None]).T @ x
+            return g, -np.linalg.solve(h, g)
+
+        opt = np.zeros(3)
+        for _ in range(30):
+            opt = opt + newton_direction(opt)[1]
+        theta = opt + rng.normal(size=3) * rng.choice([0.01, 0.05, 0.2, 1.0])
+        g, d = newton_direction(theta)
+        m = np.max(np.abs(x @ d))
+        if not 0.0 < m <= 1.0:
+            continue
+        slope = g @ d
+        drop = f(theta + d) - f(theta)
+        assert drop <= slope * (1.0 - (np.expm1(m) - m) / m ** 2) + 1e-9 * abs(f(theta))
+        assert drop <= 1e-4 * slope
+        checked += 1
+    assert checked >= 100
+
+
+def _standardise_reference(f, w):
+    """``standardise`` as first written: ldexp and the weights' products always."""
+    import math
+
+    top = float(np.max(np.abs(f)))
+    e = math.frexp(top)[1] if 0.0 < top < math.inf else 0
+    fs = np.ldexp(f, -e)
+    wt = float(np.sum(w))
+    m = float(np.sum(w * fs)) / wt
+    d = fs - m
+    sd = math.sqrt(float(np.sum(w * d * d)) / wt)
+    if not sd > 0.0:
+        sd = math.ldexp(1.0, -e)
+    return d / sd, m / sd, math.ldexp(sd, e)
+
+
+def test_standardise_keeps_the_bits_of_ldexp_and_the_weight_products():
+    """The product with a power of two and the unit-weight sums without products give the bits
+    of ldexp and of the weighted sums, from tiny to huge scores, with unit, fractional and
+    integer weights, ties and zeros."""
+    from mlcal._solvers.platt_newton import standardise
+
+    rng = np.random.default_rng(37)
+    for i in range(600):
+        n = int(rng.choice([1, 2, 7, 300, 5000]))
+        f = rng.normal(size=n) * 10.0 ** rng.uniform(-300, 300)
+        if i % 7 == 0:
+            f[: n // 2] = 0.0
+        w = [np.ones(n), rng.uniform(0.1, 3.0, n), np.round(rng.uniform(0, 3, n)) + 1.0][i % 3]
+        a, b = standardise(f, w), _standardise_reference(f, w)
+        assert a[0].tobytes() == b[0].tobytes() and (a[1], a[2]) == (b[1], b[2])
+
+
+@pytest.mark.parametrize("n", [300, 2000, 30000, 100000])
+def test_platt_safe_steps_keep_every_bit(n, monkeypatch):
+    """Platt's sigmoid solver takes a full step without its line search's objective when no
+    row's z moves by more than SAFE_STEP_Z / 2 (a bound from max |g|): the same fit, iteration
+    count included, as with the rule off, weighted and unweighted, with smoothed targets and
+    without."""
+    import mlcal._solvers.platt_newton as pn
+
+    rng = np.random.default_rng(41)
+    s = rng.beta(2.0, 5.0, n)
+    y = (rng.random(n) < s ** 0.6).astype(float)
+    w = rng.uniform(0.2, 3.0, n)
+    cases = [(s, y, np.ones(n)), (s, y, w), (s, np.clip(y * 0.98 + 0.01, 0, 1), w)]
+    fast = [fit_sigmoid(*c) for c in cases]
+    monkeypatch.setattr(pn, "SAFE_STEP_Z", 0.0)
+    assert [fit_sigmoid(*c) for c in cases] == fast
+
+
+@pytest.mark.parametrize("k", [0, 1, 2, 3, 4])
+def test_gradient_hessian_are_the_sequential_sums(k):
+    """The gradient and Hessian kernel (written out for k = 1-3) returns the sums of the rows'
+    terms in row order (NumPy's cumsum: sequential), to the bit, symmetric."""
+    from mlcal._solvers.logistic_newton import _gradient_hessian_from
+
+    rng = np.random.default_rng(43 + k)
+    n = 3001
+    x = np.ascontiguousarray(rng.normal(0, 3, (n, k)))
+    t, w, p = rng.random(n), rng.uniform(0.1, 2.0, n), rng.random(n)
+    g, h = _gradient_hessian_from(x, t, w, p)
+    d1 = w * (p - t)
+    d2 = w * p * (1.0 - p)
+    for j in range(k):
+        assert g[j] == np.cumsum(d1 * x[:, j])[-1]
+        for m in range(j + 1):
+            assert h[j, m] == np.cumsum(d2 * x[:, j] * x[:, m])[-1] == h[m, j]
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_group_means_are_sequential_sums(k):
+    """Each group's weighted mean features are its rows' sequential sums (cumsum) over its
+    total weight, to the bit, whatever the number of columns."""
+    rng = np.random.default_rng(47 + k)
+    n, m = 5003, 40
+    x = np.ascontiguousarray(rng.normal(0, 2, (n, k)))
+    t, w = rng.random(n), rng.uniform(0.1, 2.0, n)
+    gx, gt, gw = group_rows(x, t, w, m)
+    bounds = (np.arange(m + 1) * n) // m
+    for i in range(m):
+        a, b = bounds[i], bounds[i + 1]
+        sw = np.cumsum(w[a:b])[-1]
+        assert gw[i] == sw
+        for j in range(k):
+            assert gx[i, j] == np.cumsum(w[a:b] * x[a:b, j])[-1] / sw

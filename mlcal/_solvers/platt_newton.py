@@ -22,6 +22,11 @@ rows (:func:`group_rows`) and the full-data Newton starts from that optimum, wit
 stopping test: the same optimum in fewer full-data passes (its last bits differ from a cold
 start's). Fits of more than :data:`SMALL_WARM_POINTS` rows (the coarse fit, and ``auto``'s fold
 fits on 2,000 cells) start in turn from the fit on that many groups.
+
+A step that would go to the line search is taken whole without its objective pass when it
+moves no ``z`` by more than :data:`SAFE_STEP_Z` / 2 (bounded by ``|da| max |g| + |db|``), where
+the Armijo test provably passes (:data:`mlcal._solvers.logistic_newton.SAFE_STEP_Z`): the same
+fit.
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ EPS = 2.0 ** -53
 #: above this many (collapsed) rows a fit first runs on this many groups of consecutive rows
 #: (:func:`group_rows`) and starts the full-data Newton from that optimum
 WARM_POINTS = 2000
+#: a full Newton step that moves no row's ``z`` by more than this passes the line search's
+#: Armijo test (:data:`mlcal._solvers.logistic_newton.SAFE_STEP_Z`, the same argument)
+SAFE_STEP_Z = 1.0
 #: the warm start's own start: fits of more than this many rows (and at most WARM_POINTS, such
 #: as ``auto``'s fold fits on 2,000 cells) first run on this many groups
 SMALL_WARM_POINTS = 200
@@ -87,6 +95,17 @@ def platt_targets(ybar: np.ndarray, wsum: np.ndarray) -> np.ndarray:
     return ybar * ((n_pos + 1.0) / (n_pos + 2.0)) + (1.0 - ybar) * (1.0 / (n_neg + 2.0))
 
 
+def scale_by_power_of_two(f: np.ndarray, k: int) -> np.ndarray:
+    """``np.ldexp(f, k)`` (the same bits): a product with ``2**k`` where that is a normal
+    number (both are the correctly rounded ``f 2**k``), faster than ldexp."""
+    return f * (2.0 ** k) if -1000 < k < 1000 else np.ldexp(f, k)
+
+
+def unit_weights(w: np.ndarray) -> bool:
+    """Whether every weight is exactly 1.0 (then ``w * v`` has the bits of ``v``)."""
+    return bool((w == 1.0).all())
+
+
 def standardise(f: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float, float]:
     """Standardised scores ``g = (f - m) / sd`` with ``m``, ``sd`` the weighted mean and standard
     deviation of ``f`` (``sd = 1`` when all scores are equal); returns ``(g, m / sd, sd)``.
@@ -98,11 +117,12 @@ def standardise(f: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float, float]
     """
     top = float(np.max(np.abs(f)))
     e = math.frexp(top)[1] if 0.0 < top < math.inf else 0
-    fs = np.ldexp(f, -e)
+    fs = scale_by_power_of_two(f, -e)
+    unit = unit_weights(w)   # w * v is v itself: the same sums without the products
     wt = float(np.sum(w))
-    m = float(np.sum(w * fs)) / wt
+    m = float(np.sum(fs if unit else w * fs)) / wt
     d = fs - m
-    sd = math.sqrt(float(np.sum(w * d * d)) / wt)   # IEEE sqrt: correctly rounded on every CPU
+    sd = math.sqrt(float(np.sum(d * d if unit else w * d * d)) / wt)   # IEEE sqrt: exact rounding
     if not sd > 0.0:
         sd = math.ldexp(1.0, -e)  # all scores equal: g = 0 and only b is fitted
     return d / sd, m / sd, math.ldexp(sd, e)
@@ -112,12 +132,13 @@ def _sigmoid_newton(g, t, w, a, b, max_iter, min_step, ridge, tol):
     """Damped Newton for :func:`fit_sigmoid` on standardised scores ``g`` from ``(a, b)``; the
     iterations run as one compiled loop (:func:`_sigmoid_newton_loop`)."""
     a, b, n_iter = _sigmoid_newton_loop(g, t, w, float(a), float(b), max_iter, min_step, ridge,
-                                        tol, float(np.sum(w)), POLISH_STEPS)
+                                        tol, float(np.sum(w)), POLISH_STEPS, SAFE_STEP_Z)
     return float(a), float(b), int(n_iter)
 
 
 @njit(cache=True, nogil=True)
-def _sigmoid_newton_loop(g, t, w, a, b, max_iter, min_step, ridge, tol, scale, polish_steps):
+def _sigmoid_newton_loop(g, t, w, a, b, max_iter, min_step, ridge, tol, scale, polish_steps,
+                         safe_z):
     """The iterations of :func:`_sigmoid_newton`, compiled: the operations of the former Python
     loop in the same order, Armijo backtracking from the full step by halving it (the first
     step with ``f <= fval + 1e-4 step slope``; none below ``min_step``); the same bits, a zero
@@ -128,6 +149,11 @@ def _sigmoid_newton_loop(g, t, w, a, b, max_iter, min_step, ridge, tol, scale, p
     rounding = 64.0 * g.size * EPS * (abs(fval) + scale)
     polish = 0
     n_iter = 0
+    stale = False   # fval is not the objective at (a, b)
+    finite_start = abs(rounding) < math.inf   # (not NaN either)
+    gabs = 0.0   # max |g|: a step (da, db) moves no z by more than |da| gabs + |db|
+    for i in range(g.shape[0]):
+        gabs = max(gabs, abs(g[i]))
     for it in range(1, max_iter + 1):
         n_iter = it
         g0, g1, h11, h21, h22 = _gradient_hessian(g, t, w, a, b)
@@ -150,6 +176,16 @@ def _sigmoid_newton_loop(g, t, w, a, b, max_iter, min_step, ridge, tol, scale, p
             if polish >= polish_steps:
                 break
             continue
+        if finite_start and abs(da) * gabs + abs(db) <= 0.5 * safe_z:
+            # the full step passes the Armijo test (logistic_newton.SAFE_STEP_Z; the bound on
+            # the moves of z rounds, hence the half): taken as the line search would take it;
+            # the objective at the new point only if a later line search needs it
+            a, b = a + da, b + db
+            stale = True
+            continue
+        if stale:   # after such a step
+            fval = _objective(g, t, w, a, b)
+            stale = False
         step = 1.0
         found = False
         nf = 0.0

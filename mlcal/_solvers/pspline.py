@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from mlcal._solvers.detmath import det_log
+from mlcal._solvers.detmath import det_log, log_in_unit
 
 
 @njit(cache=True, nogil=True)
@@ -249,6 +249,7 @@ def grid_held_out_losses(a, b, start, grid, x, ybar, w, use, knots, eps):
             pos[m] = t
             m += 1
     out = np.empty(grid.shape[0])
+    screened = 2.0**-1022 <= eps < 0.5   # (CV_CLIP = 1e-6)
     kk = a.shape[0]
     u = np.zeros(kk)
     u[0] = start
@@ -269,6 +270,13 @@ def grid_held_out_losses(a, b, start, grid, x, ybar, w, use, knots, eps):
             p = (1.0 - t) * theta[j] + t * theta[j + 1]
             p = min(max(p, eps), 1.0 - eps)
             yi = ybar[i]
+            if screened and p == p:
+                # p and 1 - p are normal numbers in (0, 1]: det_log's value without its tests
+                if yi > 0.0:
+                    loss -= w[i] * yi * log_in_unit(p)
+                if yi < 1.0:
+                    loss -= w[i] * (1.0 - yi) * log_in_unit(1.0 - p)
+                continue
             if yi > 0.0:
                 loss -= w[i] * yi * det_log(p)
             if yi < 1.0:

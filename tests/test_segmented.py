@@ -437,22 +437,6 @@ def test_cv_choice_finds_offsets_and_slopes_where_they_exist():
     assert ins.adjustment_ == "offsets" and ins.cv_log_loss_ is None
 
 
-def test_a_document_without_select_loads_as_select_off(fitted):
-    cal, s, seg = fitted
-    doc = cal.set_params(select="cv").to_dict()
-    cal.set_params(select="off")
-    assert doc["params"]["select"] == "cv"
-    del doc["params"]["select"]          # as written before the parameter existed
-    old = mlcal.load_calibrator(doc)
-    assert old.select == "off"
-    assert np.array_equal(old.predict(s, seg), cal.predict(s, seg))
-    assert json.loads(old.to_json())["params"]["select"] == "off"
-    bad = cal.to_dict()
-    bad["params"]["select"] = "always"
-    with pytest.raises(CalibratorFormatError, match="parameter 'select'"):
-        mlcal.load_calibrator(bad)
-
-
 # -- offsets averaged over the posterior of tau (tau="integrated") ------------------------------
 def _brute_force_integrated(d, v, scale=1.0):
     """Posterior means of the offsets with a flat prior on mu and a half-Cauchy(scale) prior
@@ -512,27 +496,6 @@ def test_integrated_offsets_approach_the_plug_in_with_many_segments():
     # and the default (tau="auto") keeps the plug-in with 10 or more informative segments
     default = mlcal.SegmentedCalibrator("platt", n_folds=None, shrinkage="reml").fit(s, y, code)
     np.testing.assert_array_equal(default.map_.offsets, plug.map_.offsets)
-
-
-def test_a_document_without_tau_loads_as_the_plug_in(fitted):
-    cal, s, seg = fitted
-    assert cal.tau == "auto"
-    doc = cal.set_params(tau="integrated").to_dict()
-    cal.set_params(tau="auto")
-    assert doc["params"]["tau"] == "integrated"
-    del doc["params"]["tau"]             # as written before the parameter existed
-    old = mlcal.load_calibrator(doc)
-    assert old.tau == "plugin"
-    assert np.array_equal(old.predict(s, seg), cal.predict(s, seg))
-    del doc["params"]["select"]          # before both parameters existed
-    assert (mlcal.load_calibrator(doc).select, mlcal.load_calibrator(doc).tau) == \
-        ("off", "plugin")
-    bad = cal.to_dict()
-    bad["params"]["tau"] = "reml"
-    with pytest.raises(CalibratorFormatError, match="parameter 'tau'"):
-        mlcal.load_calibrator(bad)
-    with pytest.raises(mlcal.calibrators._params.InvalidParameterError, match="'tau'"):
-        mlcal.SegmentedCalibrator(tau="flat").fit(s, np.arange(s.size) % 2, seg)
 
 
 # -- cross-fitting folds fit the method auto chose (fold_shared="chosen") ---------------------
@@ -645,27 +608,31 @@ def test_moments_shrinkage_leaves_the_average_over_tau_unchanged():
     assert a.offset_prior_ == b.offset_prior_
 
 
-# parameters added after the format, in order: (name, default, legacy value, a bad value)
-LATER_PARAMS = [("fold_shared", "chosen", "repeat", "auto"), ("shrinkage", "moments", "reml", "dl")]
+# parameters added after the format, in order: (name, a value to write that differs from the
+# legacy one, the legacy value a document without the parameter loads with, a bad value)
+LATER_PARAMS = [("select", "cv", "off", "always"), ("tau", "integrated", "plugin", "reml"),
+                ("fold_shared", "chosen", "repeat", "auto"),
+                ("shrinkage", "moments", "reml", "dl")]
 
 
 @pytest.mark.parametrize("k", range(len(LATER_PARAMS)))
 def test_a_document_without_a_later_parameter_loads_with_the_legacy_value(fitted, k):
-    name, default, legacy, bad_value = LATER_PARAMS[k]
+    name, written, legacy, bad_value = LATER_PARAMS[k]
     cal, s, seg = fitted
-    assert getattr(cal, name) == default
-    doc = cal.to_dict()
-    assert doc["params"][name] == default
+    default = cal.get_params()[name]
+    doc = cal.set_params(**{name: written}).to_dict()
+    cal.set_params(**{name: default})
+    assert doc["params"][name] == written
     del doc["params"][name]       # as written before the parameter existed
     old = mlcal.load_calibrator(doc)
     assert getattr(old, name) == legacy
     assert np.array_equal(old.predict(s, seg), cal.predict(s, seg))
-    earlier = ["select", "tau"] + [p[0] for p in LATER_PARAMS[:k]]
-    for gone in earlier:
+    assert json.loads(old.to_json())["params"][name] == legacy
+    earlier = [p[0] for p in LATER_PARAMS[:k]]
+    for gone in earlier:          # as written before every earlier one existed too
         del doc["params"][gone]
     old = mlcal.load_calibrator(doc)
-    expected = ["off", "plugin"] + [p[2] for p in LATER_PARAMS[:k + 1]]
-    assert [getattr(old, n) for n in earlier + [name]] == expected
+    assert [getattr(old, n) for n in earlier + [name]] == [p[2] for p in LATER_PARAMS[:k + 1]]
     bad = cal.to_dict()
     bad["params"][name] = bad_value
     with pytest.raises(CalibratorFormatError, match=f"parameter '{name}'"):

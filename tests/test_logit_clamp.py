@@ -329,3 +329,30 @@ def test_output_floor_is_set_exactly_when_the_clamp_range_leaves_it(m):
     assert (floored.floor == floor) == leaves
     q = floored(grid)
     assert q.min() >= floor and q.max() <= 1 - floor
+
+
+@pytest.mark.parametrize("method", ["beta", "quadratic"])
+def test_segmented_and_offset_maps_carry_the_inner_clamp(method):
+    """A segmented calibrator's shared map and an offset map's inner map are the fitted maps
+    themselves: they carry the data clamp through JSON, the evaluation and the ONNX graph."""
+    import onnxruntime as ort
+
+    import mlcal
+    from mlcal.onnx import error_bound, to_onnx
+    s, y = _saturated(800, 21)
+    seg = np.array(["a", "b"] * 400)
+    cal = mlcal.SegmentedCalibrator(method, n_folds=None).fit(s, y, seg)
+    assert cal.map_.inner.clamp == data_clamp(s) != DEFAULT_CLAMP
+    text = cal.to_json()
+    assert json.loads(text)["map"]["inner"]["clamp"] == list(data_clamp(s))
+    back = load_calibrator(text)
+    assert back.to_json() == text
+    assert np.array_equal(back.predict(s, seg), cal.predict(s, seg))
+
+    off = mlcal.reoffset(get_calibrator(method).fit(s, y), 0.4)
+    assert off.map_.inner.clamp == data_clamp(s)
+    assert load_calibrator(off.to_json()).to_json() == off.to_json()
+    x = np.concatenate([[0.0, 1e-300, 2.0 ** -1022, 1.0, 1 - 1e-17], s])
+    sess = ort.InferenceSession(to_onnx(off).SerializeToString())
+    got = sess.run(None, {sess.get_inputs()[0].name: x})[0].reshape(-1)
+    assert np.abs(got - off.predict(x)).max() <= error_bound(off.map_)

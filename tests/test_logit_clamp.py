@@ -383,3 +383,23 @@ def test_deterministic_logs_are_correctly_rounded_down_to_the_lowest_lo():
     want_1ms = np.array([float(mpmath.log1p(-mpmath.mpf(v))) for v in s])
     assert np.all(np.abs(log_s - want_s) <= np.spacing(np.abs(want_s)))
     assert np.all(np.abs(log_1ms - want_1ms) <= np.spacing(np.abs(want_1ms)))
+
+
+@pytest.mark.parametrize("method", LOGIT_METHODS)
+def test_rows_of_zero_weight_do_not_move_the_clamp(method):
+    """The clamp comes from the scores of positive weight (the tie-collapsed points every fit
+    sees): a fit with extra zero-weight rows at 1e-300 and 1 - 2^-53 is the fit without them,
+    bit for bit (only the recorded ``domain``, which spans every row, differs)."""
+    rng = np.random.default_rng(8)
+    s = rng.uniform(0.01, 0.99, 300)
+    y = (rng.random(300) < s).astype(int)
+    s2 = np.concatenate([s, [1e-300, 1 - 2.0 ** -53]])
+    y2 = np.concatenate([y, [1, 0]])
+    w2 = np.concatenate([np.ones(300), [0.0, 0.0]])
+    plain = get_calibrator(method).fit(s, y)
+    padded = get_calibrator(method).fit(s2, y2, sample_weight=w2)
+    assert padded.map_.clamp == DEFAULT_CLAMP
+    d_plain, d_padded = plain.map_.to_dict(), padded.map_.to_dict()
+    assert d_padded.pop("domain") == [1e-300, 1 - 2.0 ** -53]
+    d_plain.pop("domain")
+    assert d_padded == d_plain

@@ -26,6 +26,7 @@ from mlcal.calibrators.catalog import get_calibrator
 from mlcal.calibrators.output_floor import floor_map
 from mlcal.maps import (BETA_EPS, DEFAULT_CLAMP, BetaMap, MapFormatError, QuadraticMap,
                         map_from_dict)
+from mlcal.maps._core import apply_input_transform
 from mlcal.maps.binary import MIN_CLAMP_LO, data_clamp
 
 
@@ -144,6 +145,24 @@ def test_fits_on_unsaturated_scores_keep_the_default_clamp(method):
     y = (rng.random(s.size) < s).astype(int)
     cal = get_calibrator(method).fit(s, y)
     assert cal.map_.clamp == DEFAULT_CLAMP and "clamp" not in cal.map_.to_dict()
+
+
+def test_beta_on_margins_takes_only_the_lower_end_from_the_data():
+    """With the sigmoid input transform, 1 - s of a squashed margin near 1 has few digits (a
+    graph's own sigmoid may round s an ulp away), so the fit keeps the default upper end; the
+    lower end, whose digits are all there, still comes from the data."""
+    rng = np.random.default_rng(5)
+    m = np.concatenate([rng.normal(0, 3, 200), [-60.0, -45.0, 30.0, 33.0, 50.0]])
+    y = (rng.random(m.size) < expit(m)).astype(int)
+    cal = get_calibrator("beta").fit(m, y)
+    assert cal.map_.input_transform == "sigmoid"
+    assert cal.map_.clamp[1] == DEFAULT_CLAMP[1]
+    s = apply_input_transform(m, "sigmoid")
+    assert cal.map_.clamp[0] == min(BETA_EPS, float(s[s > 0].min())) < BETA_EPS
+    # on probabilities the upper end does come from the data
+    p = np.concatenate([expit(rng.normal(0, 3, 200)), [1 - 2.0 ** -50]])
+    yp = (rng.random(p.size) < p).astype(int)
+    assert get_calibrator("beta").fit(p, yp).map_.clamp[1] == 1 - 2.0 ** -50
 
 
 def test_data_clamp_is_the_extreme_scores_inside_the_unit_interval():

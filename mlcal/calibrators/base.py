@@ -136,6 +136,7 @@ class BaseCalibrator(BaseEstimator):
         s, z, w = check_fit_inputs(scores, y, sample_weight)
         transform = self._resolve_input_transform(s)
         st = apply_input_transform(s, transform)
+        self._fit_transform = transform   # for a method whose map depends on it (beta's clamp)
         self._finish_fit(self._fit, (st, z, w), lambda: sort_and_collapse(st, z, w), transform, s,
                          data_floor(w))
         return self
@@ -170,6 +171,7 @@ class BaseCalibrator(BaseEstimator):
         transform = self._resolve_input_transform(scores)
         if transform != "identity":
             return False
+        self._fit_transform = transform
         self._finish_fit(self._fit_points, (x, ybar, wsum, scores), lambda: (x, ybar, wsum),
                          transform, scores, floor)
         return True

@@ -9,7 +9,7 @@ from mlcal.calibrators._params import Boolean, Options
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import BetaMap
-from mlcal.maps.binary import data_clamp
+from mlcal.maps.binary import DEFAULT_CLAMP, data_clamp
 
 
 @register_calibrator("beta")
@@ -62,5 +62,10 @@ class Beta(BaseCalibrator):
 
     def _fit_points(self, x, ybar, wsum, scores):
         clamp = data_clamp(x)
+        if getattr(self, "_fit_transform", "identity") == "sigmoid":
+            # a squashed margin near 1 leaves 1 - s with few digits, and a graph's own sigmoid
+            # may round s an ulp away from predict's: the upper end stays the default, where
+            # that ulp is a relative 2^-13 of 1 - s at most (the lower end has all its digits)
+            clamp = (clamp[0], DEFAULT_CLAMP[1])
         a, b, c = fit_beta_points(x, ybar, wsum, self.parameters, self.smooth_targets, clamp)
         return BetaMap(a, b, c, clamp=clamp)

@@ -391,10 +391,84 @@ def _block_moments(x, y, w, bs):
     return mom
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _segment_sums(x, y, w, bs, mom, a, e, end, out):
+    """One segment's share of :func:`_gram`: ``out[:5] = d0, d1, o, h0, h1`` for the points
+    ``a .. end - 1`` of the segment from breakpoint ``a`` to ``e`` (the same operations in the
+    same order as :func:`_gram`'s loop body)."""
+    n = x.shape[0]
+    xa = x[a]
+    xe = x[e]
+    inv = 1.0 / (xe - xa)
+    inv2 = inv * inv
+    d0 = 0.0
+    d1 = 0.0
+    o = 0.0
+    h0 = 0.0
+    h1 = 0.0
+    k = a
+    while k < end:
+        blen = min(bs, n - k)
+        if bs > 0 and k % bs == 0 and k + blen <= end:   # a whole block: its moments
+            B = k // bs
+            du = x[k] - xa
+            dv = xe - x[k + blen - 1]
+            W = mom[B, _W]
+            d1 += (mom[B, _MU2] + du * (2.0 * mom[B, _MU1] + du * W)) * inv2
+            d0 += (mom[B, _MV2] + dv * (2.0 * mom[B, _MV1] + dv * W)) * inv2
+            o += (mom[B, _MUV] + dv * mom[B, _MU1] + du * mom[B, _MV1] + du * dv * W) * inv2
+            h1 += (mom[B, _YU] + du * mom[B, _Y]) * inv
+            h0 += (mom[B, _YV] + dv * mom[B, _Y]) * inv
+            k += blen
+            continue
+        stop = end if bs <= 0 else min(end, (k // bs + 1) * bs)
+        while k < stop:
+            t = (x[k] - xa) * inv
+            u = 1.0 - t
+            wu = w[k] * u
+            wt = w[k] * t
+            d0 += wu * u
+            o += wu * t
+            d1 += wt * t
+            h0 += wu * y[k]
+            h1 += wt * y[k]
+            k += 1
+    out[0] = d0
+    out[1] = d1
+    out[2] = o
+    out[3] = h0
+    out[4] = h1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _gram_cached(x, y, w, bs, mom, bp, k2, dg, od, h, seg_end, seg_sums):
+    """:func:`_gram` with every segment's sums kept between calls: ``seg_end[a] == e`` means
+    ``seg_sums[a]`` holds the sums of the segment from breakpoint ``a`` to ``e`` (a segment
+    ending at the last point is the last one, which also holds that point). The sums of a
+    segment depend only on its two ends (and the fixed data and blocks), so a kept one is the
+    value :func:`_gram` computes, and the assembly is :func:`_gram`'s: the same bits."""
+    for j in range(k2):
+        dg[j] = 0.0
+        od[j] = 0.0
+        h[j] = 0.0
+    for j in range(k2 - 1):
+        a = bp[j]
+        e = bp[j + 1]
+        if seg_end[a] != e:
+            _segment_sums(x, y, w, bs, mom, a, e, e + 1 if j == k2 - 2 else e, seg_sums[a])
+            seg_end[a] = e
+        dg[j] += seg_sums[a, 0]
+        dg[j + 1] += seg_sums[a, 1]
+        od[j] = seg_sums[a, 2]
+        h[j] += seg_sums[a, 3]
+        h[j + 1] += seg_sums[a, 4]
+
+
 @njit(cache=True, nogil=True)
-def _fit_at(x, y, w, bs, mom, bp, sg, k2, lam, c, dg, od, h):
-    """Values ``c`` at the breakpoints of the knot set's solution at ``lam``: G c = h - lam T's."""
-    _gram(x, y, w, bs, mom, bp, k2, dg, od, h)
+def _fit_at(x, y, w, bs, mom, bp, sg, k2, lam, c, dg, od, h, seg_end, seg_sums):
+    """Values ``c`` at the breakpoints of the knot set's solution at ``lam``: G c = h - lam T's
+    (the Gram sums of unchanged segments reused, :func:`_gram_cached`)."""
+    _gram_cached(x, y, w, bs, mom, bp, k2, dg, od, h, seg_end, seg_sums)
     _subtract_penalty(x, bp, sg, k2, lam, h)
     _ldl_factor(dg, od, k2)
     _ldl_solve(dg, od, h, c, k2)
@@ -520,7 +594,7 @@ def _pdas_iterations(x, y, w, bs, mom, lam, kn, ks, K, state, tol, max_iter, pw,
     ``state`` are updated in place; the breakpoints and values of the solution are left in
     ``pw[0]`` (bp) and ``pw[2]`` (c).
     """
-    bp, sg, c, dg, od, h, add_i, add_s, nk, nks = pw
+    bp, sg, c, dg, od, h, add_i, add_s, nk, nks, seg_end, seg_sums = pw
     n = x.shape[0]
     thr = lam * (1.0 + tol)
     seen = np.zeros(8, dtype=np.uint64)  # hashes of recent knot sets: a repeat is a cycle
@@ -533,7 +607,7 @@ def _pdas_iterations(x, y, w, bs, mom, lam, kn, ks, K, state, tol, max_iter, pw,
         bp[K + 1] = n - 1
         sg[K + 1] = 0.0
         k2 = K + 2
-        _fit_at(x, y, w, bs, mom, bp, sg, k2, lam, c, dg, od, h)
+        _fit_at(x, y, w, bs, mom, bp, sg, k2, lam, c, dg, od, h, seg_end, seg_sums)
         vscale = 0.0
         for q in range(k2):
             vscale = max(vscale, abs(c[q]))
@@ -680,7 +754,8 @@ def _path(x, y, w, ratios, tol, bs, pdas_iter, max_events):
     mom = _block_moments(x, y, w, bs)
     pw = (np.empty(n, dtype=np.int64), np.empty(n), np.empty(n), np.empty(n), np.empty(n),
           np.empty(n), np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int8),
-          np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int8))
+          np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int8),
+          np.full(n, -1, dtype=np.int64), np.empty((n, 5)))   # Gram sums per segment
     kn = np.empty(m, dtype=np.int64)
     ks = np.empty(m, dtype=np.int8)
     tkn, tks, tstate = np.empty_like(kn), np.empty_like(ks), np.empty_like(state)

@@ -179,10 +179,7 @@ class ELiTE(BaseCalibrator):
                                  lambda_min_ratio=float(self.lambda_min_ratio))
         L = path.lambdas.size
         df = np.minimum(path.n_knots + 2, x.size)
-        ll = np.empty(L)
-        n_impossible = np.empty(L, dtype=np.int64)
-        for j in range(L):
-            ll[j], n_impossible[j] = path.clipped_log_likelihood(j, ybar, wsum, LL_FLOOR)
+        ll, n_impossible = path.clipped_log_likelihoods(ybar, wsum, LL_FLOOR)
         n_total = float(np.sum(wsum))   # sample size of AICc: instances, not thinned points
         score = np.array([information_criterion(ll[j], int(df[j]), n_total, self.criterion)
                           for j in range(L)])

@@ -454,3 +454,33 @@ def test_fold_of_random_members_is_their_clipped_average(seed):
     avg = sum(wt * np.clip(extrapolated(xk, vk, t) if xk.size > 1 else np.full(t.size, vk[0]),
                            0, 1) for (xk, vk), wt in zip(members, weights))
     np.testing.assert_allclose(np.interp(t, knots, values), avg, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_compiled_ray_limit_sums_equal_the_python_ones(seed):
+    """The fold's limits at -inf / +inf (one compiled call) are the Python ``sum`` of
+    ``_ray_limit`` over the members to the bit: single breakpoints, flat, saturated and
+    nearly flat rays (whose saturation point overflows)."""
+    from mlcal._solvers.linear_fold import _ray_limit, _ray_limit_sums
+
+    rng = np.random.default_rng(50 + seed)
+    members = []
+    for m in range(40):
+        xk = np.unique(rng.random(int(rng.integers(1, 8))) * [1.0, 1e-3, 50.0][m % 3])
+        vk = rng.standard_normal(xk.size) * [0.2, 1.0, 5.0][m % 3] + 0.5
+        if m % 4 == 1:
+            vk = np.clip(vk, 0.0, 1.0)
+        if m % 5 == 2:
+            vk[:] = vk[0]
+        if m % 7 == 3 and xk.size > 1:
+            vk[1] = vk[0] + 1e-300
+        members.append((xk, vk))
+    weights = rng.random(len(members))
+    offsets = np.concatenate(([0], np.cumsum([xk.size for xk, _ in members]))).astype(np.int64)
+    xs = np.concatenate([xk for xk, _ in members])
+    vs = np.concatenate([vk for _, vk in members])
+    left, right = _ray_limit_sums(xs, vs, offsets, weights)
+    assert np.float64(left).tobytes() == np.float64(
+        sum(wt * _ray_limit(xk, vk, -1) for (xk, vk), wt in zip(members, weights))).tobytes()
+    assert np.float64(right).tobytes() == np.float64(
+        sum(wt * _ray_limit(xk, vk, +1) for (xk, vk), wt in zip(members, weights))).tobytes()

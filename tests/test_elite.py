@@ -484,3 +484,22 @@ def test_compiled_ray_limit_sums_equal_the_python_ones(seed):
         sum(wt * _ray_limit(xk, vk, -1) for (xk, vk), wt in zip(members, weights))).tobytes()
     assert np.float64(right).tobytes() == np.float64(
         sum(wt * _ray_limit(xk, vk, +1) for (xk, vk), wt in zip(members, weights))).tobytes()
+
+
+@pytest.mark.parametrize("n", [4, 6, 300])
+def test_elementwise_aicc_equals_the_scalar_criterion(n):
+    """The AICc scores computed elementwise are ``information_criterion``'s to the bit, the
+    infinite ones (``N - df - 1 <= 0``, few instances) included."""
+    from mlcal.calibrators.elite import information_criterion
+
+    rng = np.random.default_rng(n)
+    s = rng.random(n)
+    y = (rng.random(n) < s).astype(int)
+    y[:2] = [0, 1]
+    cal = ELiTE(thin_tol=None).fit(s, y)
+    n_total = float(cal.n_used_[0])
+    expected = [information_criterion(ll, int(df), n_total, "aicc")
+                for ll, df in zip(cal.log_likelihood_, cal.df_)]
+    assert cal.aicc_.tobytes() == np.array(expected, dtype=np.float64).tobytes()
+    if n == 4:
+        assert np.isinf(cal.aicc_).any()

@@ -154,6 +154,57 @@ def test_lambda_max_gives_the_weighted_least_squares_line(seed):
     assert np.abs(second_differences(x) @ below).max() > 1e-6
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_all_models_log_likelihoods_in_one_call_equal_the_per_model_ones(seed):
+    """``clipped_log_likelihoods`` (one compiled call, logarithms in a separate pass) gives the
+    per-model kernel's sums and counts to the bit, screened floors and others alike."""
+    rng = np.random.default_rng(300 + seed)
+    x, y, w = random_points(rng, int(rng.integers(40, 400)), seed % 3)
+    path = trend_filter_path(x, y, w, n_lambdas=20)
+    for z in (np.clip(y, 0.0, 1.0), (y > 0.5).astype(float), np.round(np.clip(y, 0, 1) * 4) / 4):
+        for floor in (1e-12, 2.0**-53, 0.3, 0.0, 0.5):
+            ll, impossible = path.clipped_log_likelihoods(z, w, floor)
+            assert ll.dtype == np.float64 and impossible.dtype == np.int64
+            for j in range(path.lambdas.size):
+                one = path.clipped_log_likelihood(j, z, w, floor)
+                assert np.float64(one[0]).tobytes() == ll[j].tobytes()
+                assert one[1] == impossible[j]
+
+
+def test_kept_segment_gram_sums_give_the_fresh_solve():
+    """The active set keeps each segment's Gram sums between iterations: a solve after solves
+    of other knot sets (the kept sums partly reused) equals the solve with nothing kept."""
+    from mlcal._solvers.trend_filter import BLOCK, _block_moments, _fit_at
+
+    rng = np.random.default_rng(7)
+    x, y, w = random_points(rng, 600, 2)
+    n = x.size
+    mom = _block_moments(x, y, w, BLOCK)
+    kept_end, kept = np.full(n, -1, dtype=np.int64), np.empty((n, 5))
+
+    def solve(knots, signs, lam, seg_end, seg_sums):
+        k2 = knots.size + 2
+        bp = np.concatenate(([0], knots + 1, [n - 1])).astype(np.int64)
+        sg = np.concatenate(([0.0], signs, [0.0]))
+        c = np.empty(k2)
+        _fit_at(x, y, w, BLOCK, mom, bp, sg, k2, lam, c, np.empty(k2), np.empty(k2),
+                np.empty(k2), seg_end, seg_sums)
+        return c
+
+    knots = np.sort(rng.choice(n - 2, 30, replace=False))
+    reused = 0
+    for _ in range(60):   # a few knots added and removed at a time, as PDAS does
+        keep = rng.random(knots.size) > 0.1
+        knots = np.union1d(knots[keep], rng.choice(n - 2, int(rng.integers(0, 4))))
+        signs = rng.choice([-1.0, 1.0], knots.size)
+        lam = float(rng.uniform(0.01, 1.0))
+        reused += int(np.sum(kept_end[np.concatenate(([0], knots + 1))] ==
+                             np.concatenate((knots + 1, [n - 1]))))
+        fresh = solve(knots, signs, lam, np.full(n, -1, dtype=np.int64), np.empty((n, 5)))
+        assert solve(knots, signs, lam, kept_end, kept).tobytes() == fresh.tobytes()
+    assert reused > 500   # many segments came from the kept sums (796 of about 1,800)
+
+
 def test_large_problem_is_certified_optimal():
     """N = 20000 binary labels: every solution satisfies the KKT conditions (checked here from
     scratch: the dual recovered from the residuals is feasible, knots carry its sign)."""
@@ -403,3 +454,52 @@ def test_fold_of_random_members_is_their_clipped_average(seed):
     avg = sum(wt * np.clip(extrapolated(xk, vk, t) if xk.size > 1 else np.full(t.size, vk[0]),
                            0, 1) for (xk, vk), wt in zip(members, weights))
     np.testing.assert_allclose(np.interp(t, knots, values), avg, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_compiled_ray_limit_sums_equal_the_python_ones(seed):
+    """The fold's limits at -inf / +inf (one compiled call) are the Python ``sum`` of
+    ``_ray_limit`` over the members to the bit: single breakpoints, flat, saturated and
+    nearly flat rays (whose saturation point overflows)."""
+    from mlcal._solvers.linear_fold import _ray_limit, _ray_limit_sums
+
+    rng = np.random.default_rng(50 + seed)
+    members = []
+    for m in range(40):
+        xk = np.unique(rng.random(int(rng.integers(1, 8))) * [1.0, 1e-3, 50.0][m % 3])
+        vk = rng.standard_normal(xk.size) * [0.2, 1.0, 5.0][m % 3] + 0.5
+        if m % 4 == 1:
+            vk = np.clip(vk, 0.0, 1.0)
+        if m % 5 == 2:
+            vk[:] = vk[0]
+        if m % 7 == 3 and xk.size > 1:
+            vk[1] = vk[0] + 1e-300
+        members.append((xk, vk))
+    weights = rng.random(len(members))
+    offsets = np.concatenate(([0], np.cumsum([xk.size for xk, _ in members]))).astype(np.int64)
+    xs = np.concatenate([xk for xk, _ in members])
+    vs = np.concatenate([vk for _, vk in members])
+    left, right = _ray_limit_sums(xs, vs, offsets, weights)
+    assert np.float64(left).tobytes() == np.float64(
+        sum(wt * _ray_limit(xk, vk, -1) for (xk, vk), wt in zip(members, weights))).tobytes()
+    assert np.float64(right).tobytes() == np.float64(
+        sum(wt * _ray_limit(xk, vk, +1) for (xk, vk), wt in zip(members, weights))).tobytes()
+
+
+@pytest.mark.parametrize("n", [4, 6, 300])
+def test_elementwise_aicc_equals_the_scalar_criterion(n):
+    """The AICc scores computed elementwise are ``information_criterion``'s to the bit, the
+    infinite ones (``N - df - 1 <= 0``, few instances) included."""
+    from mlcal.calibrators.elite import information_criterion
+
+    rng = np.random.default_rng(n)
+    s = rng.random(n)
+    y = (rng.random(n) < s).astype(int)
+    y[:2] = [0, 1]
+    cal = ELiTE(thin_tol=None).fit(s, y)
+    n_total = float(cal.n_used_[0])
+    expected = [information_criterion(ll, int(df), n_total, "aicc")
+                for ll, df in zip(cal.log_likelihood_, cal.df_)]
+    assert cal.aicc_.tobytes() == np.array(expected, dtype=np.float64).tobytes()
+    if n == 4:
+        assert np.isinf(cal.aicc_).any()

@@ -102,13 +102,47 @@ def fold_clipped_average(members, weights, min_weight: float = 0.0
                         or [np.empty(0)])
     # the members' breakpoints and their 0/1 crossings (one compiled call for all members)
     knots = np.unique(np.concatenate((xs, _all_crossings(xs, vs, offsets))))
-    values = _clipped_sum(knots, xs, vs, offsets, np.array([float(wt) for _, _, wt in used]))
+    wts = np.array([float(wt) for _, _, wt in used])
+    values = _clipped_sum(knots, xs, vs, offsets, wts)
     if knots.size > 1:
         # the outermost knots carry the limits at -inf / +inf exactly (a crossing abscissa is
         # rounded, and on a steep ray one ulp can move the member's value off 0 or 1)
-        values[0] = sum(wt * _ray_limit(xk, vk, -1) for xk, vk, wt in used)
-        values[-1] = sum(wt * _ray_limit(xk, vk, +1) for xk, vk, wt in used)
+        values[0], values[-1] = _ray_limit_sums(xs, vs, offsets, wts)
     return knots, np.clip(values, 0.0, 1.0)
+
+
+@njit(cache=True, nogil=True)
+def _ray_limit_sums(xs, vs, offsets, wts):
+    """``sum_m wts[m] * _ray_limit(member m, -1)`` and the same at ``+1``, members added in
+    order from 0 (as Python's ``sum`` does): :func:`_ray_limit`'s operations compiled."""
+    left = 0.0
+    right = 0.0
+    for m in range(wts.shape[0]):
+        left += wts[m] * _ray_limit_of(xs, vs, offsets[m], offsets[m + 1], -1)
+    for m in range(wts.shape[0]):
+        right += wts[m] * _ray_limit_of(xs, vs, offsets[m], offsets[m + 1], 1)
+    return left, right
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ray_limit_of(xs, vs, lo, hi, side):
+    """:func:`_ray_limit` of the member ``(xs, vs)[lo:hi]``."""
+    if hi - lo < 2:
+        v = vs[lo]
+    else:
+        if side < 0:
+            rate = -(vs[lo + 1] - vs[lo]) / (xs[lo + 1] - xs[lo])
+            v = vs[lo]
+            x0 = xs[lo]
+        else:
+            rate = (vs[hi - 1] - vs[hi - 2]) / (xs[hi - 1] - xs[hi - 2])
+            v = vs[hi - 1]
+            x0 = xs[hi - 1]
+        if rate != 0.0:
+            level = 1.0 if rate > 0 else 0.0
+            if math.isfinite(x0 + (level - v) / abs(rate)):
+                return level
+    return 0.0 if v < 0.0 else (1.0 if v > 1.0 else v)
 
 
 @njit(cache=True, nogil=True)

@@ -32,7 +32,9 @@ in lambda, events are found in closed form), so the method always terminates wit
 solution. Each active-set iteration is accelerated by block moments: a block of ``BLOCK`` points
 inside one spline segment adds its Gram share and crosses the dual recursion in O(1), and blocks
 whose dual bound stays below the threshold are not scanned, so an iteration costs
-O(n / BLOCK + |A| BLOCK) rather than O(n).
+O(n / BLOCK + |A| BLOCK) rather than O(n). The Gram sums of each spline segment are kept for
+the whole path (a segment's sums depend only on its two breakpoints), so an iteration
+recomputes only the segments its knot changes created.
 
 Stopping rule and accuracy: PDAS stops when an iteration changes nothing, i.e. when the KKT
 conditions hold with dual feasibility ``|nu_i| <= lam (1 + 1e-9)`` and slope-change signs exact up
@@ -391,10 +393,84 @@ def _block_moments(x, y, w, bs):
     return mom
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _segment_sums(x, y, w, bs, mom, a, e, end, out):
+    """One segment's share of :func:`_gram`: ``out[:5] = d0, d1, o, h0, h1`` for the points
+    ``a .. end - 1`` of the segment from breakpoint ``a`` to ``e`` (the same operations in the
+    same order as :func:`_gram`'s loop body)."""
+    n = x.shape[0]
+    xa = x[a]
+    xe = x[e]
+    inv = 1.0 / (xe - xa)
+    inv2 = inv * inv
+    d0 = 0.0
+    d1 = 0.0
+    o = 0.0
+    h0 = 0.0
+    h1 = 0.0
+    k = a
+    while k < end:
+        blen = min(bs, n - k)
+        if bs > 0 and k % bs == 0 and k + blen <= end:   # a whole block: its moments
+            B = k // bs
+            du = x[k] - xa
+            dv = xe - x[k + blen - 1]
+            W = mom[B, _W]
+            d1 += (mom[B, _MU2] + du * (2.0 * mom[B, _MU1] + du * W)) * inv2
+            d0 += (mom[B, _MV2] + dv * (2.0 * mom[B, _MV1] + dv * W)) * inv2
+            o += (mom[B, _MUV] + dv * mom[B, _MU1] + du * mom[B, _MV1] + du * dv * W) * inv2
+            h1 += (mom[B, _YU] + du * mom[B, _Y]) * inv
+            h0 += (mom[B, _YV] + dv * mom[B, _Y]) * inv
+            k += blen
+            continue
+        stop = end if bs <= 0 else min(end, (k // bs + 1) * bs)
+        while k < stop:
+            t = (x[k] - xa) * inv
+            u = 1.0 - t
+            wu = w[k] * u
+            wt = w[k] * t
+            d0 += wu * u
+            o += wu * t
+            d1 += wt * t
+            h0 += wu * y[k]
+            h1 += wt * y[k]
+            k += 1
+    out[0] = d0
+    out[1] = d1
+    out[2] = o
+    out[3] = h0
+    out[4] = h1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _gram_cached(x, y, w, bs, mom, bp, k2, dg, od, h, seg_end, seg_sums):
+    """:func:`_gram` with every segment's sums kept between calls: ``seg_end[a] == e`` means
+    ``seg_sums[a]`` holds the sums of the segment from breakpoint ``a`` to ``e`` (a segment
+    ending at the last point is the last one, which also holds that point). The sums of a
+    segment depend only on its two ends (and the fixed data and blocks), so a kept one is the
+    value :func:`_gram` computes, and the assembly is :func:`_gram`'s: the same bits."""
+    for j in range(k2):
+        dg[j] = 0.0
+        od[j] = 0.0
+        h[j] = 0.0
+    for j in range(k2 - 1):
+        a = bp[j]
+        e = bp[j + 1]
+        if seg_end[a] != e:
+            _segment_sums(x, y, w, bs, mom, a, e, e + 1 if j == k2 - 2 else e, seg_sums[a])
+            seg_end[a] = e
+        dg[j] += seg_sums[a, 0]
+        dg[j + 1] += seg_sums[a, 1]
+        od[j] = seg_sums[a, 2]
+        h[j] += seg_sums[a, 3]
+        h[j + 1] += seg_sums[a, 4]
+
+
 @njit(cache=True, nogil=True)
-def _fit_at(x, y, w, bs, mom, bp, sg, k2, lam, c, dg, od, h):
-    """Values ``c`` at the breakpoints of the knot set's solution at ``lam``: G c = h - lam T's."""
-    _gram(x, y, w, bs, mom, bp, k2, dg, od, h)
+def _fit_at(x, y, w, bs, mom, bp, sg, k2, lam, c, dg, od, h, seg_end, seg_sums):
+    """Values ``c`` at the breakpoints of the knot set's solution at ``lam``: G c = h - lam T's
+    (the Gram sums of unchanged segments reused, :func:`_gram_cached`)."""
+    _gram_cached(x, y, w, bs, mom, bp, k2, dg, od, h, seg_end, seg_sums)
     _subtract_penalty(x, bp, sg, k2, lam, h)
     _ldl_factor(dg, od, k2)
     _ldl_solve(dg, od, h, c, k2)
@@ -520,7 +596,7 @@ def _pdas_iterations(x, y, w, bs, mom, lam, kn, ks, K, state, tol, max_iter, pw,
     ``state`` are updated in place; the breakpoints and values of the solution are left in
     ``pw[0]`` (bp) and ``pw[2]`` (c).
     """
-    bp, sg, c, dg, od, h, add_i, add_s, nk, nks = pw
+    bp, sg, c, dg, od, h, add_i, add_s, nk, nks, seg_end, seg_sums = pw
     n = x.shape[0]
     thr = lam * (1.0 + tol)
     seen = np.zeros(8, dtype=np.uint64)  # hashes of recent knot sets: a repeat is a cycle
@@ -533,7 +609,7 @@ def _pdas_iterations(x, y, w, bs, mom, lam, kn, ks, K, state, tol, max_iter, pw,
         bp[K + 1] = n - 1
         sg[K + 1] = 0.0
         k2 = K + 2
-        _fit_at(x, y, w, bs, mom, bp, sg, k2, lam, c, dg, od, h)
+        _fit_at(x, y, w, bs, mom, bp, sg, k2, lam, c, dg, od, h, seg_end, seg_sums)
         vscale = 0.0
         for q in range(k2):
             vscale = max(vscale, abs(c[q]))
@@ -653,7 +729,7 @@ def _walk(x, y, w, state, lam, goal, ws, tol, max_events):
 
 
 # ---------------------------------------------------------------------------------------------
-# the path (a Python driver: 50 grid values, a few kernel calls each; keeps compile time down)
+# the path (lam_max in Python, then the grid loop in one compiled call)
 # ---------------------------------------------------------------------------------------------
 def _path(x, y, w, ratios, tol, bs, pdas_iter, max_events):
     """Exact solutions at ``lam_max * ratios`` (ratios non-increasing, in (0, 1]).
@@ -678,19 +754,52 @@ def _path(x, y, w, ratios, tol, bs, pdas_iter, max_events):
         return 0.0, [], [], None, None, stats
 
     mom = _block_moments(x, y, w, bs)
+    idx_flat, val_flat, offsets, kinks, kkt, st = _grid_loop(
+        x, y, w, ratios, tol, bs, pdas_iter, max_events, lam_max, mom, ws, state)
+    if st[3] == 1:  # pragma: no cover - guard, never observed
+        raise RuntimeError("trend-filtering path did not terminate: the abscissae "
+                           "are too close together for double precision")
+    if st[3] == 2:  # pragma: no cover - guard, never observed
+        raise RuntimeError("trend-filtering path: the homotopy's knot set does "
+                           "not re-solve")
+    stats[:] = [int(v) for v in st[:3]]
+    idx = [idx_flat[offsets[g]:offsets[g + 1]].copy() for g in range(G)]
+    val = [val_flat[offsets[g]:offsets[g + 1]].copy() for g in range(G)]
+    return lam_max, idx, val, kinks, kkt, stats
+
+
+@njit(cache=True, nogil=True)
+def _grid_loop(x, y, w, ratios, tol, bs, pdas_iter, max_events, lam_max, mom, ws, state):
+    """The grid loop of :func:`_path` in one compiled call (the same operations and decisions
+    as the former Python loop): breakpoints and values of every solution, flat with
+    ``offsets``, kink counts, KKT residuals and ``[pdas iterations, shortened steps, homotopy
+    events, failure]`` (failure 1: the homotopy did not terminate, 2: its knot set did not
+    re-solve; the caller raises)."""
+    n = x.shape[0]
+    m = n - 2
+    G = ratios.shape[0]
+    st = np.zeros(4, dtype=np.int64)
     pw = (np.empty(n, dtype=np.int64), np.empty(n), np.empty(n), np.empty(n), np.empty(n),
           np.empty(n), np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int8),
-          np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int8))
+          np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int8),
+          np.full(n, -1, dtype=np.int64), np.empty((n, 5)))   # Gram sums per segment
     kn = np.empty(m, dtype=np.int64)
     ks = np.empty(m, dtype=np.int8)
-    tkn, tks, tstate = np.empty_like(kn), np.empty_like(ks), np.empty_like(state)
+    tkn = np.empty(m, dtype=np.int64)
+    tks = np.empty(m, dtype=np.int8)
+    tstate = np.empty(m, dtype=np.int8)
     K = 0
     cur = lam_max
-    idx, val = [], []
+    cap = max(4 * n, 64)
+    idx_flat = np.empty(cap, dtype=np.int64)
+    val_flat = np.empty(cap)
+    offsets = np.zeros(G + 1, dtype=np.int64)
     kinks = np.zeros(G, dtype=np.int64)
     kkt = np.zeros(G)
+    r_kkt = 0.0
+    r_kinks = 0
     for gi in range(G):
-        goal = lam_max * float(ratios[gi])
+        goal = lam_max * ratios[gi]
         step = np.inf  # log-length of the attempted step: first the whole grid step
         while True:
             t = max(goal, cur * det_exp(-step))
@@ -698,41 +807,56 @@ def _path(x, y, w, ratios, tol, bs, pdas_iter, max_events):
             it, tK, r_kkt, r_kinks = _pdas_on_copy(x, y, w, bs, mom, t, kn, ks, K, state, tkn,
                                                    tks, tstate, tol, pdas_iter, pw, False)
             if it < 0:
-                stats[0] -= it
+                st[0] -= it
                 if t < cur * (1.0 - 1e-3):
-                    stats[1] += 1
+                    st[1] += 1
                     step = 0.5 * det_log(cur / t)
                     continue
                 # a step this short that PDAS still cannot take is walked exactly
                 ev = _walk(x, y, w, state, cur, t, ws, tol, max_events)
-                if ev < 0:  # pragma: no cover - guard, never observed
-                    raise RuntimeError("trend-filtering path did not terminate: the abscissae "
-                                       "are too close together for double precision")
-                stats[2] += ev
-                knots_now = np.flatnonzero(state)
-                K = knots_now.size
-                kn[:K] = knots_now
-                ks[:K] = state[knots_now]
+                if ev < 0:
+                    st[3] = 1
+                    return idx_flat, val_flat, offsets, kinks, kkt, st
+                st[2] += ev
+                K = 0
+                for i in range(m):
+                    if state[i] != 0:
+                        kn[K] = i
+                        ks[K] = state[i]
+                        K += 1
                 # re-solve at t from the exact knot set (converges at once) for the record
                 it, tK, r_kkt, r_kinks = _pdas_on_copy(x, y, w, bs, mom, t, kn, ks, K, state,
                                                        tkn, tks, tstate, tol,
                                                        max(pdas_iter, 30), pw, True)
-                if it < 0:  # pragma: no cover - guard, never observed
-                    raise RuntimeError("trend-filtering path: the homotopy's knot set does "
-                                       "not re-solve")
-            stats[0] += it
+                if it < 0:
+                    st[3] = 2
+                    return idx_flat, val_flat, offsets, kinks, kkt, st
+            st[0] += it
             # adopt the copies; the former arrays are the next attempt's copies
-            K, kn, ks, state, tkn, tks, tstate = tK, tkn, tks, tstate, kn, ks, state
+            K = tK
+            kn, tkn = tkn, kn
+            ks, tks = tks, ks
+            state, tstate = tstate, state
             if t > goal:
                 step = 2.0 * det_log(cur / t)
             cur = t
             if t <= goal:
                 break
-        idx.append(pw[0][:K + 2].copy())
-        val.append(pw[2][:K + 2].copy())
+        at = offsets[gi]
+        if at + K + 2 > idx_flat.shape[0]:
+            cap = 2 * (at + K + 2)
+            grown_i = np.empty(cap, dtype=np.int64)
+            grown_v = np.empty(cap)
+            grown_i[:at] = idx_flat[:at]
+            grown_v[:at] = val_flat[:at]
+            idx_flat = grown_i
+            val_flat = grown_v
+        idx_flat[at:at + K + 2] = pw[0][:K + 2]
+        val_flat[at:at + K + 2] = pw[2][:K + 2]
+        offsets[gi + 1] = at + K + 2
         kinks[gi] = r_kinks
         kkt[gi] = r_kkt
-    return lam_max, idx, val, kinks, kkt, stats
+    return idx_flat, val_flat, offsets, kinks, kkt, st
 
 
 @njit(cache=True, nogil=True)
@@ -806,6 +930,70 @@ def _clipped_loglik(x, bpi, bpv, z, w, floor):
     return ll, floored
 
 
+@njit(cache=True, nogil=True)
+def _unit_logs(p, lp, lq):
+    """``lp = log p`` and ``lq = log(1 - p)`` (``det_log(p)``, ``det_log1p(-p)``) for ``p`` in
+    ``[2**-53, 1 - 2**-53]``, in two plain loops (the first vectorises: no per-point branch)."""
+    for k in range(p.shape[0]):
+        lp[k] = log_in_unit(p[k])
+    for k in range(p.shape[0]):
+        lq[k] = log1p_in_unit(-p[k])
+
+
+@njit(cache=True, nogil=True)
+def _clipped_logliks(x, idx, val, offsets, z, w, floor):
+    """:func:`_clipped_loglik` of every model ``(idx, val)[offsets[j]:offsets[j + 1]]`` in one
+    call, for a screened ``floor`` (``2**-53 <= floor < 0.5``): each model's clipped
+    predictions first, then their logarithms for every point (:func:`_unit_logs`), then the
+    same sum ``ll += w[k] * term`` in the same order with the same terms (``0 log 0 = 0``):
+    the same values as :func:`_clipped_loglik`."""
+    n = x.shape[0]
+    L = offsets.shape[0] - 1
+    lls = np.empty(L)
+    counts = np.empty(L, dtype=np.int64)
+    p = np.empty(n)
+    lp = np.empty(n)
+    lq = np.empty(n)
+    for m in range(L):
+        lo = offsets[m]
+        nb = offsets[m + 1] - lo
+        floored = 0
+        j = 0
+        for k in range(n):
+            if nb == 1:
+                pk = val[lo]
+            else:
+                while j < nb - 2 and k >= idx[lo + j + 1]:
+                    j += 1
+                a = idx[lo + j]
+                b = idx[lo + j + 1]
+                t = (x[k] - x[a]) / (x[b] - x[a])
+                pk = val[lo + j] * (1.0 - t) + val[lo + j + 1] * t
+            zk = z[k]
+            if pk <= floor:
+                pk = floor
+                if zk > 0.0:
+                    floored += 1
+            elif pk >= 1.0 - floor:
+                pk = 1.0 - floor
+                if zk < 1.0:
+                    floored += 1
+            p[k] = pk
+        _unit_logs(p, lp, lq)
+        ll = 0.0
+        for k in range(n):
+            zk = z[k]
+            term = 0.0
+            if zk > 0.0:
+                term += zk * lp[k]
+            if zk < 1.0:
+                term += (1.0 - zk) * lq[k]
+            ll += w[k] * term
+        lls[m] = ll
+        counts[m] = floored
+    return lls, counts
+
+
 # ---------------------------------------------------------------------------------------------
 # public API
 # ---------------------------------------------------------------------------------------------
@@ -862,6 +1050,25 @@ class TrendFilterPath:
         return _clipped_loglik(self.x, self.knot_index[j], self.knot_value[j],
                                np.ascontiguousarray(z, dtype=np.float64),
                                np.ascontiguousarray(w, dtype=np.float64), float(floor))
+
+    def clipped_log_likelihoods(self, z: np.ndarray, w: np.ndarray, floor: float = 1e-12):
+        """:meth:`clipped_log_likelihood` of every model: ``(log-likelihoods, n_impossible)``,
+        arrays of shape ``(L,)`` (the same values; one compiled call when
+        ``2**-53 <= floor < 0.5``)."""
+        z = np.ascontiguousarray(z, dtype=np.float64)
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        floor = float(floor)
+        L = len(self.knot_index)
+        if not 2.0**-53 <= floor < 0.5:
+            out = [_clipped_loglik(self.x, self.knot_index[j], self.knot_value[j], z, w, floor)
+                   for j in range(L)]
+            return (np.array([o[0] for o in out], dtype=np.float64),
+                    np.array([o[1] for o in out], dtype=np.int64))
+        offsets = np.zeros(L + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum([a.size for a in self.knot_index])
+        return _clipped_logliks(self.x, np.concatenate(self.knot_index),
+                                np.concatenate(self.knot_value).astype(np.float64, copy=False),
+                                offsets, z, w, floor)
 
     def evaluate(self, j: int, s: np.ndarray) -> np.ndarray:
         """Model ``j`` at ``s``, extrapolated linearly beyond the data with the end slopes."""

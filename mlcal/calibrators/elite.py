@@ -179,13 +179,17 @@ class ELiTE(BaseCalibrator):
                                  lambda_min_ratio=float(self.lambda_min_ratio))
         L = path.lambdas.size
         df = np.minimum(path.n_knots + 2, x.size)
-        ll = np.empty(L)
-        n_impossible = np.empty(L, dtype=np.int64)
-        for j in range(L):
-            ll[j], n_impossible[j] = path.clipped_log_likelihood(j, ybar, wsum, LL_FLOOR)
+        ll, n_impossible = path.clipped_log_likelihoods(ybar, wsum, LL_FLOOR)
         n_total = float(np.sum(wsum))   # sample size of AICc: instances, not thinned points
-        score = np.array([information_criterion(ll[j], int(df[j]), n_total, self.criterion)
-                          for j in range(L)])
+        if self.criterion == "aicc":   # aicc's operations elementwise (the same values)
+            dff = df.astype(np.float64)
+            denom = n_total - dff - 1.0
+            with np.errstate(divide="ignore", invalid="ignore"):
+                score = np.where(denom > 0, (2.0 * dff - 2.0 * ll) + 2.0 * dff * (dff + 1.0)
+                                 / denom, np.inf)
+        else:
+            score = np.array([information_criterion(ll[j], int(df[j]), n_total,
+                                                    self.criterion) for j in range(L)])
         weights = relative_likelihood_weights(score)
         members = [(x[path.knot_index[j]], path.knot_value[j]) for j in range(L)]
         knots, values = fold_clipped_average(members, weights, FOLD_MIN_WEIGHT)

@@ -104,32 +104,24 @@ def jar(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def baseline_cpu_warm_cache(tmp_path_factory) -> tuple[Path, dict[str, str], str]:
-    """``mlcal warmup`` run once per test run, on the emulated baseline x86-64 CPU
-    (support/emulated_cpu.py), into a new numba cache folder: ``(cache, env, stdout)``, where
-    ``env`` is the environment it ran in (the emulated CPU and ``NUMBA_CACHE_DIR=cache``).
-
-    One full compile of every kernel serves two tests that each used to pay for one:
-    test_warmup (a new process on that CPU and cache then compiles nothing: warmup covers every
-    method) and test_cpu_determinism (the probe's fits on that CPU load these kernels and only
-    compile the few warmup does not reach, e.g. the multiclass ones). Under xdist the first
-    worker to need it runs it into a folder every worker shares; the others wait on a lock."""
-    import sys
-
-    from support.emulated_cpu import BASELINE_CPU
+def fresh_install(tmp_path_factory):
+    """The Dockerfile's `pip install` line run once per test run in a new virtual environment,
+    on the emulated baseline CPU (support/fresh_install.py says what it is and which tests share
+    its one full kernel compile): a :class:`support.fresh_install.FreshInstall`. Under xdist the
+    first worker to need it builds it into a folder every worker shares; the others wait on a
+    lock and reuse it."""
+    from support.fresh_install import FreshInstall, build, process_env
 
     shared = _run_temp_root(tmp_path_factory)
-    cache = shared / "numba-cache-baseline-cpu"
-    done = shared / "numba-cache-baseline-cpu.stdout"
-    env = {**os.environ, **BASELINE_CPU, "NUMBA_CACHE_DIR": str(cache)}
-    with _exclusive(shared / "numba-cache-baseline-cpu.lock"):
+    root = shared / "fresh-install"
+    done = shared / "fresh-install.done"
+    with _exclusive(shared / "fresh-install.lock"):
         if not done.is_file():
-            shutil.rmtree(cache, ignore_errors=True)     # never a half-filled cache
-            proc = subprocess.run([sys.executable, "-m", "mlcal", "warmup"], env=env,
-                                  capture_output=True, text=True, timeout=900)
-            assert proc.returncode == 0, proc.stderr[-3000:]
-            done.write_text(proc.stdout)
-    return cache, env, done.read_text()
+            shutil.rmtree(root, ignore_errors=True)      # never a half-built environment
+            root.mkdir()
+            build(root)
+            done.write_text("")
+    return FreshInstall(root, root / "venv", process_env())
 
 
 @pytest.fixture()

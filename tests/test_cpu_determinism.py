@@ -9,6 +9,7 @@ what is fitted).
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -47,11 +48,23 @@ def test_probe_covers_every_registered_method(host_hashes):
     assert set(mlcal.available_calibrators()) <= fitted
 
 
-def test_json_identical_on_an_emulated_baseline_cpu(host_hashes, baseline_cpu_warm_cache):
-    # on the emulated CPU, with numba's cache for that CPU that `mlcal warmup` filled for
-    # tests/test_warmup.py (the probe then compiles only what warmup does not reach, e.g. the
-    # multiclass kernels, instead of everything)
-    _, env, _ = baseline_cpu_warm_cache
+def test_json_identical_on_an_emulated_baseline_cpu(host_hashes, fresh_install, tmp_path):
+    # on the emulated CPU, with the package the ``fresh_install`` fixture installed and the
+    # kernels its wheel packed for that CPU (the probe then compiles only what warmup does not
+    # reach, e.g. the multiclass kernels, instead of everything); on a copy of it, so that the
+    # kernels compiled here are not added to the shared environment's cache, where they could
+    # hide a kernel warmup missed from tests/test_warmup.py
+    def module(python: str, env: dict[str, str]) -> Path:
+        out = subprocess.run([python, "-c", "import mlcal; print(mlcal.__file__)"], env=env,
+                             cwd=tmp_path, check=True, capture_output=True, text=True)
+        return Path(out.stdout.strip()).parent
+
+    package = module(str(fresh_install.python), fresh_install.env)
+    assert package.is_relative_to(fresh_install.env_dir), package
+    assert (package / "_numba_cache").is_dir()
+    shutil.copytree(package, tmp_path / "site" / "mlcal")
+    env = {**fresh_install.env, "PYTHONPATH": str(tmp_path / "site")}
+    assert module(sys.executable, env) == tmp_path / "site" / "mlcal"
     emulated = _probe(env)
     differing = sorted(k for k in host_hashes if emulated.get(k) != host_hashes[k])
     assert not differing, f"calibrator JSON depends on the CPU for: {differing}"

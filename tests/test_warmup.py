@@ -2,16 +2,16 @@
 (numba's own compile events are counted in a fresh process); the Docker image runs it at build
 time as the user that runs the image.
 
-The warmup checked here is the run of the ``baseline_cpu_warm_cache`` fixture (tests/conftest.py):
-`mlcal warmup` into a new ``NUMBA_CACHE_DIR``, as the Dockerfile runs it, on the emulated
-baseline x86-64 CPU, whose full compile tests/test_cpu_determinism.py reuses. Which kernels
-warmup reaches does not depend on the CPU; the probes run on the same emulated CPU, since numba
-keys its cache entries by CPU name."""
+The warmup checked here is the one building the wheel runs (build_support/mlcal_build.py: the
+same `mlcal warmup`, with the packed cache folder instead of ``NUMBA_CACHE_DIR``) for the
+``fresh_install`` fixture (tests/support/fresh_install.py), on the emulated baseline x86-64 CPU:
+that one full compile also serves tests/test_dockerfile.py and tests/test_cpu_determinism.py.
+Which kernels warmup reaches does not depend on the CPU or the cache folder; the probes run on
+the same emulated CPU, since numba keys its cache entries by CPU name."""
 
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,29 +38,39 @@ for name in sys.argv[1:]:
         mlcal.get_calibrator(name).fit(p, y).predict(p)
         mlcal.get_calibrator(name).fit(m, y2, sample_weight=w).predict(m)
     counts[name] = len(rec.buffer)
-print(json.dumps(counts))
+print(json.dumps({"counts": counts, "module": mlcal.__file__}))
 """
 
 
-def _compiles(env: dict[str, str], methods: list[str]) -> dict[str, int]:
-    out = subprocess.run([sys.executable, "-c", _COUNT_COMPILES, *methods], env=env,
+def _compiles(python: str, env: dict[str, str], methods: list[str],
+              cwd: Path) -> tuple[dict, str]:
+    # cwd: not the repository, whose ./mlcal would shadow the installed package
+    out = subprocess.run([python, "-c", _COUNT_COMPILES, *methods], env=env, cwd=cwd,
                          check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    found = json.loads(out.strip().splitlines()[-1])
+    return found["counts"], found["module"]
 
 
-def test_after_warmup_a_new_process_compiles_nothing(baseline_cpu_warm_cache, tmp_path):
+def test_after_warmup_a_new_process_compiles_nothing(fresh_install, tmp_path):
     import mlcal
 
     methods = mlcal.available_calibrators()
-    cache, env, stdout = baseline_cpu_warm_cache
-    # the probe sees compilation: on the same CPU with an empty cache, isotonic's PAVA kernel
-    # is compiled
+    python, env = str(fresh_install.python), fresh_install.env
+    # the probe sees compilation: the same installed package on the same CPU, with an empty
+    # cache folder, compiles isotonic's PAVA kernel
     empty = {**env, "NUMBA_CACHE_DIR": str(tmp_path / "empty-cache")}
-    assert _compiles(empty, ["isotonic"])["isotonic"] > 0
-    assert f"into the cache ({cache})" in stdout
+    counts, module = _compiles(python, empty, ["isotonic"], tmp_path)
+    assert module.startswith(str(fresh_install.env_dir)), module
+    assert counts["isotonic"] > 0
+    # after the warmup that built the wheel, a new process fits every method without compiling
+    counts, module = _compiles(python, env, methods, tmp_path)
+    assert module.startswith(str(fresh_install.env_dir)), module
+    assert counts == {name: 0 for name in methods}
+    # the command itself: one line per method
+    done = subprocess.run([python, "-m", "mlcal", "warmup"], env=env, cwd=tmp_path,
+                          check=True, capture_output=True, text=True)
     for name in methods:
-        assert re.search(rf"^\s+{name}\s+ready in", stdout, re.M), stdout
-    assert _compiles(env, methods) == {name: 0 for name in methods}
+        assert re.search(rf"^\s+{name}\s+ready in", done.stdout, re.M), done.stdout
 
 
 def test_dockerfile_warms_up_as_the_runtime_user_into_a_cache_it_owns():

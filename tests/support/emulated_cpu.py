@@ -1,6 +1,6 @@
 """An older x86-64 CPU emulated on this one, for a subprocess: everything that picks code by CPU
-feature is switched off (used by tests/test_cpu_determinism.py and tests/test_warmup.py through
-the ``baseline_cpu_warm_cache`` fixture of tests/conftest.py).
+feature is switched off (tests/test_cpu_determinism.py; the ``fresh_install`` fixture of
+tests/conftest.py builds and runs on it).
 
 numpy's SIMD dispatch (``NPY_DISABLE_CPU_FEATURES``), glibc's libm variants (``GLIBC_TUNABLES``
 hwcaps: the FMA/AVX2 versions of exp, log, pow, lgamma), OpenBLAS's kernel (``OPENBLAS_CORETYPE``)

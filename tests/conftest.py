@@ -103,6 +103,27 @@ def jar(tmp_path_factory) -> Path:
     return built
 
 
+@pytest.fixture(scope="session")
+def fresh_install(tmp_path_factory):
+    """The Dockerfile's `pip install` line run once per test run in a new virtual environment,
+    on the emulated baseline CPU (support/fresh_install.py says what it is and which tests share
+    its one full kernel compile): a :class:`support.fresh_install.FreshInstall`. Under xdist the
+    first worker to need it builds it into a folder every worker shares; the others wait on a
+    lock and reuse it."""
+    from support.fresh_install import FreshInstall, build, process_env
+
+    shared = _run_temp_root(tmp_path_factory)
+    root = shared / "fresh-install"
+    done = shared / "fresh-install.done"
+    with _exclusive(shared / "fresh-install.lock"):
+        if not done.is_file():
+            shutil.rmtree(root, ignore_errors=True)      # never a half-built environment
+            root.mkdir()
+            build(root)
+            done.write_text("")
+    return FreshInstall(root, root / "venv", process_env())
+
+
 @pytest.fixture()
 def sqlite_tracking(tmp_path, monkeypatch):
     """A real MLflow sqlite tracking/registry store in a temp dir, with an experiment whose

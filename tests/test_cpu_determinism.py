@@ -1,37 +1,25 @@
 """The same data gives a bit-identical calibrator JSON on any x86-64 CPU.
 
 An older CPU is emulated on this one by switching off, for a subprocess, everything that picks
-code by CPU feature: numpy's SIMD dispatch (``NPY_DISABLE_CPU_FEATURES``), glibc's libm variants
-(``GLIBC_TUNABLES`` hwcaps: the FMA/AVX2 versions of exp, log, pow, lgamma), OpenBLAS's kernel
-(``OPENBLAS_CORETYPE``) and numba's code generation (``NUMBA_CPU_NAME=x86-64``, baseline
-SSE2, with its own cache). Each of these changed the last bits of some results before the fits
-were made CPU-independent (see tests/support/determinism_probe.py for what is fitted). On a CPU
-that lacks AVX-512 the numpy switch changes nothing, but the libm, BLAS and numba switches still
-emulate a different machine.
+code by CPU feature (tests/support/emulated_cpu.py: numpy's SIMD dispatch, glibc's libm variants,
+OpenBLAS's kernel and numba's code generation). Each of these changed the last bits of some
+results before the fits were made CPU-independent (see tests/support/determinism_probe.py for
+what is fitted).
 """
 
 from __future__ import annotations
 
-import os
+import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
 PROBE = Path(__file__).parent / "support" / "determinism_probe.py"
 
-BASELINE_CPU = {
-    "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR",
-    "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX2,-FMA,-AVX,-AVX512F",
-    "OPENBLAS_CORETYPE": "Nehalem",
-    "NUMBA_CPU_NAME": "x86-64",
-}
 
-
-def _probe(env_overrides: dict[str, str]) -> dict[str, str]:
-    env = {**os.environ, **env_overrides}
+def _probe(env: dict[str, str]) -> dict[str, str]:
     out = subprocess.run([sys.executable, str(PROBE)], env=env, capture_output=True, text=True,
                          timeout=900, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -60,13 +48,23 @@ def test_probe_covers_every_registered_method(host_hashes):
     assert set(mlcal.available_calibrators()) <= fitted
 
 
-def test_json_identical_on_an_emulated_baseline_cpu(host_hashes):
-    # numba's cache for the baseline CPU, kept between runs (compiling everything takes ~30 s);
-    # one per user (another user's folder is not writable). Concurrent runs may share it: numba
-    # writes each cache file to a temporary name and renames it into place.
-    user = os.getuid() if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
-    cache = Path(tempfile.gettempdir()) / f"mlcal-tests-numba-x86-64-{user}"
-    cache.mkdir(exist_ok=True)
-    emulated = _probe({**BASELINE_CPU, "NUMBA_CACHE_DIR": str(cache)})
+def test_json_identical_on_an_emulated_baseline_cpu(host_hashes, fresh_install, tmp_path):
+    # on the emulated CPU, with the package the ``fresh_install`` fixture installed and the
+    # kernels its wheel packed for that CPU (the probe then compiles only what warmup does not
+    # reach, e.g. the multiclass kernels, instead of everything); on a copy of it, so that the
+    # kernels compiled here are not added to the shared environment's cache, where they could
+    # hide a kernel warmup missed from tests/test_warmup.py
+    def module(python: str, env: dict[str, str]) -> Path:
+        out = subprocess.run([python, "-c", "import mlcal; print(mlcal.__file__)"], env=env,
+                             cwd=tmp_path, check=True, capture_output=True, text=True)
+        return Path(out.stdout.strip()).parent
+
+    package = module(str(fresh_install.python), fresh_install.env)
+    assert package.is_relative_to(fresh_install.env_dir), package
+    assert (package / "_numba_cache").is_dir()
+    shutil.copytree(package, tmp_path / "site" / "mlcal")
+    env = {**fresh_install.env, "PYTHONPATH": str(tmp_path / "site")}
+    assert module(sys.executable, env) == tmp_path / "site" / "mlcal"
+    emulated = _probe(env)
     differing = sorted(k for k in host_hashes if emulated.get(k) != host_hashes[k])
     assert not differing, f"calibrator JSON depends on the CPU for: {differing}"

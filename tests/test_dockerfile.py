@@ -1,24 +1,18 @@
 """The Dockerfile's install and serve steps, run without Docker: the same `pip install` line in a
-fresh virtual environment holding a copy of exactly what the Dockerfile COPYs, then the image's
-entrypoint script serving a calibrated model on 127.0.0.1, queried, and stopped by its PID.
-
-To keep the test fast the fresh environment sees the already installed third-party packages
-through a .pth file (mlcal and the plugin themselves are installed fresh, non-editable), and
-launchers for the `mlflow` and `uvicorn` commands run them with the fresh interpreter.
+fresh virtual environment holding a copy of exactly what the Dockerfile COPYs (the
+``fresh_install`` fixture, tests/support/fresh_install.py: built once per test run, on the
+emulated baseline CPU), then the image's entrypoint script serving a calibrated model on
+127.0.0.1, queried, and stopped by its PID.
 """
 
 import json
 import os
 import re
-import shlex
-import shutil
 import signal
 import subprocess
 import sys
-import sysconfig
 import time
 import urllib.request
-import venv
 from pathlib import Path
 
 import numpy as np
@@ -36,70 +30,13 @@ def test_dockerfile_is_small_non_root_and_health_checked():
     assert "--env-manager local" in (ROOT / "docker" / "serve.sh").read_text()
 
 
-def _copy_build_context(dst: Path) -> None:
-    """Apply the Dockerfile's COPY lines with Docker's semantics: WORKDIR-relative targets land
-    under ``dst/app``, the absolute one (the entrypoint script) under ``dst/bin``."""
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
-    for line in re.findall(r"^COPY (.+)$", DOCKERFILE, re.M):
-        *sources, dest = line.split()
-        for src in sources:
-            s_path = ROOT / src
-            if dest.startswith("/"):
-                target = dst / "bin" / Path(dest).name
-            elif s_path.is_dir():
-                target = dst / "app" / dest
-            else:
-                target = dst / "app" / dest / s_path.name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if s_path.is_dir():
-                shutil.copytree(s_path, target, ignore=ignore)
-            else:
-                shutil.copy2(s_path, target)
-
-
-def _pip_install_line() -> str:
-    match = re.search(r"^RUN (pip install [^&\\\n]+)", DOCKERFILE, re.M)
-    assert match, "the Dockerfile must install with a `RUN pip install ...` line"
-    return match.group(1).strip()
-
-
-@pytest.fixture(scope="module")
-def image_env(tmp_path_factory):
-    root = tmp_path_factory.mktemp("image")
-    _copy_build_context(root)
-    env_dir = root / "venv"
-    venv.EnvBuilder(with_pip=True).create(env_dir)
-    py = env_dir / "bin" / "python"
-    site = Path(subprocess.check_output(
-        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        text=True).strip())
-    # third-party packages from this environment, after the fresh site-packages
-    (site / "zz_host_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    for tool in ("mlflow", "uvicorn"):
-        launcher = env_dir / "bin" / tool
-        launcher.write_text(f'#!/bin/sh\nexec "{py}" -m {tool} "$@"\n')
-        launcher.chmod(0o755)
-    cmd = shlex.split(_pip_install_line())
-    # the wheel build compiles mlcal's kernels in pip's isolated build environment, which
-    # resolves numba and numpy apart from this one: pin them to the versions used here (the
-    # packed cache is only read with the numba/numpy it was built with)
-    import numba
-    constraints = root / "build-constraints.txt"
-    constraints.write_text(f"numba=={numba.__version__}\nnumpy=={np.__version__}\n")
-    proc = subprocess.run([str(py), "-m", *cmd, "--quiet"], cwd=root / "app",
-                          env=dict(os.environ, PIP_CONSTRAINT=str(constraints)),
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return root, env_dir
-
-
-def test_install_puts_fresh_mlcal_and_plugin_in_the_new_environment(image_env):
-    root, env_dir = image_env
+def test_install_puts_fresh_mlcal_and_plugin_in_the_new_environment(fresh_install):
+    root, env_dir = fresh_install.root, fresh_install.env_dir
     out = subprocess.check_output(
         [str(env_dir / "bin" / "python"), "-c",
          "import mlcal, mlflow, mlcal_mlflow_evaluator; print(mlcal.__file__); "
          "print('calibration' in mlflow.models.list_evaluators())"], text=True,
-        cwd=root).split()  # not the repo, whose ./mlcal would shadow the installed one
+        env=fresh_install.env, cwd=root).split()  # not the repo, whose ./mlcal would shadow the installed one
     assert out[0].startswith(str(env_dir)), out[0]
     assert out[1] == "True"
 
@@ -124,22 +61,23 @@ print(json.dumps({"compiled": sum(e.is_start for _, e in rec.buffer), "json": do
 """
 
 
-def test_a_fresh_non_editable_install_fits_auto_without_compiling(image_env, tmp_path):
+def test_a_fresh_non_editable_install_fits_auto_without_compiling(fresh_install, tmp_path):
     """The wheel built by the install carries numba's compiled kernels (build_support/): the
     first `auto` fit of a new process loads them, and gives the JSON this checkout computes.
-    This is the install without the Dockerfile's ENV (MLCAL_BUILD_KERNEL_CACHE=0 there)."""
-    root, env_dir = image_env
+    This is the install without the Dockerfile's ENV (MLCAL_BUILD_KERNEL_CACHE=0 there); it
+    was built, and is used here, on the emulated baseline CPU (``fresh_install.env``)."""
+    env_dir = fresh_install.env_dir
     data = [str(v) for v in _FIRST_FIT_DATA]
-    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYTHONPATH")}
+    env = dict(fresh_install.env)
     out = subprocess.run([str(env_dir / "bin" / "python"), "-c", _FIRST_FIT, "auto", *data],
                          env=env, cwd=tmp_path, check=True, capture_output=True, text=True)
     installed = json.loads(out.stdout.strip().splitlines()[-1])
     assert installed["module"].startswith(str(env_dir)), installed["module"]
     assert installed["compiled"] == 0, out.stderr
     assert "compiling numba kernels" not in out.stderr
-    # the probe sees compilation when there is some: the same probe with this checkout's
-    # sources compiling into an empty cache (Platt scaling: its kernels compile in a few
-    # seconds, where `auto`'s all take half a minute)
+    # the probe sees compilation when there is some: the same probe, on the same CPU, with this
+    # checkout's sources compiling into an empty cache (Platt scaling: its kernels compile in
+    # a few seconds, where `auto`'s all take half a minute)
     env["NUMBA_CACHE_DIR"] = str(tmp_path / "empty-cache")
     env["PYTHONPATH"] = str(ROOT)
     here = subprocess.run([sys.executable, "-c", _FIRST_FIT, "platt", *data], env=env,
@@ -149,7 +87,8 @@ def test_a_fresh_non_editable_install_fits_auto_without_compiling(image_env, tmp
     assert compiled_here["compiled"] > 0
     assert "mlcal: compiling numba kernels (one-time, cached on disk)..." in here.stderr
     # the installed kernels give the JSON of this checkout's `auto` fit on the same data
-    # (fitted here, in this process: fits are bit-identical across processes)
+    # (fitted here, in this process, on the host's CPU: fits are bit-identical across
+    # processes and CPUs, tests/test_cpu_determinism.py)
     import mlcal
 
     assert Path(mlcal.__file__).is_relative_to(ROOT), mlcal.__file__
@@ -160,7 +99,7 @@ def test_a_fresh_non_editable_install_fits_auto_without_compiling(image_env, tmp
     assert installed["json"] == mlcal.get_calibrator("auto").fit(s, y).to_json()
 
 
-def test_entrypoint_serves_a_mounted_model_directory(image_env, tmp_path):
+def test_entrypoint_serves_a_mounted_model_directory(fresh_install, tmp_path):
     from sklearn.linear_model import LogisticRegression
 
     import mlcal.mlflow
@@ -168,7 +107,7 @@ def test_entrypoint_serves_a_mounted_model_directory(image_env, tmp_path):
     from mlcal.datasets import make_circular
     from support.serving import free_port
 
-    root, env_dir = image_env
+    root, env_dir = fresh_install.root, fresh_install.env_dir
     X, y = make_circular(600, seed=5)
     X = np.column_stack([X, (X ** 2).sum(1)])
     order = np.random.default_rng(0).permutation(len(y))  # make_circular lists class 0 first
@@ -182,7 +121,8 @@ def test_entrypoint_serves_a_mounted_model_directory(image_env, tmp_path):
     mlcal.mlflow.save_model(model, str(model_dir), input_example=frame.iloc[:2],
                             pip_requirements=["mlcal"])
     port = free_port()
-    env = {**os.environ, "PATH": f"{env_dir / 'bin'}{os.pathsep}{os.environ['PATH']}",
+    # on the CPU its packed kernels were built for (the host's would compile them first)
+    env = {**fresh_install.env, "PATH": f"{env_dir / 'bin'}{os.pathsep}{os.environ['PATH']}",
            "HOST": "127.0.0.1", "PORT": str(port)}
     env.pop("MODEL_URI", None)
     log = open(tmp_path / "serve.log", "wb")
@@ -218,8 +158,8 @@ def test_entrypoint_serves_a_mounted_model_directory(image_env, tmp_path):
         log.close()
 
 
-def test_entrypoint_refuses_a_missing_model(image_env, tmp_path):
-    root, env_dir = image_env
+def test_entrypoint_refuses_a_missing_model(fresh_install, tmp_path):
+    root = fresh_install.root
     proc = subprocess.run([str(root / "bin" / "mlcal-serve"), str(tmp_path / "nothing")],
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and "no MLflow model" in proc.stderr

@@ -1,12 +1,17 @@
 """`mlcal warmup` fills numba's cache so that a new process fits every method without compiling
 (numba's own compile events are counted in a fresh process); the Docker image runs it at build
-time as the user that runs the image."""
+time as the user that runs the image.
+
+The warmup checked here is the one building the wheel runs (build_support/mlcal_build.py: the
+same `mlcal warmup`, with the packed cache folder instead of ``NUMBA_CACHE_DIR``) for the
+``fresh_install`` fixture (tests/support/fresh_install.py), on the emulated baseline x86-64 CPU:
+that one full compile also serves tests/test_dockerfile.py and tests/test_cpu_determinism.py.
+Which kernels warmup reaches does not depend on the CPU or the cache folder; the probes run on
+the same emulated CPU, since numba keys its cache entries by CPU name."""
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,30 +38,39 @@ for name in sys.argv[1:]:
         mlcal.get_calibrator(name).fit(p, y).predict(p)
         mlcal.get_calibrator(name).fit(m, y2, sample_weight=w).predict(m)
     counts[name] = len(rec.buffer)
-print(json.dumps(counts))
+print(json.dumps({"counts": counts, "module": mlcal.__file__}))
 """
 
 
-def _compiles(cache: Path, methods: list[str]) -> dict[str, int]:
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
-    out = subprocess.run([sys.executable, "-c", _COUNT_COMPILES, *methods], env=env,
+def _compiles(python: str, env: dict[str, str], methods: list[str],
+              cwd: Path) -> tuple[dict, str]:
+    # cwd: not the repository, whose ./mlcal would shadow the installed package
+    out = subprocess.run([python, "-c", _COUNT_COMPILES, *methods], env=env, cwd=cwd,
                          check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    found = json.loads(out.strip().splitlines()[-1])
+    return found["counts"], found["module"]
 
 
-def test_after_warmup_a_new_process_compiles_nothing(tmp_path):
+def test_after_warmup_a_new_process_compiles_nothing(fresh_install, tmp_path):
     import mlcal
 
     methods = mlcal.available_calibrators()
-    cache = tmp_path / "numba-cache"
-    # the probe sees compilation: with an empty cache, isotonic's PAVA kernel is compiled
-    assert _compiles(cache, ["isotonic"])["isotonic"] > 0
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
-    done = subprocess.run([sys.executable, "-m", "mlcal", "warmup"], env=env, check=True,
-                          capture_output=True, text=True)
+    python, env = str(fresh_install.python), fresh_install.env
+    # the probe sees compilation: the same installed package on the same CPU, with an empty
+    # cache folder, compiles isotonic's PAVA kernel
+    empty = {**env, "NUMBA_CACHE_DIR": str(tmp_path / "empty-cache")}
+    counts, module = _compiles(python, empty, ["isotonic"], tmp_path)
+    assert module.startswith(str(fresh_install.env_dir)), module
+    assert counts["isotonic"] > 0
+    # after the warmup that built the wheel, a new process fits every method without compiling
+    counts, module = _compiles(python, env, methods, tmp_path)
+    assert module.startswith(str(fresh_install.env_dir)), module
+    assert counts == {name: 0 for name in methods}
+    # the command itself: one line per method
+    done = subprocess.run([python, "-m", "mlcal", "warmup"], env=env, cwd=tmp_path,
+                          check=True, capture_output=True, text=True)
     for name in methods:
         assert re.search(rf"^\s+{name}\s+ready in", done.stdout, re.M), done.stdout
-    assert _compiles(cache, methods) == {name: 0 for name in methods}
 
 
 def test_dockerfile_warms_up_as_the_runtime_user_into_a_cache_it_owns():

@@ -5,10 +5,11 @@ Reads per-draw rows of ``bench_segments_report.py --json`` (``--rows``: files of
 every method taken) and cached rows of earlier rounds (``--refs``: only the methods named in
 ``--ref-methods`` are taken, by default global ``auto``, probcal and MCGrad, whose code has not
 changed; an earlier file's ``mlcal auto off`` is an earlier default and is left out). A row
-present in two files must agree to the last bit (deterministic fits on the same draws), which
-is checked and printed. Per set: each method's mean held-out log loss, its ratio to global
-``auto``, mean worst |O-E| and worst ECE; then paired differences (mean +- SE over the draws
-both have, and in how many draws the first is lower).
+present in two files should agree to the last bit (deterministic fits on the same draws): the
+disagreements are counted and printed (a cached global ``auto`` row differs where main's ``auto``
+changed since; this round's value is used). Per set: each method's mean held-out log loss,
+its ratio to global ``auto``, mean worst |O-E| and worst ECE; then paired differences (mean +-
+SE over the draws both have, and in how many draws the first is lower).
 
     python benchmarks/summarize_segment_settle.py --rows a.json [...] --refs b.json [...]
 """
@@ -64,13 +65,14 @@ def main() -> None:
     rows, c1 = load(args.rows)
     refs, c2 = load(args.refs, set(args.ref_methods))
     both = dict(refs)
-    clash = c1 + c2
+    cross = 0
     for k, r in rows.items():
         if k in both and (both[k]["log_loss"], both[k]["worst_oe"]) != (r["log_loss"],
                                                                        r["worst_oe"]):
-            clash += 1
+            cross += 1      # a method whose code changed since the cached run: --rows wins
         both[k] = r
-    print(f"rows disagreeing between files: {clash}")
+    print(f"rows disagreeing: among --rows files {c1}, among --refs files {c2}, "
+          f"--refs against --rows {cross} (the --rows value is used)")
     for set_name in SETS:
         present = [m for m in (*args.methods, "probcal", "mcgrad", "global auto")
                    if any(k[0] == set_name and k[1] == m for k in both)]

@@ -650,7 +650,9 @@ def test_regression_prior_matches_the_matrix_form():
     assert moments_regression_prior(d0, v, x)[1] == 0.0
     assert moments_regression_prior(d0, v, x)[2] == pytest.approx(0.5, rel=1e-12)
     # fewer than three informative segments, or a covariate without spread: plain moments
-    for dd, vv, xx in ((d[:2], v[:2], x[:2]), (d, v, np.full(25, 0.3))):
+    # (0.01: equal covariates whose weighted mean does not round back to 0.03 here)
+    for dd, vv, xx in ((d[:2], v[:2], x[:2]), (d, v, np.full(25, 0.3)),
+                       (d, v, np.full(25, 0.03))):
         c, t, b = moments_regression_prior(dd, vv, xx)
         assert b == 0.0 and not c.any() and t == moments_tau2(dd, vv)
 

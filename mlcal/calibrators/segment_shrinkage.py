@@ -251,14 +251,16 @@ def moments_regression_prior(estimates: np.ndarray, variances: np.ndarray,
     keep = np.isfinite(v_all)
     centre = np.zeros(t_all.shape[0])
     t, v, x = t_all[keep], v_all[keep], x_all[keep]
-    if t.size < 3:
+    # no spread in the covariate is decided on the inputs themselves (a weighted mean of equal
+    # values need not round back to them), never on a rounded sum
+    if t.size < 3 or bool(np.all(x == x[0])):
         return centre, moments_tau2(t_all, v_all), 0.0
     w = 1.0 / v
     sw = math.fsum(w.tolist())
     x_bar = math.fsum((w * x).tolist()) / sw
     xc = x - x_bar
     sxx = math.fsum((w * xc * xc).tolist())
-    if not sxx > 0.0:
+    if not sxx > 0.0:      # pragma: no cover - distinct values whose spread underflows
         return centre, moments_tau2(t_all, v_all), 0.0
     m = math.fsum((w * t).tolist()) / sw
     b = math.fsum((w * xc * t).tolist()) / sxx

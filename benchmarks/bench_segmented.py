@@ -82,6 +82,10 @@ def contenders():
             "auto", tau="integrated").fit(s, y, g).predict(st, gt),
         "mlcal beta int": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
             "beta", tau="integrated").fit(s, y, g).predict(st, gt),
+        # shrinkage="regression": the offsets' prior centre moves with the segment's mean
+        # shared logit (docs/segments.md, eighth round)
+        "mlcal auto reg": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+            "auto", shrinkage="regression").fit(s, y, g).predict(st, gt),
         "mlcal auto cv": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
             "auto", select="cv").fit(s, y, g).predict(st, gt),
         "mlcal auto+sl cv": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(

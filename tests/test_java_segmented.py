@@ -212,6 +212,13 @@ def test_tampered_documents_python_refuses_java_refuses(jar, tmp_path):
         got = _batch(jar, folder, [(json.dumps(legacy), x, seg)])[0]
         assert not isinstance(got, str), got
         assert np.array_equal(got, mlcal.load_calibrator(legacy).predict(x, seg))
+    # a value added to a parameter later (shrinkage="regression", eighth round) loads too
+    reg = _fit("platt", seed=4, tau="plugin", shrinkage="regression")
+    assert reg.offset_centre_slope_ != 0.0
+    (tmp_path / "regression").mkdir()
+    got = _batch(jar, tmp_path / "regression", [(reg.to_json(), x, seg)])[0]
+    assert not isinstance(got, str), got
+    assert_bits_equal(got, reg.predict(x, seg), "shrinkage regression")
 
 
 def test_command_line_reads_csv_and_json_lines_by_column_name(jar, tmp_path):

@@ -608,6 +608,103 @@ def test_moments_shrinkage_leaves_the_average_over_tau_unchanged():
     assert a.offset_prior_ == b.offset_prior_
 
 
+# -- the centre moves with the segment's mean shared logit (shrinkage="regression") ----------
+def _moments_meta_regression(d, v, x):
+    """Independent reference in matrix form: ``Q_E = d' (W - W X (X'WX)^-1 X'W) d`` with
+    ``X = [1, x]`` and ``E Q_E = (k - 2) + tau2 (tr W - tr((X'WX)^-1 X'W^2 X))`` solved for
+    ``tau2``; the centre's slope by random-effects weighted least squares (numpy's lstsq on
+    the square-root-weighted system), the centre 0 at the ``1/v``-weighted mean of ``x``."""
+    keep = np.isfinite(v)
+    d, v, x = d[keep], v[keep], x[keep]
+    X = np.column_stack([np.ones_like(x), x])
+    W = np.diag(1.0 / v)
+    A = X.T @ W @ X
+    P = W - W @ X @ np.linalg.inv(A) @ X.T @ W
+    tau2 = max(0.0, (d @ P @ d - (d.size - 2))
+               / (np.trace(W) - np.trace(np.linalg.inv(A) @ X.T @ W @ W @ X)))
+    r = np.sqrt(1.0 / (tau2 + v))
+    coef = np.linalg.lstsq(X * r[:, None], d * r, rcond=None)[0]
+    centre = np.zeros(keep.size)
+    centre[keep] = coef[1] * (x - np.sum(x / v) / np.sum(1.0 / v))
+    return centre, tau2, coef[1]
+
+
+def test_regression_prior_matches_the_matrix_form():
+    from mlcal.calibrators.segment_shrinkage import moments_regression_prior, moments_tau2
+
+    rng = np.random.default_rng(51)
+    x = rng.normal(0.0, 0.5, 25)
+    v = rng.uniform(0.01, 0.3, 25)
+    d = 0.7 * x + rng.normal(0.0, 0.3, 25) + rng.normal(0.0, np.sqrt(v))
+    v[3] = np.inf                               # no information: left out, centre 0
+    centre, tau2, beta = moments_regression_prior(d, v, x)
+    c_ref, t_ref, b_ref = _moments_meta_regression(d, v, x)
+    assert tau2 == pytest.approx(t_ref, rel=1e-10) and tau2 > 0
+    assert beta == pytest.approx(b_ref, rel=1e-10)
+    np.testing.assert_allclose(centre, c_ref, rtol=1e-10, atol=1e-14)
+    assert centre[3] == 0.0
+    # the covariate explains part of the spread: less is left than without it
+    assert tau2 < moments_tau2(d, v)
+    # no spread beyond the regression line and the noise: tau2 truncated at 0
+    d0 = 0.5 * x
+    assert moments_regression_prior(d0, v, x)[1] == 0.0
+    assert moments_regression_prior(d0, v, x)[2] == pytest.approx(0.5, rel=1e-12)
+    # fewer than three informative segments, or a covariate without spread: plain moments
+    # (0.01: equal covariates whose weighted mean does not round back to 0.03 here)
+    for dd, vv, xx in ((d[:2], v[:2], x[:2]), (d, v, np.full(25, 0.3)),
+                       (d, v, np.full(25, 0.03))):
+        c, t, b = moments_regression_prior(dd, vv, xx)
+        assert b == 0.0 and not c.any() and t == moments_tau2(dd, vv)
+
+
+def test_regression_shrinkage_shrinks_toward_the_mean_logit_line():
+    # segments whose offset grows with their scores (the "confounded" scenario of
+    # docs/segments.md): the centre follows the segment's mean shared logit
+    rng = np.random.default_rng(52)
+    k = 30
+    sizes = rng.integers(30, 1200, k)
+    shift = rng.normal(0.0, 0.6, k)
+    code = np.repeat(np.arange(k), sizes)
+    xs = rng.normal(shift[code], 1.5)
+    y = (rng.random(code.size) < expit(xs + 0.8 * shift[code])).astype(int)
+    s = expit(0.8 * xs)
+    cal = mlcal.SegmentedCalibrator("platt", n_folds=None, shrinkage="regression").fit(
+        s, y, code)
+    l = _in_sample_logits(cal, s)
+    x = np.bincount(code, weights=l) / np.bincount(code)
+    d, v = cal.offset_mle_, cal.offset_var_
+    centre, tau2, beta = _moments_meta_regression(d, v, x)
+    assert beta > 0.2                           # offsets rise with the segment's scores
+    assert cal.offset_prior_ == (0.0, pytest.approx(tau2, rel=1e-9))
+    assert cal.offset_centre_slope_ == pytest.approx(beta, rel=1e-9)
+    np.testing.assert_allclose(cal.offset_centre_, centre, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(cal.map_.offsets, centre + tau2 / (tau2 + v) * (d - centre),
+                               rtol=1e-9, atol=1e-12)
+    # the same offset estimates as the other priors; only the prior differs
+    mom = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(s, y, code)
+    np.testing.assert_array_equal(mom.offset_mle_, d)
+    assert not mom.offset_centre_.any() and mom.offset_centre_slope_ == 0.0
+    assert tau2 < mom.offset_prior_[1]
+    # written and read back, in Python (the Java evaluator: tests/test_java_segmented.py)
+    text = cal.to_json()
+    assert json.loads(text)["params"]["shrinkage"] == "regression"
+    back = mlcal.load_calibrator(text)
+    assert back.shrinkage == "regression" and back.to_json() == text
+    assert np.array_equal(back.predict(s, code), cal.predict(s, code))
+    # with slopes, the re-estimated offsets of the large segments are shrunk to the same line
+    sl = mlcal.SegmentedCalibrator("platt", n_folds=None, shrinkage="regression",
+                                   min_rows_for_slope=800).fit(s, y, code)
+    assert sl.offset_centre_slope_ == cal.offset_centre_slope_ and sl.adjustment_ == "slopes"
+
+
+def test_regression_shrinkage_leaves_the_average_over_tau_unchanged():
+    s, y, code = _simulate([200, 500, 80, 900, 300], [0.5, -0.3, 0.2, 0.0, 0.4], seed=43)
+    a = mlcal.SegmentedCalibrator("platt").fit(s, y, code)
+    b = mlcal.SegmentedCalibrator("platt", shrinkage="regression").fit(s, y, code)
+    np.testing.assert_array_equal(a.map_.offsets, b.map_.offsets)
+    assert a.offset_prior_ == b.offset_prior_
+
+
 # parameters added after the format, in order: (name, a value to write that differs from the
 # legacy one, the legacy value a document without the parameter loads with, a bad value)
 LATER_PARAMS = [("select", "cv", "off", "always"), ("tau", "integrated", "plugin", "reml"),

@@ -66,6 +66,16 @@ Estimation
    segment was smaller with the moments and centre 0 on every simulated scenario, with
    unchanged log loss (docs/segments.md, seventh round): the moment estimate was the smaller
    in most draws, and with centre 0 no offset moves toward an ``mu`` estimated from noise.
+   ``shrinkage="regression"`` keeps the moments but lets the centre move with the segment's
+   mean out-of-fold shared logit ``x_g``: ``d_g ~ N(beta (x_g - x_bar), tau^2)`` with
+   ``x_bar`` the ``1/v``-weighted mean and ``(beta, tau^2)`` by the moments of a
+   meta-regression (:func:`mlcal.calibrators.segment_shrinkage.moments_regression_prior`).
+   Where a segment's miscalibration goes with its scores (segments that sit high on the
+   score scale also being under-predicted, as when the segment confounds the base model's
+   features), a small segment is pulled toward what segments at its score level need rather
+   than toward 0. Measured, it lowers the log loss there but not the worst segment (the
+   segments large enough to be ranked keep most of their own estimate) and costs a little
+   where offsets do not follow the scores, so it is opt-in (docs/segments.md, eighth round).
 5. **Slopes (optional).** For segments with total weight ``>= min_rows_for_slope`` and both
    classes, ``(a_hat_g, b_g)`` of ``logit p = a l + b`` are fitted by maximum likelihood, and
    ``a_hat_g`` (variance from the 2x2 inverse Fisher information) is shrunk the same way
@@ -106,8 +116,8 @@ from mlcal.calibrators.base import (BaseCalibrator, CalibratorFormatError,
 from mlcal.calibrators.catalog import available_calibrators, calibrator_class, get_calibrator
 from mlcal.maps import MapFormatError
 from mlcal.maps.segment_keys import SegmentKeyError, encode_rows, segment_columns_of
-from mlcal.calibrators.segment_shrinkage import (logistic_loglik, moments_tau2, reml_prior,
-                                                 segment_offsets,
+from mlcal.calibrators.segment_shrinkage import (logistic_loglik, moments_regression_prior,
+                                                 moments_tau2, reml_prior, segment_offsets,
                                                  segment_slopes, shrink, shrink_integrated,
                                                  tau_posterior)
 from mlcal.maps.segmented import UNSEEN_POLICIES, SegmentedMap
@@ -135,7 +145,7 @@ LEGACY_FOLD_SHARED = "repeat"
 FOLD_SHARED_CHOICES = ("chosen", "repeat")
 #: what ``shrinkage`` means for a document written before the parameter existed
 LEGACY_SHRINKAGE = "reml"
-SHRINKAGE_CHOICES = ("moments", "reml")
+SHRINKAGE_CHOICES = ("moments", "reml", "regression")
 
 
 class SharedMethod(Constraint):
@@ -215,14 +225,16 @@ class SegmentedCalibrator(BaseEstimator):
         ``auto`` choosing anew in each fold (the behaviour before this parameter existed, and
         what a document without it is read as). Methods that choose nothing fit the same either
         way. Module notes, step 2; docs/segments.md, sixth round.
-    shrinkage : {"moments", "reml"}, default="moments"
+    shrinkage : {"moments", "reml", "regression"}, default="moments"
         The prior of the offsets' plug-in shrinkage (``tau="plugin"``, or ``tau="auto"`` with
         at least ``INTEGRATE_BELOW`` informative segments; the averaging over ``tau`` is
         unchanged). ``"moments"``: ``tau^2`` by the DerSimonian--Laird method of moments
         (:func:`~mlcal.calibrators.segment_shrinkage.moments_tau2`) and the offsets shrunk
         toward 0, the shared map. ``"reml"``: REML's ``(mu, tau^2)``, shrunk toward ``mu``
         (the behaviour before this parameter existed, and what a document without it is read
-        as). Module notes, step 4; docs/segments.md, seventh round.
+        as). ``"regression"``: the moments of a meta-regression on the segment's mean shared
+        logit, each offset shrunk toward that line (``offset_centre_``) instead of 0. Module
+        notes, step 4; docs/segments.md, seventh and eighth rounds.
 
     Attributes
     ----------
@@ -241,7 +253,13 @@ class SegmentedCalibrator(BaseEstimator):
         ``tau^2 / (tau^2 + v_g)`` per segment.
     offset_prior_ : tuple of float
         ``(mu, tau^2)`` of the offsets' plug-in prior: ``(0, moments tau^2)`` with
-        ``shrinkage="moments"``, REML's with ``"reml"`` or when averaged over ``tau``.
+        ``shrinkage="moments"`` (``tau^2`` about the regression line, and ``mu`` 0, with
+        ``"regression"``), REML's with ``"reml"`` or when averaged over ``tau``.
+    offset_centre_ : ndarray
+        Per segment, the centre its offset is shrunk toward: ``beta (x_g - x_bar)`` with
+        ``shrinkage="regression"`` in the plug-in, else ``mu`` (0 with ``"moments"``).
+    offset_centre_slope_ : float
+        ``beta`` of ``shrinkage="regression"`` (0 otherwise).
     slope_mle_, slope_var_ : ndarray
         Per segment slope estimate and variance (``nan`` where no slope was fitted).
     slope_prior_ : tuple of float or None
@@ -374,6 +392,7 @@ class SegmentedCalibrator(BaseEstimator):
         self.offset_mle_, self.offset_var_ = fit["d_hat"], fit["v"]
         self.offset_shrinkage_ = fit["factor"]
         self.offset_prior_ = fit["prior"]
+        self.offset_centre_, self.offset_centre_slope_ = fit["centre"], fit["centre_slope"]
         self.slope_mle_, self.slope_var_ = fit["a_hat"], fit["a_var"]
         self.slope_prior_ = fit["slope_prior"]
         return self
@@ -389,7 +408,13 @@ class SegmentedCalibrator(BaseEstimator):
         d_hat, v = segment_offsets(l, y, w, codes, n_seg, prior_prec)
         integrated = self.tau == "integrated" or (
             self.tau == "auto" and int(np.isfinite(v).sum()) < INTEGRATE_BELOW)
-        if self.shrinkage == "moments" and not integrated:
+        centre_slope = 0.0
+        if self.shrinkage == "regression" and not integrated:
+            # the centre moves with the segment's mean shared logit (module notes, step 4)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                x = np.bincount(codes, weights=w * l, minlength=n_seg) / uw
+            mu, tau2, centre_slope = moments_regression_prior(d_hat, v, x)
+        elif self.shrinkage == "moments" and not integrated:
             mu, tau2 = 0.0, moments_tau2(d_hat, v)
         else:
             mu, tau2 = reml_prior(d_hat, v)
@@ -400,7 +425,10 @@ class SegmentedCalibrator(BaseEstimator):
             offsets, factor = shrink(d_hat, v, mu, tau2)
         # a segment without any informative row keeps the shared map
         offsets = np.where(np.isfinite(v), offsets, 0.0)
-        out = {"d_hat": d_hat, "v": v, "factor": factor, "prior": (float(mu), float(tau2)),
+        centre = np.where(np.isfinite(v), mu, 0.0) if np.ndim(mu) else np.full(n_seg, float(mu))
+        out = {"d_hat": d_hat, "v": v, "factor": factor, "centre": centre,
+               "centre_slope": float(centre_slope),
+               "prior": (0.0 if np.ndim(mu) else float(mu), float(tau2)),
                "slopes": np.ones(n_seg), "offsets": offsets, "a_hat": np.full(n_seg, np.nan),
                "a_var": np.full(n_seg, np.nan), "slope_prior": None,
                "big": np.empty(0, dtype=np.int64)}

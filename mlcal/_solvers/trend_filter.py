@@ -113,58 +113,20 @@ def _gram(x, y, w, bs, mom, bp, k2, dg, od, h):
     With ``bs > 0`` every whole aligned block of ``bs`` points inside one segment is added in O(1)
     from its moments ``mom`` (see :func:`_block_moments`); ``bs = 0`` adds point by point.
     """
-    n = x.shape[0]
     for j in range(k2):
         dg[j] = 0.0
         od[j] = 0.0
         h[j] = 0.0
+    sums = np.empty(5)
     for j in range(k2 - 1):
         a = bp[j]
         e = bp[j + 1]
-        end = e + 1 if j == k2 - 2 else e
-        xa = x[a]
-        xe = x[e]
-        inv = 1.0 / (xe - xa)
-        inv2 = inv * inv
-        d0 = 0.0
-        d1 = 0.0
-        o = 0.0
-        h0 = 0.0
-        h1 = 0.0
-        k = a
-        while k < end:
-            blen = min(bs, n - k)
-            if bs > 0 and k % bs == 0 and k + blen <= end:   # a whole block: its moments
-                B = k // bs
-                du = x[k] - xa
-                dv = xe - x[k + blen - 1]
-                W = mom[B, _W]
-                d1 += (mom[B, _MU2] + du * (2.0 * mom[B, _MU1] + du * W)) * inv2
-                d0 += (mom[B, _MV2] + dv * (2.0 * mom[B, _MV1] + dv * W)) * inv2
-                o += (mom[B, _MUV] + dv * mom[B, _MU1] + du * mom[B, _MV1] + du * dv * W) * inv2
-                h1 += (mom[B, _YU] + du * mom[B, _Y]) * inv
-                h0 += (mom[B, _YV] + dv * mom[B, _Y]) * inv
-                k += blen
-                continue
-            # point by point up to the next block boundary (the order of the sums as one
-            # point at a time; no division per point)
-            stop = end if bs <= 0 else min(end, (k // bs + 1) * bs)
-            while k < stop:
-                t = (x[k] - xa) * inv
-                u = 1.0 - t
-                wu = w[k] * u
-                wt = w[k] * t
-                d0 += wu * u
-                o += wu * t
-                d1 += wt * t
-                h0 += wu * y[k]
-                h1 += wt * y[k]
-                k += 1
-        dg[j] += d0
-        dg[j + 1] += d1
-        od[j] = o
-        h[j] += h0
-        h[j + 1] += h1
+        _segment_sums(x, y, w, bs, mom, a, e, e + 1 if j == k2 - 2 else e, sums)
+        dg[j] += sums[0]
+        dg[j + 1] += sums[1]
+        od[j] = sums[2]
+        h[j] += sums[3]
+        h[j + 1] += sums[4]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -396,8 +358,8 @@ def _block_moments(x, y, w, bs):
 @njit(cache=True, nogil=True, inline="always")
 def _segment_sums(x, y, w, bs, mom, a, e, end, out):
     """One segment's share of :func:`_gram`: ``out[:5] = d0, d1, o, h0, h1`` for the points
-    ``a .. end - 1`` of the segment from breakpoint ``a`` to ``e`` (the same operations in the
-    same order as :func:`_gram`'s loop body)."""
+    ``a .. end - 1`` of the segment from breakpoint ``a`` to ``e`` (what :func:`_gram` adds per
+    segment, and :func:`_gram_cached` keeps)."""
     n = x.shape[0]
     xa = x[a]
     xe = x[e]
@@ -423,6 +385,8 @@ def _segment_sums(x, y, w, bs, mom, a, e, end, out):
             h0 += (mom[B, _YV] + dv * mom[B, _Y]) * inv
             k += blen
             continue
+        # point by point up to the next block boundary (the order of the sums as one point at
+        # a time; no division per point)
         stop = end if bs <= 0 else min(end, (k // bs + 1) * bs)
         while k < stop:
             t = (x[k] - xa) * inv

@@ -371,6 +371,28 @@ def test_log_columns_are_detmath_logs_to_the_bit_on_the_beta_range(spark):
     assert np.array_equal(_bits(out["l2"]), _bits(det_log1p_array(s - 1.0)))
 
 
+def test_log_columns_are_detmath_logs_to_the_bit_down_to_the_widest_clamp(spark):
+    """A document's clamp may go down to lo = 2^-1022 and up to hi = 1 - 2^-53: the octave
+    tables then reach 2^-1022 (log s) and 2^-53 (log1p(-s)); every normal s is exact."""
+    from mlcal.spark._expressions import clamp_log_exponents, log1p_column, log_column
+
+    lo, hi = 2.0 ** -1022, 1.0 - 2.0 ** -53
+    e_log, e_log1p = clamp_log_exponents(lo, hi)
+    assert (e_log, e_log1p) == (-1022, -53)
+    assert clamp_log_exponents(BETA_EPS, 1.0 - BETA_EPS) == (-41, -41)   # the default's tables
+    rng = np.random.default_rng(26)
+    s = np.concatenate([np.exp(rng.uniform(-708.3, 0.0, 4000)), rng.random(2000),
+                        1.0 - np.exp(rng.uniform(-36.7, 0.0, 2000)),
+                        np.ldexp(1.0, np.arange(-1022, 0)), 1.0 - np.ldexp(1.0, np.arange(-53, 0)),
+                        [lo, 1e-300, 2.0 ** -12, 1.0 - 2.0 ** -12, BETA_EPS, 1.0 - BETA_EPS, hi]])
+    s = np.clip(np.concatenate([s, np.nextafter(s, 0.0), np.nextafter(s, 1.0)]), lo, hi)
+    df = spark.createDataFrame(pd.DataFrame({"s": s}))
+    out = df.select(log_column(df["s"], min_exp=e_log).alias("l"),
+                    log1p_column(-df["s"], min_exp=e_log1p).alias("l1")).toPandas()
+    assert np.array_equal(_bits(out["l"]), _bits(det_log_array(s)))
+    assert np.array_equal(_bits(out["l1"]), _bits(det_log1p_array(-s)))
+
+
 def test_fast_column_is_within_its_stated_ulp_bound(spark):
     from mlcal.spark import calibrated_column
     from mlcal.spark._expressions import FAST_EXPIT_ULPS, fast_expit_column

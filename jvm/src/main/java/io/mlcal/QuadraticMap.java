@@ -58,11 +58,12 @@ public final class QuadraticMap extends BinaryMap {
             throw new MapFormatException("quadratic map: on='margin' takes raw margins, so its "
                     + "input_transform must be 'identity' (use on='logit' for probabilities)");
         }
-        if (margin && doc.containsKey("clamp")) {
-            throw new MapFormatException(where + ": field 'clamp' applies to on='logit' only "
-                    + "(a margin is not clamped)");
+        double[] clamp = BetaMap.scoreClamp(doc, where);
+        if (margin && !BetaMap.isDefaultClamp(clamp)) {
+            throw new MapFormatException("quadratic map: field 'clamp' applies to on='logit' "
+                    + "only (a margin is used as it is)");
         }
-        return new QuadraticMap(a, b, c, floor, margin, BetaMap.scoreClamp(doc, where), common);
+        return new QuadraticMap(a, b, c, floor, margin, clamp, common);
     }
 
     @Override

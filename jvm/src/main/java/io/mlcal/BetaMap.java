@@ -51,16 +51,16 @@ public final class BetaMap extends BinaryMap {
         }
         Object raw = doc.get("clamp");
         if (!(raw instanceof List) || ((List<?>) raw).size() != 2) {
-            throw new MapFormatException(where + ": field 'clamp' must be a list [lo, hi] of two "
-                    + "numbers");
+            throw new MapFormatException(where + ": field 'clamp' must be a list of two numbers "
+                    + "[lo, hi], got " + Maps.shortRepr(raw));
         }
         double[] c = Maps.floatArray(doc, "clamp", where);
         if (!(c[0] >= MIN_CLAMP && c[0] <= BETA_EPS)) {
-            throw new MapFormatException(where + ": field 'clamp': lo must be in [2**-1022, "
+            throw new MapFormatException(where + ": field 'clamp': lo must lie in [2**-1022, "
                     + "BETA_EPS = 2**-40], got " + c[0]);
         }
         if (!(c[1] >= HI && c[1] < 1.0)) {
-            throw new MapFormatException(where + ": field 'clamp': hi must be in "
+            throw new MapFormatException(where + ": field 'clamp': hi must lie in "
                     + "[1 - BETA_EPS, 1), got " + c[1]);
         }
         return c;

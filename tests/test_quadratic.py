@@ -356,17 +356,19 @@ def _saturated(n, seed):
     return expit(z), y
 
 
-def test_saturated_scores_lose_auc_to_the_clamp_not_to_the_bend():
-    """Diagnosis of issue #26: every score below ``BETA_EPS`` (above ``1 - BETA_EPS``) has the
-    same log-odds ``z`` and so the same calibrated probability, bit for bit, whatever the fit;
-    where the fitted map is monotone over the clamp range (vertex outside it) the AUC of the
-    calibrated scores is exactly that of the clamped scores (sklearn on ``np.clip``), and below
-    that of the raw scores."""
+def test_saturated_scores_lose_auc_to_the_default_clamp_not_to_the_bend():
+    """Diagnosis of issue #26, on the default clamp (what every map without a ``clamp`` field
+    does): every score below ``BETA_EPS`` (above ``1 - BETA_EPS``) has the same log-odds ``z``
+    and so the same calibrated probability, bit for bit, whatever the coefficients; where the
+    map is monotone over the clamp range (vertex outside it) the AUC of the calibrated scores
+    is exactly that of the clamped scores (sklearn on ``np.clip``), and below that of the raw
+    scores."""
     from sklearn.metrics import roc_auc_score
     s, y = _saturated(600, 40)
     s_te, y_te = _saturated(4000, 41)
     assert np.mean((s < BETA_EPS) | (s > 1 - BETA_EPS)) > 0.5
-    m = Quadratic().fit(s, y).map_
+    fitted = Quadratic().fit(s, y).map_
+    m = QuadraticMap(fitted.a, fitted.b, fitted.c)   # the same coefficients, default clamp
     z_end = _logit(np.array([0.0, 1.0]))
     vertex = -m.a / (2.0 * m.b)
     assert m.a > 0 and not (z_end[0] < vertex < z_end[1])   # monotone over [0, 1] here
@@ -380,14 +382,22 @@ def test_saturated_scores_lose_auc_to_the_clamp_not_to_the_bend():
     assert roc_auc_score(y_te, s_te) > clamped + 0.01
 
 
-@pytest.mark.xfail(strict=True, reason="issue #26 open: the map clamps scores to "
-                   "[BETA_EPS, 1 - BETA_EPS], tying the saturated scores whose order carries "
-                   "the information (docs/quadratic.md, 'Saturated scores (issue #26)')")
-def test_saturated_scores_keep_their_auc():
+@pytest.mark.parametrize("method", ["quadratic", "beta", "platt-logit", "temperature"])
+def test_saturated_scores_keep_their_auc(method):
     """Issue #26's acceptance: on saturated scores the calibrated AUC is within 0.002 of the
-    raw scores' (strict xfail: passes, and so fails, once the clamp comes from the data)."""
+    raw scores', for every logit-family map: the fit takes its clamp from the calibration
+    scores (the smallest positive one, the largest below 1), so the saturated scores keep
+    their order down to the most extreme one seen, and only beyond it (and at exact 0 and 1)
+    do they tie."""
     from sklearn.metrics import roc_auc_score
     s, y = _saturated(600, 40)
     s_te, y_te = _saturated(4000, 41)
-    p = Quadratic().fit(s, y).predict(s_te)
+    cal = mlcal.calibrators.catalog.get_calibrator(method).fit(s, y)
+    lo, hi = cal.map_.clamp
+    assert lo == s[s > 0].min() < BETA_EPS and hi == s[s < 1].max() > 1 - BETA_EPS
+    p = cal.predict(s_te)
     assert roc_auc_score(y_te, p) >= roc_auc_score(y_te, s_te) - 0.002
+    # flat beyond the data: a score below lo (and 0) reads as lo, above hi (and 1) as hi
+    ends = cal.map_(np.array([lo, lo / 2, 0.0, hi, 1.0]))
+    assert ends[0] == ends[1] == ends[2] and ends[3] == ends[4]
+    assert 0.0 < ends.min() and ends.max() < 1.0

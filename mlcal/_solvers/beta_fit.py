@@ -20,8 +20,7 @@ from mlcal._solvers.detmath import det_expit_array, det_log
 from mlcal._solvers.logistic_newton import fit_logistic, fit_nonnegative
 from mlcal._solvers.platt_newton import platt_targets
 from mlcal._solvers.ties import sort_and_collapse
-from mlcal.maps import BETA_EPS
-from mlcal.maps.binary import clamped_logs, logit_clamped
+from mlcal.maps.binary import DEFAULT_CLAMP, clamped_logs, logit_clamped
 
 BETA_PARAMETERS = ("abm", "ab", "am")
 LN2 = 0.6931471805599453   # ln 2 correctly rounded to float64
@@ -60,9 +59,11 @@ def identity_prior_targets(t: np.ndarray, wsum: np.ndarray, base: np.ndarray,
     return (1.0 - beta) * t + beta * base
 
 
-def log_features(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``ln s`` and ``-ln(1 - s)`` of the scores clamped as :class:`~mlcal.maps.BetaMap` does."""
-    log_s, log_1ms = clamped_logs(s)
+def log_features(s: np.ndarray, clamp: tuple[float, float] = DEFAULT_CLAMP
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """``ln s`` and ``-ln(1 - s)`` of the scores clamped to ``clamp`` as
+    :class:`~mlcal.maps.BetaMap` does."""
+    log_s, log_1ms = clamped_logs(s, clamp)
     return log_s, -log_1ms
 
 
@@ -73,20 +74,22 @@ def separable_error(method: str) -> ValueError:
                       "(Platt's regularised targets) or more calibration data")
 
 
-def fit_beta(s: np.ndarray, y: np.ndarray, w: np.ndarray, parameters: str, smooth: bool
-             ) -> tuple[float, float, float]:
-    """``(a, b, c)`` of the beta map fitted by weighted maximum likelihood, ``a, b >= 0``.
+def fit_beta(s: np.ndarray, y: np.ndarray, w: np.ndarray, parameters: str, smooth: bool,
+             clamp: tuple[float, float] = DEFAULT_CLAMP) -> tuple[float, float, float]:
+    """``(a, b, c)`` of the beta map fitted by weighted maximum likelihood, ``a, b >= 0``, on
+    the scores clamped to ``clamp`` (the map's).
 
     Raises ``ValueError`` when the optimum is at infinity (only possible with ``smooth=False``).
     """
-    return fit_beta_points(*sort_and_collapse(s, y, w), parameters, smooth)
+    return fit_beta_points(*sort_and_collapse(s, y, w), parameters, smooth, clamp)
 
 
 def fit_beta_points(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray, parameters: str,
-                    smooth: bool) -> tuple[float, float, float]:
+                    smooth: bool, clamp: tuple[float, float] = DEFAULT_CLAMP
+                    ) -> tuple[float, float, float]:
     """:func:`fit_beta` on the collapsed points (``sort_and_collapse``'s output)."""
     x, t, wsum, start = point_targets(x, ybar, wsum, smooth)
-    l1, l2 = log_features(x)
+    l1, l2 = log_features(x, clamp)
     if parameters == "abm":
         coef, c, _, ok = fit_nonnegative(np.column_stack((l1, l2)), t, wsum, intercept=True,
                                          start_intercept=start, with_loss=False)
@@ -109,29 +112,32 @@ def fit_beta_points(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray, parameter
 
 def fit_logit_scaling(feature: np.ndarray, y: np.ndarray, w: np.ndarray, *, intercept: bool,
                       smooth: bool, method: str, on_logit: bool,
-                      identity_prior: float = 0.0) -> tuple[float, float]:
+                      identity_prior: float = 0.0,
+                      clamp: tuple[float, float] = DEFAULT_CLAMP) -> tuple[float, float]:
     """``(slope, intercept)`` of ``expit(slope * f + intercept)`` with ``slope >= 0``, where
-    ``f`` is the score's log-odds (``on_logit``: probability scores, clamped as BetaMap) or the
-    score itself (a margin). Without ``intercept`` the intercept is 0 (temperature scaling).
+    ``f`` is the score's log-odds (``on_logit``: probability scores, clamped to ``clamp`` as
+    BetaMap) or the score itself (a margin). Without ``intercept`` the intercept is 0
+    (temperature scaling).
 
     ``identity_prior = m > 0`` adds ``m`` rows' worth of pseudo-data whose labels are the base
     model's own probabilities (:func:`identity_prior_targets`), which shrinks the fit toward
     the identity map (slope 1, intercept 0)."""
     return fit_logit_scaling_points(*sort_and_collapse(feature, y, w), intercept=intercept,
                                     smooth=smooth, method=method, on_logit=on_logit,
-                                    identity_prior=identity_prior)
+                                    identity_prior=identity_prior, clamp=clamp)
 
 
 def fit_logit_scaling_points(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray, *,
                              intercept: bool, smooth: bool, method: str, on_logit: bool,
-                             identity_prior: float = 0.0) -> tuple[float, float]:
+                             identity_prior: float = 0.0,
+                             clamp: tuple[float, float] = DEFAULT_CLAMP) -> tuple[float, float]:
     """:func:`fit_logit_scaling` on the collapsed points (``sort_and_collapse``'s output)."""
     x, t, wsum, start = point_targets(x, ybar, wsum, smooth)
     if identity_prior > 0.0:
-        base = np.clip(x, BETA_EPS, 1.0 - BETA_EPS) if on_logit else det_expit_array(x)
+        base = np.clip(x, clamp[0], clamp[1]) if on_logit else det_expit_array(x)
         t = identity_prior_targets(t, wsum, base, identity_prior)
     if on_logit:
-        l1, l2 = log_features(x)
+        l1, l2 = log_features(x, clamp)
         x = l1 + l2
     coef, c, _, ok = fit_nonnegative(x[:, None], t, wsum, intercept=intercept,
                                      start_intercept=start, with_loss=False)
@@ -142,11 +148,12 @@ def fit_logit_scaling_points(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray, 
 
 def fit_quadratic(feature: np.ndarray, y: np.ndarray, w: np.ndarray, *, smooth: bool,
                   penalty: float, on_logit: bool, square: bool = True,
-                  identity_prior: float = 0.0) -> tuple[float, float, float]:
+                  identity_prior: float = 0.0,
+                  clamp: tuple[float, float] = DEFAULT_CLAMP) -> tuple[float, float, float]:
     """``(a, b, c)`` of quadratic scaling ``expit(a z + b z^2 + c)`` by penalised weighted
     maximum likelihood, where ``z`` is the score's log-odds (``on_logit``: probability scores,
-    clamped and transformed as :func:`mlcal.maps.binary.logit_clamped`) or the score itself
-    (a margin).
+    clamped to ``clamp`` and transformed as :func:`mlcal.maps.binary.logit_clamped`) or the
+    score itself (a margin).
 
     The objective is the weighted cross-entropy against the (optionally Platt-smoothed)
     targets plus ``penalty / 2 * (b * sd_w(z^2))^2``, ``sd_w`` the weighted standard deviation
@@ -166,16 +173,17 @@ def fit_quadratic(feature: np.ndarray, y: np.ndarray, w: np.ndarray, *, smooth: 
     """
     return fit_quadratic_points(*sort_and_collapse(feature, y, w), smooth=smooth,
                                 penalty=penalty, on_logit=on_logit, square=square,
-                                identity_prior=identity_prior)
+                                identity_prior=identity_prior, clamp=clamp)
 
 
 def fit_quadratic_points(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray, *, smooth: bool,
                          penalty: float, on_logit: bool, square: bool = True,
-                         identity_prior: float = 0.0) -> tuple[float, float, float]:
+                         identity_prior: float = 0.0,
+                         clamp: tuple[float, float] = DEFAULT_CLAMP) -> tuple[float, float, float]:
     """:func:`fit_quadratic` on the collapsed points (``sort_and_collapse``'s output)."""
     x, t, wsum, start = point_targets(x, ybar, wsum, smooth)
     if identity_prior > 0.0:
-        base = np.clip(x, BETA_EPS, 1.0 - BETA_EPS) if on_logit else det_expit_array(x)
+        base = np.clip(x, clamp[0], clamp[1]) if on_logit else det_expit_array(x)
         prior_t = identity_prior_targets(t, wsum, base, identity_prior)
         if prior_t is not t:
             # the targets' objective is the augmented one divided by 1 + m / W: so is the
@@ -183,7 +191,7 @@ def fit_quadratic_points(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray, *, s
             total = math.fsum(wsum.tolist())
             penalty = float(penalty) * (total / (total + float(identity_prior)))
         t = prior_t
-    z = logit_clamped(x) if on_logit else x
+    z = logit_clamped(x, clamp) if on_logit else x
     if square:
         coef, c, _, ok = fit_logistic(np.column_stack((z, z * z)), t, wsum, intercept=True,
                                       start_intercept=start, penalty=[0.0, float(penalty)],

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
-from mlcal._solvers.beta_fit import BETA_PARAMETERS, fit_beta, fit_beta_points
+from mlcal._solvers.beta_fit import BETA_PARAMETERS, fit_beta_points
+from mlcal._solvers.ties import sort_and_collapse
 from mlcal.calibrators._params import Boolean, Options
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import BetaMap
+from mlcal.maps.binary import data_clamp
 
 
 @register_calibrator("beta")
@@ -17,7 +19,9 @@ class Beta(BaseCalibrator):
     Fitted by weighted maximum likelihood (Newton's method with backtracking on the convex
     logistic log-likelihood, deterministic; see ``docs/beta.md``) with ``a, b >= 0``, the exact
     optimum under that constraint, so the map is non-decreasing. Scores are clamped to
-    ``[2**-40, 1 - 2**-40]`` before the logs, at fit and predict time alike. Tied scores are
+    ``[lo, hi]`` before the logs, at fit and predict time alike: ``[2**-40, 1 - 2**-40]``
+    widened to the most extreme calibration scores inside ``(0, 1)`` where they lie beyond it
+    (:func:`~mlcal.maps.binary.data_clamp`; ``lo >= 2**-1022``). Tied scores are
     merged into weighted points first, so the map does not depend on the order of the rows.
 
     Parameters
@@ -54,9 +58,9 @@ class Beta(BaseCalibrator):
         self.input_transform = input_transform
 
     def _fit(self, scores, y, w):
-        a, b, c = fit_beta(scores, y, w, self.parameters, self.smooth_targets)
-        return BetaMap(a, b, c)
+        return self._fit_points(*sort_and_collapse(scores, y, w), scores)
 
     def _fit_points(self, x, ybar, wsum, scores):
-        a, b, c = fit_beta_points(x, ybar, wsum, self.parameters, self.smooth_targets)
-        return BetaMap(a, b, c)
+        clamp = data_clamp(x)
+        a, b, c = fit_beta_points(x, ybar, wsum, self.parameters, self.smooth_targets, clamp)
+        return BetaMap(a, b, c, clamp=clamp)

@@ -18,6 +18,7 @@ from mlcal.calibrators._params import Boolean, Options, Real
 from mlcal.calibrators.base import INPUT_TRANSFORM_CHOICES, BaseCalibrator, resolve_input_transform
 from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import BetaMap, SigmoidMap
+from mlcal.maps.binary import DEFAULT_CLAMP, data_clamp
 
 
 class _LogitScaling(BaseCalibrator):
@@ -42,13 +43,14 @@ class _LogitScaling(BaseCalibrator):
     def _fit_points(self, x, ybar, wsum, scores):
         # the map records the identity transform either way: margins get an exact SigmoidMap
         margins = resolve_input_transform(self, self.input_transform, scores) == "sigmoid"
+        clamp = DEFAULT_CLAMP if margins else data_clamp(x)
         k, c = fit_logit_scaling_points(x, ybar, wsum, intercept=self.intercept,
                                         smooth=self.smooth_targets, method=self.method_name,
                                         on_logit=not margins,
-                                        identity_prior=float(self.identity_prior))
+                                        identity_prior=float(self.identity_prior), clamp=clamp)
         if margins:
             return SigmoidMap(-k, -c)   # SigmoidMap is 1 / (1 + exp(a m + b))
-        return BetaMap(k, k, c)
+        return BetaMap(k, k, c, clamp=clamp)
 
 
 @register_calibrator("platt-logit")

@@ -2,7 +2,9 @@
 the score, stored as one :class:`~mlcal.maps.QuadraticMap`.
 
 On probability scores ``z = ln(s) - ln(1 - s)`` of the score clamped to
-``[BETA_EPS, 1 - BETA_EPS]`` (as beta calibration clamps); on raw margins
+``[BETA_EPS, 1 - BETA_EPS]``, widened to the most extreme calibration scores inside ``(0, 1)``
+where they lie beyond it (as beta calibration clamps, :func:`~mlcal.maps.binary.data_clamp`);
+on raw margins
 (``input_transform="sigmoid"``, or ``"auto"`` with scores outside [0, 1]) the log-odds of
 ``sigmoid(m)`` is ``m`` itself, so the margins are used directly and the map records
 ``on="margin"`` (no clamp, no round trip through probabilities), as ``platt-logit`` does with
@@ -17,6 +19,7 @@ from mlcal.calibrators._params import Boolean, Options, Real
 from mlcal.calibrators.base import INPUT_TRANSFORM_CHOICES, BaseCalibrator, resolve_input_transform
 from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import QuadraticMap
+from mlcal.maps.binary import DEFAULT_CLAMP, data_clamp
 
 #: default ridge on the standardised z^2 coefficient, in units of total weight (see Quadratic)
 DEFAULT_PENALTY = 1.0
@@ -101,7 +104,8 @@ class Quadratic(BaseCalibrator):
     def _fit_points(self, x, ybar, wsum, scores):
         # the map records the identity transform either way: margins are its z as they are
         margins = resolve_input_transform(self, self.input_transform, scores) == "sigmoid"
+        clamp = DEFAULT_CLAMP if margins else data_clamp(x)
         a, b, c = fit_quadratic_points(x, ybar, wsum, smooth=self.smooth_targets,
                                        penalty=float(self.penalty), on_logit=not margins,
-                                       identity_prior=float(self.identity_prior))
-        return QuadraticMap(a, b, c, on="margin" if margins else "logit")
+                                       identity_prior=float(self.identity_prior), clamp=clamp)
+        return QuadraticMap(a, b, c, on="margin" if margins else "logit", clamp=clamp)

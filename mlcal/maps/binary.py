@@ -7,7 +7,8 @@ graphs and plots are written once:
 * :class:`LinearMap` -- ``interp(s, knots, values)``, flat outside the first/last knot
 * :class:`SigmoidMap` -- ``1 / (1 + exp(a * s + b))``
 * :class:`BetaMap` -- ``expit(a * ln(s) - b * ln(1 - s) + c)`` on probability scores clamped to
-  ``[BETA_EPS, 1 - BETA_EPS]`` (beta calibration, Platt on log-odds, temperature scaling)
+  ``[lo, hi]`` (default ``[BETA_EPS, 1 - BETA_EPS]``, wider where the calibration scores
+  saturate; beta calibration, Platt on log-odds, temperature scaling)
 * :class:`QuadraticMap` -- ``expit(a * z + b * z^2 + c)`` with ``z`` the log-odds of the clamped
   score (``on="logit"``) or the raw margin itself (``on="margin"``): quadratic scaling
 
@@ -70,6 +71,66 @@ def apply_floor(p: np.ndarray, floor: float) -> np.ndarray:
     if floor == 0.0:
         return p
     return np.minimum(np.maximum(p, floor), 1.0 - floor)
+
+
+#: the score clamp of a logit-family map (:class:`BetaMap`, :class:`QuadraticMap` with
+#: ``on="logit"``) when its document has no ``clamp`` field: every map written before the
+#: field existed reads its scores through it
+DEFAULT_CLAMP = (BETA_EPS, 1.0 - BETA_EPS)
+#: the lowest lower clamp end a map may hold: the smallest normal double (the deterministic
+#: logs are exact there, and ``ln`` of it, about -708.4, keeps every product finite)
+MIN_CLAMP_LO = 2.0 ** -1022
+
+
+def _check_clamp(clamp: Any, where: str) -> tuple[float, float]:
+    """A valid score clamp ``(lo, hi)``: finite, ``2**-1022 <= lo <= BETA_EPS`` and
+    ``1 - BETA_EPS <= hi < 1``."""
+    if isinstance(clamp, (str, bytes)) or not hasattr(clamp, "__len__") or len(clamp) != 2:
+        raise MapFormatError(f"{where}: field 'clamp' must be a list of two numbers [lo, hi], "
+                             f"got {_short(clamp)}")
+    if not all(isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool)
+               for v in clamp):
+        raise MapFormatError(f"{where}: field 'clamp' must be a list of two numbers [lo, hi]")
+    try:
+        lo, hi = float(clamp[0]), float(clamp[1])
+    except OverflowError:   # an integer beyond the float range
+        raise MapFormatError(f"{where}: field 'clamp' must hold finite numbers") from None
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise MapFormatError(f"{where}: field 'clamp' must hold finite numbers, got "
+                             f"[{lo!r}, {hi!r}]")
+    if not (MIN_CLAMP_LO <= lo <= BETA_EPS):
+        raise MapFormatError(f"{where}: field 'clamp': lo must lie in [2**-1022, BETA_EPS = "
+                             f"2**-40], got {lo!r}")
+    if not (DEFAULT_CLAMP[1] <= hi < 1.0):
+        raise MapFormatError(f"{where}: field 'clamp': hi must lie in [1 - BETA_EPS, 1), got "
+                             f"{hi!r}")
+    return lo, hi
+
+
+def _read_clamp(doc: dict, where: str) -> tuple[float, float]:
+    """The optional ``clamp`` field of a logit-family map document (the default when absent)."""
+    return _check_clamp(doc["clamp"], where) if "clamp" in doc else DEFAULT_CLAMP
+
+
+def data_clamp(x: np.ndarray) -> tuple[float, float]:
+    """The score clamp a fit takes from its (input-transformed) calibration scores ``x``:
+    ``lo = min(BETA_EPS, smallest positive score)``, never below ``2**-1022``, and
+    ``hi = max(1 - BETA_EPS, largest score below 1)``.
+
+    Scores within ``[BETA_EPS, 1 - BETA_EPS]`` give :data:`DEFAULT_CLAMP` (the map of
+    before the field existed, bit for bit). Saturated scores (naive Bayes puts many far below
+    ``2**-40``) keep their order down to the most extreme one seen; scores beyond it, and
+    exact 0 and 1, are read as that one (the map is flat beyond the data, as the step and
+    linear maps are)."""
+    x = np.asarray(x, dtype=np.float64)
+    lo, hi = DEFAULT_CLAMP
+    pos = x[x > 0.0]
+    if pos.size:
+        lo = max(min(lo, float(pos.min())), MIN_CLAMP_LO)
+    below = x[x < 1.0]
+    if below.size:
+        hi = max(hi, float(below.max()))
+    return lo, hi
 
 
 @dataclass(frozen=True, eq=False)
@@ -236,9 +297,11 @@ class BetaMap(_BaseMap):
     """Beta calibration map (Kull, Silva Filho & Flach 2017):
     ``p = expit(a * ln(s) - b * ln(1 - s) + c)`` for probability scores ``s``.
 
-    The score is first clamped to ``[BETA_EPS, 1 - BETA_EPS]`` (``BETA_EPS = 2**-40``), so the
-    map is defined for every finite score: 0 and anything below it are read as ``BETA_EPS``,
-    1 and anything above as ``1 - BETA_EPS`` (the flat extension of the other maps). The logs
+    The score is first clamped to ``clamp = [lo, hi]``, by default ``[BETA_EPS, 1 - BETA_EPS]``
+    (``BETA_EPS = 2**-40``), so the map is defined for every finite score: 0 and anything below
+    ``lo`` are read as ``lo``, 1 and anything above ``hi`` as ``hi`` (the flat extension of the
+    other maps). Fits take the clamp from their calibration scores (:func:`data_clamp`): it
+    reaches beyond the default only where the data do (saturated scores, issue #26). The logs
     and the logistic function are mlcal's deterministic ones (``ln(1 - s)`` as ``log1p(-s)``),
     evaluated as ``((a * ln s) - (b * ln(1 - s))) + c``, so the output has the same bits on
     every CPU. With the ``"sigmoid"`` input transform the map takes raw margins.
@@ -253,6 +316,9 @@ class BetaMap(_BaseMap):
         Finite coefficients of ``ln s``, ``-ln(1 - s)`` and the intercept.
     floor : float, default=0.0
         Output floor in ``[0, 1/2)``: the probability is clipped to ``[floor, 1 - floor]``.
+    clamp : (float, float), default=(BETA_EPS, 1 - BETA_EPS)
+        Score clamp ``(lo, hi)``, ``2**-1022 <= lo <= BETA_EPS`` and ``1 - BETA_EPS <= hi < 1``
+        (written to JSON as ``"clamp": [lo, hi]`` only when it is not the default).
     """
 
     kind: ClassVar[str] = "beta"
@@ -260,6 +326,7 @@ class BetaMap(_BaseMap):
     b: float = 0.0
     c: float = 0.0
     floor: float = 0.0
+    clamp: tuple[float, float] = DEFAULT_CLAMP
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -269,6 +336,7 @@ class BetaMap(_BaseMap):
         for name, v in zip("abc", values):
             object.__setattr__(self, name, v)
         object.__setattr__(self, "floor", _check_floor(self.floor, "beta map"))
+        object.__setattr__(self, "clamp", _check_clamp(self.clamp, "beta map"))
 
     @property
     def size(self) -> int:
@@ -276,7 +344,7 @@ class BetaMap(_BaseMap):
         return 3
 
     def _evaluate(self, s: np.ndarray) -> np.ndarray:
-        log_s, log_1ms = clamped_logs(s)
+        log_s, log_1ms = clamped_logs(s, self.clamp)
         z = (self.a * log_s - self.b * log_1ms) + self.c
         return apply_floor(det_expit_array(z), self.floor)
 
@@ -285,12 +353,14 @@ class BetaMap(_BaseMap):
         d.update(a=self.a, b=self.b, c=self.c)
         if self.floor != 0.0:
             d["floor"] = self.floor
+        if self.clamp != DEFAULT_CLAMP:
+            d["clamp"] = list(self.clamp)
         return d
 
     @classmethod
     def _from_dict(cls, doc: dict, where: str, common: dict[str, Any]) -> BetaMap:
         return cls(*(_float_scalar(doc, k, where) for k in "abc"), _read_floor(doc, where),
-                   **common)
+                   _read_clamp(doc, where), **common)
 
 
 #: what a :class:`QuadraticMap`'s ``z`` is: the log-odds of a probability score, or the score
@@ -299,7 +369,7 @@ QUADRATIC_ON = ("logit", "margin")
 #: the fields a quadratic map document may hold (any other is refused: the kind is new, so no
 #: older writer put anything else there)
 QUADRATIC_FIELDS = ("type", "format_version", "input_transform", "domain", "on", "a", "b", "c",
-                    "floor")
+                    "floor", "clamp")
 
 
 #: within :func:`sharing_clamped_logs`: the clamped logs already computed, by array identity
@@ -320,32 +390,37 @@ def sharing_clamped_logs():
         _CLAMPED_LOGS.reset(token)
 
 
-def clamped_logs(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(ln s, ln(1 - s))`` of the scores clamped to ``[BETA_EPS, 1 - BETA_EPS]``, with mlcal's
-    deterministic logs (``ln(1 - s)`` as ``log1p(-s)``): the two terms of every beta-family
-    map (:class:`BetaMap`, :func:`logit_clamped`). Read-only arrays (shared within
-    :func:`sharing_clamped_logs`)."""
+def clamped_logs(s: np.ndarray, clamp: tuple[float, float] = DEFAULT_CLAMP
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """``(ln s, ln(1 - s))`` of the scores clamped to ``clamp = (lo, hi)`` (default
+    ``[BETA_EPS, 1 - BETA_EPS]``; ``np.clip``'s semantics), with mlcal's deterministic logs
+    (``ln(1 - s)`` as ``log1p(-s)``): the two terms of every beta-family map (:class:`BetaMap`,
+    :func:`logit_clamped`). Read-only arrays (shared within :func:`sharing_clamped_logs`, per
+    array and clamp)."""
+    lo, hi = float(clamp[0]), float(clamp[1])
     memo = _CLAMPED_LOGS.get()
+    key = (id(s), lo, hi)
     if memo is not None:
-        hit = memo.get(id(s))
+        hit = memo.get(key)
         # the entry holds the array itself (its id cannot be reused) and a copy of its
         # contents (an array changed in place is computed afresh)
         if hit is not None and hit[0] is s and np.array_equal(hit[1], s):
             return hit[2], hit[3]
-    sc = np.clip(np.ascontiguousarray(s, dtype=np.float64), BETA_EPS, 1.0 - BETA_EPS)
+    sc = np.clip(np.ascontiguousarray(s, dtype=np.float64), lo, hi)
     log_s, log_1ms = det_log_array(sc), det_log1p_array(-sc)
     log_s.flags.writeable = False
     log_1ms.flags.writeable = False
     if memo is not None and isinstance(s, np.ndarray) and len(memo) < _CLAMPED_LOGS_MAX:
-        memo[id(s)] = (s, s.copy(), log_s, log_1ms)
+        memo[key] = (s, s.copy(), log_s, log_1ms)
     return log_s, log_1ms
 
 
-def logit_clamped(s: np.ndarray) -> np.ndarray:
-    """``z = ln(s) - ln(1 - s)`` of scores clamped to ``[BETA_EPS, 1 - BETA_EPS]``, with mlcal's
+def logit_clamped(s: np.ndarray, clamp: tuple[float, float] = DEFAULT_CLAMP) -> np.ndarray:
+    """``z = ln(s) - ln(1 - s)`` of scores clamped to ``clamp`` (default ``[BETA_EPS,
+    1 - BETA_EPS]``, where ``|z| < 27.8``; down to ``2**-1022``, ``z >= -708.4``), with mlcal's
     deterministic logs (``ln(1 - s)`` as ``log1p(-s)``) and one rounded subtraction, so ``z``
-    has the same bits on every CPU (and in the Java and Spark routes); ``|z| < 27.8``."""
-    log_s, log_1ms = clamped_logs(s)
+    has the same bits on every CPU (and in the Java and Spark routes)."""
+    log_s, log_1ms = clamped_logs(s, clamp)
     return log_s - log_1ms
 
 
@@ -354,7 +429,7 @@ class QuadraticMap(_BaseMap):
     """Quadratic scaling: ``p = expit(a * z + b * z^2 + c)``, clipped to ``[floor, 1 - floor]``.
 
     ``z`` is the log-odds of the score: with ``on="logit"`` (probability scores) the score is
-    clamped to ``[BETA_EPS, 1 - BETA_EPS]`` as :class:`BetaMap` does and
+    clamped to ``clamp`` (default ``[BETA_EPS, 1 - BETA_EPS]``) as :class:`BetaMap` does and
     ``z = ln(s) - ln(1 - s)`` (:func:`logit_clamped`); with ``on="margin"`` the score is a raw
     margin and ``z`` is the score itself (no clamp, no round trip through a probability; an
     input transform would turn margins into probabilities, so ``"margin"`` requires
@@ -376,6 +451,9 @@ class QuadraticMap(_BaseMap):
     on : {"logit", "margin"}, default="logit"
         What the (input-transformed) score is: a probability whose log-odds is taken, or a
         margin used as it is.
+    clamp : (float, float), default=(BETA_EPS, 1 - BETA_EPS)
+        Score clamp of ``on="logit"`` (as :class:`BetaMap`'s; written to JSON only when not
+        the default). A margin map has no clamp: only the default is accepted there.
     """
 
     kind: ClassVar[str] = "quadratic"
@@ -384,6 +462,7 @@ class QuadraticMap(_BaseMap):
     c: float = 0.0
     floor: float = 0.0
     on: str = "logit"
+    clamp: tuple[float, float] = DEFAULT_CLAMP
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -400,6 +479,11 @@ class QuadraticMap(_BaseMap):
             raise MapFormatError("quadratic map: on='margin' takes raw margins, so its "
                                  "input_transform must be 'identity' (use on='logit' for "
                                  "probabilities)")
+        clamp = _check_clamp(self.clamp, "quadratic map")
+        if self.on == "margin" and clamp != DEFAULT_CLAMP:
+            raise MapFormatError("quadratic map: field 'clamp' applies to on='logit' only (a "
+                                 "margin is used as it is)")
+        object.__setattr__(self, "clamp", clamp)
 
     @property
     def size(self) -> int:
@@ -421,7 +505,8 @@ class QuadraticMap(_BaseMap):
         return eta
 
     def _evaluate(self, s: np.ndarray) -> np.ndarray:
-        z = logit_clamped(s) if self.on == "logit" else np.ascontiguousarray(s, dtype=np.float64)
+        z = logit_clamped(s, self.clamp) if self.on == "logit" \
+            else np.ascontiguousarray(s, dtype=np.float64)
         return apply_floor(det_expit_array(self.log_odds(z)), self.floor)
 
     def to_dict(self) -> dict[str, Any]:
@@ -429,6 +514,8 @@ class QuadraticMap(_BaseMap):
         d.update(on=self.on, a=self.a, b=self.b, c=self.c)
         if self.floor != 0.0:
             d["floor"] = self.floor
+        if self.clamp != DEFAULT_CLAMP:
+            d["clamp"] = list(self.clamp)
         return d
 
     @classmethod
@@ -441,8 +528,11 @@ class QuadraticMap(_BaseMap):
         if not isinstance(on, str) or on not in QUADRATIC_ON:
             raise MapFormatError(f"{where}: field 'on' must be one of {QUADRATIC_ON}, got "
                                  f"{_short(on)}")
+        if on == "margin" and "clamp" in doc:
+            raise MapFormatError(f"{where}: field 'clamp' applies to on='logit' only (a margin "
+                                 "is used as it is)")
         return cls(*(_float_scalar(doc, k, where) for k in "abc"), _read_floor(doc, where),
-                   on, **common)
+                   on, _read_clamp(doc, where), **common)
 
 
 @dataclass(frozen=True)

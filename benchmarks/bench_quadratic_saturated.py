@@ -3,8 +3,11 @@
 For bench_quality.py's real tasks (``--groups``, ``--sizes``, ``--seeds``; ``--only NB`` for the
 naive-Bayes bases whose scores saturate at 0 and 1), fits in the same run, per task:
 
-* ``quadratic``: the library's ``Quadratic()`` (the map clamps the score to
-  ``[BETA_EPS, 1 - BETA_EPS]``, ``|z| <= 27.73``);
+* ``quadratic``: the library's ``Quadratic()``. Until the data-taken clamp (issue #26) the map
+  clamped the score to ``[BETA_EPS, 1 - BETA_EPS]`` (``|z| <= 27.73``); it now takes the clamp
+  from the calibration scores (``mlcal.maps.binary.data_clamp``), which is (a') below done in
+  the map (a library fit of the same rule, so ``quadratic`` and ``(a') widen only`` agree to
+  the solver's tolerance). Before/after across source trees: ``bench_logit_clamp.py``;
 * ``(b) restricted``: the same penalised objective restricted to maps monotone over the
   calibration rows' ``z`` range (:func:`restricted_fit`, benchmark-only code: the library does
   not adopt it, see docs/quadratic.md "Saturated scores (issue #26)");
@@ -46,7 +49,7 @@ from mlcal._solvers.platt_newton import standardise  # noqa: E402
 from mlcal.calibrators.auto import AutoCalibrator  # noqa: E402
 from mlcal.calibrators.quadratic import Quadratic  # noqa: E402
 from mlcal.maps import BETA_EPS  # noqa: E402
-from mlcal.maps.binary import logit_clamped  # noqa: E402
+from mlcal.maps.binary import DEFAULT_CLAMP, logit_clamped  # noqa: E402
 
 LIBRARY_FIT = beta_fit.fit_quadratic_points
 
@@ -58,7 +61,7 @@ def turns_inside(a: float, b: float, z_lo: float, z_hi: float) -> bool:
 
 
 def restricted_fit(x, ybar, wsum, *, smooth, penalty, on_logit, square=True,
-                   identity_prior=0.0):
+                   identity_prior=0.0, clamp=DEFAULT_CLAMP):
     """Option (b): :func:`~mlcal._solvers.beta_fit.fit_quadratic_points` restricted to maps
     monotone over the calibration ``z`` range ``[z_lo, z_hi]``.
 
@@ -72,14 +75,14 @@ def restricted_fit(x, ybar, wsum, *, smooth, penalty, on_logit, square=True,
     Checked against scipy's SLSQP with the two slope constraints (to 1e-6); the
     identity prior as the library does."""
     a, b, c = LIBRARY_FIT(x, ybar, wsum, smooth=smooth, penalty=penalty, on_logit=on_logit,
-                          square=square, identity_prior=identity_prior)
-    z = logit_clamped(x) if on_logit else np.asarray(x, dtype=float)
+                          square=square, identity_prior=identity_prior, clamp=clamp)
+    z = logit_clamped(x, clamp) if on_logit else np.asarray(x, dtype=float)
     z_lo, z_hi = float(np.min(z)), float(np.max(z))
     if not square or not turns_inside(a, b, z_lo, z_hi):
         return a, b, c
     _, t, w, start = beta_fit.point_targets(x, ybar, wsum, smooth)
     if identity_prior > 0.0:   # the library's pseudo-row targets and ridge scaling
-        base = np.clip(x, BETA_EPS, 1.0 - BETA_EPS) if on_logit else beta_fit.det_expit_array(x)
+        base = np.clip(x, *clamp) if on_logit else beta_fit.det_expit_array(x)
         prior_t = beta_fit.identity_prior_targets(t, w, base, identity_prior)
         if prior_t is not t:
             total = math.fsum(w.tolist())
@@ -112,7 +115,7 @@ def data_clamp_predict(s_cal, y_cal, s_test, widen_only=False):
     fin = z[np.isfinite(z)]
     lo, hi = float(fin.min()), float(fin.max())
     if widen_only:
-        z_eps = logit_clamped(np.array([0.0, 1.0]))
+        z_eps = logit_clamped(np.array([0.0, 1.0]), DEFAULT_CLAMP)
         lo, hi = min(lo, float(z_eps[0])), max(hi, float(z_eps[1]))
     a, b, c = beta_fit.fit_quadratic(np.clip(z, lo, hi), y_cal, np.ones(z.size), smooth=True,
                                      penalty=1.0, on_logit=False)

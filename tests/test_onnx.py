@@ -30,7 +30,8 @@ from scipy.special import logit
 
 import mlcal
 from mlcal.calibrators.catalog import available_calibrators, get_calibrator
-from mlcal.maps import BETA_EPS, MAP_FORMAT_VERSION, BetaMap, LinearMap, SigmoidMap, StepMap
+from mlcal.maps import (BETA_EPS, MAP_FORMAT_VERSION, BetaMap, LinearMap, QuadraticMap,
+                        SigmoidMap, StepMap)
 from mlcal.model import CalibratedModel
 from mlcal.onnx import DEFAULT_OPSET, MIN_OPSET, error_bound, save, to_onnx
 from mlcal.onnx._maps import pull_back_sigmoid
@@ -172,6 +173,18 @@ def handmade_maps() -> list[tuple[str, object]]:
         ("beta-constant", BetaMap(0.0, 0.0, 0.7)),
         ("beta-sigmoid", BetaMap(5.0, 0.5, 3.0, input_transform="sigmoid")),
         ("beta-sigmoid-steep", BetaMap(0.7, 12.0, -20.0, input_transform="sigmoid")),
+        # data-taken clamps (issue #26): saturated scores keep their order down to lo
+        ("beta-clamp", BetaMap(0.05, 0.07, 0.1, clamp=(1e-300, 1.0 - 2.0 ** -52))),
+        ("beta-clamp-widest", BetaMap(1.0, 1.0, 0.0, clamp=(2.0 ** -1022, 1.0 - 2.0 ** -53),
+                                      floor=1e-3)),
+        ("beta-clamp-steep", BetaMap(3.0, 0.2, -1.0, clamp=(3e-200, 1.0 - 2.0 ** -40))),
+        ("beta-clamp-sigmoid", BetaMap(0.1, 0.1, 0.3, clamp=(2.0 ** -900, 1.0 - 5 * 2.0 ** -53),
+                                       input_transform="sigmoid")),
+        ("quadratic-clamp", QuadraticMap(0.06, 1e-4, 0.2, clamp=(1e-300, 1.0 - 2.0 ** -52))),
+        ("quadratic-clamp-bend", QuadraticMap(0.1, -0.01, 0.5, clamp=(2.0 ** -1022, 1.0 - 2.0 ** -53),
+                                              floor=1e-4)),
+        ("quadratic-clamp-sigmoid", QuadraticMap(0.05, 2e-4, 0.0, clamp=(1e-250, 1.0 - 2.0 ** -41),
+                                                 input_transform="sigmoid")),
     ]
 
 
@@ -193,9 +206,12 @@ def probe_points(m, dtype: str, rng) -> np.ndarray:
         br = m.thresholds
     elif isinstance(m, LinearMap):
         br = m.knots
-    elif isinstance(m, BetaMap):   # the clamp's ends, 0, 1 and every octave towards 0 and 1
+    elif isinstance(m, BetaMap) or (isinstance(m, QuadraticMap) and m.on == "logit"):
+        # the clamp's ends, 0, 1 and every octave towards 0 and 1 (down to 2**-1074 below)
         k = 2.0 ** -np.arange(1, 60)
-        br = np.concatenate(([0.0, 1.0, BETA_EPS, 1.0 - BETA_EPS], k, 1.0 - k))
+        tiny = 2.0 ** -np.arange(60, 1075, 7.0)
+        br = np.concatenate(([0.0, 1.0, BETA_EPS, 1.0 - BETA_EPS, 1e-300, 1.0 - 1e-17],
+                             list(m.clamp), k, 1.0 - k, tiny))
     else:
         br = np.array([-m.b / m.a]) if m.a else np.array([0.0])
     br = br[np.isfinite(br)]

@@ -44,7 +44,7 @@ import numpy as np
 
 from mlcal._solvers.detmath import det_expit_array
 from mlcal._solvers.ties import exact_group_sums
-from mlcal.maps import (BETA_EPS, BetaMap, CalibrationMap, LinearMap, QuadraticMap, SigmoidMap,
+from mlcal.maps import (BetaMap, CalibrationMap, LinearMap, QuadraticMap, SigmoidMap,
                         StepMap)
 from mlcal.maps.binary import logit_clamped
 
@@ -136,11 +136,13 @@ def _(m: SigmoidMap, floor: float) -> CalibrationMap:
 
 @floor_map.register
 def _(m: BetaMap, floor: float) -> CalibrationMap:
-    # the clamped score lies in [BETA_EPS, 1 - BETA_EPS]; the log-odds z(s) is monotone there
-    # unless a and b have opposite signs, when its one extremum is at s = a / (a - b)
-    probes = [BETA_EPS, 0.5, 1.0 - BETA_EPS]
+    # the clamped score lies in the map's clamp [lo, hi] (by default [BETA_EPS, 1 - BETA_EPS],
+    # wider where the calibration scores saturate); the log-odds z(s) is monotone there unless
+    # a and b have opposite signs, when its one extremum is at s = a / (a - b)
+    lo, hi = m.clamp
+    probes = [lo, 0.5, hi]
     if m.a != m.b and m.a * m.b < 0.0:
-        probes.append(min(max(m.a / (m.a - m.b), BETA_EPS), 1.0 - BETA_EPS))
+        probes.append(min(max(m.a / (m.a - m.b), lo), hi))
     needed = _needs_floor(m, np.array(probes), floor)
     return dataclasses.replace(m, floor=floor) if needed else m
 
@@ -151,10 +153,10 @@ def _(m: QuadraticMap, floor: float) -> CalibrationMap:
         # z is unbounded: any a or b reaches 0 or 1 (b != 0 on both sides, else a != 0 on one)
         needed = m.a != 0.0 or m.b != 0.0 or _needs_floor(m, np.zeros(1), floor)
         return dataclasses.replace(m, floor=floor) if needed else m
-    # z = logit of the clamped score runs over [z(BETA_EPS), z(1 - BETA_EPS)] and the quadratic
-    # eta(z) is extreme at those ends or at its vertex -a / (2b); the extremes of p are taken on
-    # eta evaluated in the map's own order at these z
-    z_ends = logit_clamped(np.array([BETA_EPS, 1.0 - BETA_EPS]))
+    # z = logit of the clamped score runs over [z(lo), z(hi)] (the map's clamp) and the
+    # quadratic eta(z) is extreme at those ends or at its vertex -a / (2b); the extremes of p
+    # are taken on eta evaluated in the map's own order at these z
+    z_ends = logit_clamped(np.array(m.clamp), m.clamp)
     zs = list(z_ends)
     if m.b != 0.0:
         vertex = -m.a / (2.0 * m.b)

@@ -59,7 +59,7 @@ import functools
 import numpy as np
 
 from mlcal._dispatch import registered_types
-from mlcal.maps import BETA_EPS, BetaMap, LinearMap, QuadraticMap, SigmoidMap, StepMap
+from mlcal.maps import BetaMap, LinearMap, QuadraticMap, SigmoidMap, StepMap
 from mlcal.maps.offset import OffsetMap
 from mlcal.onnx._maps import linear_slopes, linear_tables
 from mlcal.onnx._search import round_up
@@ -191,22 +191,40 @@ def _sigmoid_slope_sup(lo: float, hi: float) -> float:
     return e / (1.0 + e) ** 2
 
 
+def _clamp_octaves(clamp: tuple[float, float]) -> tuple[int, int]:
+    """``(j_lo, j_hi)``: the clamp's ``lo`` lies in ``[2^-(j_lo+1), 2^-j_lo)`` and
+    ``1 - hi`` in ``[2^-(j_hi+1), 2^-j_hi)`` (exact: read from the exponents, and ``1 - hi``
+    is exact for ``hi >= 1/2``); 39 and 39 for the default clamp ``[2^-40, 1 - 2^-40]``."""
+    return -int(np.frexp(clamp[0])[1]), -int(np.frexp(1.0 - clamp[1])[1])
+
+
+def _clamp_log_max(clamp: tuple[float, float]) -> float:
+    """A bound on ``|ln s|`` and ``|ln(1 - s)|`` for ``s`` in the clamp (``40 ln 2`` for the
+    default one)."""
+    j_lo, j_hi = _clamp_octaves(clamp)
+    return float(max(j_lo, j_hi) + 1) * float(np.log(2.0)) * (1 + 4 * U64)
+
+
 @map_error_bound.register
 def _(m: BetaMap, dtype: np.dtype) -> float:
     u = U64
     a, b, c = abs(m.a), abs(m.b), abs(m.c)
-    lmax = 40.0 * float(np.log(2.0)) * (1 + u)   # |ln s|, |ln(1 - s)| after the clip
+    lmax = _clamp_log_max(m.clamp)                 # |ln s|, |ln(1 - s)| after the clip
     sig = m.input_transform == "sigmoid"
     e_rel = EXP_ULPS * 2 * u + 4 * u               # relative error of the graph's expit
     rounding = 2 * 1.01 * u * (3 * a * lmax + 3 * b * lmax + c)
     d_log = LOG_ULPS * 2 * u * lmax                # Log vs predict's log, both logs
-    n_oct = int(round(-np.log2(BETA_EPS)))
+    s_min, s_max = m.clamp
+    n_oct = _clamp_octaves(m.clamp)[1] + 1          # octaves of 1 - s down past 1 - hi
     worst = 0.0
     for j in range(n_oct + 1):
-        if j == 0:   # s in [0, 1/2]: 1 - s >= 1/2
-            s_lo, s_hi, inv_1ms = BETA_EPS, 0.5, 2.0
+        if j == 0:   # s in [lo, 1/2]: 1 - s >= 1/2
+            s_lo, s_hi, inv_1ms = s_min, 0.5, 2.0
         else:        # 1 - s in [2^-(j+1), 2^-j]
             s_lo, s_hi, inv_1ms = 1.0 - 2.0 ** -j, 1.0 - 2.0 ** -(j + 1), 2.0 ** (j + 1)
+            if s_lo > s_max:
+                break
+            s_hi = min(s_hi, s_max)
         dl1 = d_log + (1.01 * e_rel if sig else 0.0)
         dl2 = d_log + 1.01 * u + (1.01 * (EXP_ULPS * 2 * u + 4 * u * inv_1ms) if sig else 0.0)
         dz = a * dl1 + b * dl2 + rounding
@@ -225,12 +243,13 @@ def _(m: BetaMap, dtype: np.dtype) -> float:
 
 
 # -- QuadraticMap -------------------------------------------------------------------------------
-def _quadratic_intervals():
-    """``(s_lo, s_hi)`` octaves of ``s`` (below 1/2) and of ``1 - s`` (above) covering
-    ``[BETA_EPS, 1 - BETA_EPS]``."""
-    n_oct = int(round(-np.log2(BETA_EPS)))
-    low = [(2.0 ** -(j + 1), 2.0 ** -j) for j in range(n_oct - 1, 0, -1)]
-    high = [(1.0 - 2.0 ** -j, 1.0 - 2.0 ** -(j + 1)) for j in range(1, n_oct)]
+def _quadratic_intervals(clamp: tuple[float, float]):
+    """``(s_lo, s_hi)`` octaves of ``s`` (below 1/2) and of ``1 - s`` (above) covering the
+    clamp ``[lo, hi]`` (for the default ``[BETA_EPS, 1 - BETA_EPS]`` exactly; otherwise the
+    outermost octaves may reach past ``lo`` and ``hi``)."""
+    j_lo, j_hi = _clamp_octaves(clamp)
+    low = [(2.0 ** -(j + 1), 2.0 ** -j) for j in range(j_lo, 0, -1)]
+    high = [(1.0 - 2.0 ** -j, 1.0 - 2.0 ** -(j + 1)) for j in range(1, j_hi + 1)]
     return low + high
 
 
@@ -244,7 +263,7 @@ def _(m: QuadraticMap, dtype: np.dtype) -> float:
         sig = m.input_transform == "sigmoid"
         e_rel = EXP_ULPS * 2 * u + 4 * u
         worst = 0.0
-        for s_lo, s_hi in _quadratic_intervals():
+        for s_lo, s_hi in _quadratic_intervals(m.clamp):
             l1 = max(abs(np.log(s_lo)), abs(np.log(s_hi))) * (1 + 1e-12)
             l2 = max(abs(np.log1p(-s_lo)), abs(np.log1p(-s_hi))) * (1 + 1e-12)
             z_ends = [float(np.log(v) - np.log1p(-v)) for v in (s_lo, s_hi)]

@@ -20,16 +20,17 @@ Each map class has one builder, registered with :func:`map_subgraph` (dispatch o
   ``expit(-40)`` and below to 0.) A positive output ``floor`` adds ``Clip(p, floor, 1 - floor)``
   (BetaMap likewise, in float64).
 
-* ``BetaMap``: ``expit(a * Log(s) - b * Log(1 - s) + c)`` with ``s`` clipped to
-  ``[BETA_EPS, 1 - BETA_EPS]``, always computed in float64 (a float32 graph casts its input
-  up and the probability down: float32 cannot hold ``1 - BETA_EPS``, so clipping there would
+* ``BetaMap``: ``expit(a * Log(s) - b * Log(1 - s) + c)`` with ``s`` clipped to the map's
+  clamp ``[lo, hi]`` (default ``[BETA_EPS, 1 - BETA_EPS]``), always computed in float64 (a
+  float32 graph casts its input up and the probability down: float32 cannot hold
+  ``1 - BETA_EPS`` nor a ``lo`` below 2**-149, so clipping there would
   move scores of exactly 1 far from where ``predict`` puts them). ONNX has no ``log1p``, so
   ``ln(1 - s)`` is ``Log(1 - s)``: exact subtraction for ``s >= 1/2`` (Sterbenz), an absolute
   error below 2**-53 otherwise, against ``predict``'s ``log1p(-s)``; see ``_bounds``.
 
 * ``QuadraticMap``: ``expit(((a * z) + (b * (z * z))) + c)`` in float64 (a float32 graph casts
-  up and down as for BetaMap), with ``z = Log(s) - Log(1 - s)`` of ``s`` clipped to
-  ``[BETA_EPS, 1 - BETA_EPS]`` (``on="logit"``) or the score itself (``on="margin"``, where the
+  up and down as for BetaMap), with ``z = Log(s) - Log(1 - s)`` of ``s`` clipped to the
+  map's clamp ``[lo, hi]`` (``on="logit"``) or the score itself (``on="margin"``, where the
   graph's ``eta`` has ``predict``'s bits and only ``Exp`` differs); see ``_bounds``.
 
 * ``OffsetMap``: the inner map's nodes, then ``expit((Log(p) - Log(1 - p)) + delta)``, all in
@@ -49,7 +50,7 @@ import numpy as np
 from mlcal._dispatch import registered_types
 from onnx import TensorProto
 
-from mlcal.maps import (BETA_EPS, BetaMap, LinearMap, QuadraticMap, SigmoidMap, StepMap,
+from mlcal.maps import (BetaMap, LinearMap, QuadraticMap, SigmoidMap, StepMap,
                         apply_input_transform)
 from mlcal.maps.offset import OffsetMap
 from mlcal.onnx._graph import GraphBuilder
@@ -271,10 +272,12 @@ def _float64_score(g: GraphBuilder, x: str, m, dtype: np.dtype, prefix: str) -> 
     return x
 
 
-def _clamped_logs(g: GraphBuilder, x: str, prefix: str) -> tuple[str, str]:
-    """``Log(s)`` and ``Log(1 - s)`` of ``s = Clip(x, BETA_EPS, 1 - BETA_EPS)`` in float64."""
-    s = g.op("Clip", [x, g.const(np.float64(BETA_EPS), f"{prefix}_lo"),
-                      g.const(np.float64(1.0 - BETA_EPS), f"{prefix}_hi")], f"{prefix}_s")
+def _clamped_logs(g: GraphBuilder, x: str, clamp: tuple[float, float],
+                  prefix: str) -> tuple[str, str]:
+    """``Log(s)`` and ``Log(1 - s)`` of ``s = Clip(x, lo, hi)`` in float64, ``(lo, hi)`` the
+    map's clamp."""
+    s = g.op("Clip", [x, g.const(np.float64(clamp[0]), f"{prefix}_lo"),
+                      g.const(np.float64(clamp[1]), f"{prefix}_hi")], f"{prefix}_s")
     log_s = g.op("Log", [s], f"{prefix}_log_s")
     log_1ms = g.op("Log", [g.op("Sub", [g.const(np.float64(1.0), "one"), s],
                                 f"{prefix}_one_minus_s")], f"{prefix}_log_1ms")
@@ -294,7 +297,7 @@ def _floored_output(g: GraphBuilder, eta: str, raw: str, m, dtype: np.dtype, pre
 
 def beta_map_nodes(g: GraphBuilder, x: str, m: BetaMap, dtype: np.dtype) -> str:
     """``((a * ln s) - (b * ln(1 - s))) + c`` in ``predict``'s order, then scipy's expit."""
-    log_s, log_1ms = _clamped_logs(g, _float64_score(g, x, m, dtype, "beta"), "beta")
+    log_s, log_1ms = _clamped_logs(g, _float64_score(g, x, m, dtype, "beta"), m.clamp, "beta")
     z = g.op("Sub", [g.op("Mul", [g.const(np.float64(m.a), "beta_a"), log_s], "a_log_s"),
                      g.op("Mul", [g.const(np.float64(m.b), "beta_b"), log_1ms], "b_log_1ms")],
              "beta_ab")
@@ -313,7 +316,7 @@ def quadratic_map_nodes(g: GraphBuilder, x: str, m: QuadraticMap, dtype: np.dtyp
     clamped score's ``Log(s) - Log(1 - s)`` or the margin itself."""
     z = _float64_score(g, x, m, dtype, "quad")
     if m.on == "logit":
-        z = g.op("Sub", list(_clamped_logs(g, z, "quad")), "quad_z")
+        z = g.op("Sub", list(_clamped_logs(g, z, m.clamp, "quad")), "quad_z")
     az = g.op("Mul", [g.const(np.float64(m.a), "quad_a"), z], "quad_az")
     bzz = g.op("Mul", [g.const(np.float64(m.b), "quad_b"), g.op("Mul", [z, z], "quad_zz")],
                "quad_bzz")

@@ -18,8 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from mlcal._dispatch import registered_types
-from mlcal.maps import BetaMap, LinearMap, QuadraticMap, SigmoidMap, StepMap
-from mlcal.maps.binary import logit_clamped
+from mlcal.maps import BETA_EPS, BetaMap, LinearMap, QuadraticMap, SigmoidMap, StepMap
 from mlcal.maps.offset import OffsetMap
 from mlcal.metrics import ece, proportion_interval, reliability_curve
 
@@ -53,8 +52,7 @@ def _(m: SigmoidMap) -> np.ndarray:
 @map_breaks.register
 def _(m: BetaMap) -> np.ndarray:
     # z(s) = a ln s - b ln(1 - s) + c has z'(s) = a/s + b/(1 - s), zero only at
-    # s* = a / (a - b) when a and b have opposite signs; the clamp ends (the map's own,
-    # issue #26) are kinks
+    # s* = a / (a - b) when a and b have opposite signs; the clamp ends are kinks
     b = list(m.clamp)
     if m.a * m.b < 0:
         b.append(m.a / (m.a - m.b))
@@ -64,16 +62,16 @@ def _(m: BetaMap) -> np.ndarray:
 @map_breaks.register
 def _(m: QuadraticMap) -> np.ndarray:
     # eta(z) = a z + b z^2 + c turns at z* = -a / (2 b); on probabilities z is the log-odds of
-    # the score (s* = expit(z*)) and the clamp ends (the map's own) are kinks
+    # the score (s* = expit(z*)) and the clamp ends are kinks
     b = list(m.clamp) if m.on == "logit" else []
     if m.b != 0.0:
         z = -m.a / (2.0 * m.b)
         if m.on == "margin":
             b.append(z)
-        else:
-            z_lo, z_hi = logit_clamped(np.asarray(m.clamp), m.clamp)   # z's range, >= -708.4
-            if z_lo < z < z_hi:
-                b.append(float(1.0 / (1.0 + np.exp(-z))))
+        elif abs(z) < 745.0:
+            s_star = float(1.0 / (1.0 + np.exp(-z)))
+            if m.clamp[0] < s_star < m.clamp[1]:
+                b.append(s_star)
     return np.unique(np.asarray(b, dtype=np.float64))
 
 

@@ -503,6 +503,10 @@ BAD_DOCUMENTS = {
                                             "clamp": [10 ** 320, 0.5]}), "clamp"),
     "quadratic clamp hi 1": (json.dumps({**QuadraticMap(1.0, 0.1, 0.0).to_dict(),
                                          "clamp": [1e-300, 1.0]}), "hi must lie in"),
+    "quadratic margin default clamp": (json.dumps({**QuadraticMap(1.0, 0.1, 0.0, on="margin")
+                                                   .to_dict(), "clamp": [2.0 ** -40,
+                                                                         1 - 2.0 ** -40]}),
+                                       "field 'clamp' applies to on='logit' only"),
     "quadratic margin clamp": (json.dumps({**QuadraticMap(1.0, 0.1, 0.0, on="margin").to_dict(),
                                            "clamp": [1e-300, 1 - 1e-15]}),
                                "field 'clamp' applies to on='logit' only"),

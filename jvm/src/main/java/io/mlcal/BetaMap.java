@@ -66,11 +66,6 @@ public final class BetaMap extends BinaryMap {
         return c;
     }
 
-    /** Whether {@code clamp} is the default {@code [BETA_EPS, 1 - BETA_EPS]}. */
-    static boolean isDefaultClamp(double[] clamp) {
-        return clamp[0] == BETA_EPS && clamp[1] == HI;
-    }
-
     /** The score clamp {@code [lo, hi]}. */
     public double[] clamp() {
         return new double[] {lo, hi};

@@ -49,6 +49,10 @@ public final class QuadraticMap extends BinaryMap {
             throw new MapFormatException(where + ": field 'on' must be one of ('logit', "
                     + "'margin'), got " + Maps.shortRepr(on));
         }
+        if ("margin".equals(on) && doc.containsKey("clamp")) {   // even the default, as mlcal
+            throw new MapFormatException(where + ": field 'clamp' applies to on='logit' only "
+                    + "(a margin is used as it is)");
+        }
         double a = Maps.floatScalar(doc, "a", where);
         double b = Maps.floatScalar(doc, "b", where);
         double c = Maps.floatScalar(doc, "c", where);
@@ -58,12 +62,7 @@ public final class QuadraticMap extends BinaryMap {
             throw new MapFormatException("quadratic map: on='margin' takes raw margins, so its "
                     + "input_transform must be 'identity' (use on='logit' for probabilities)");
         }
-        double[] clamp = BetaMap.scoreClamp(doc, where);
-        if (margin && !BetaMap.isDefaultClamp(clamp)) {
-            throw new MapFormatException("quadratic map: field 'clamp' applies to on='logit' "
-                    + "only (a margin is used as it is)");
-        }
-        return new QuadraticMap(a, b, c, floor, margin, clamp, common);
+        return new QuadraticMap(a, b, c, floor, margin, BetaMap.scoreClamp(doc, where), common);
     }
 
     @Override

@@ -134,7 +134,7 @@ def _saturated_data():
     s[:6] = [0.0, 1.0, 1e-300, 2.0 ** -1022, 5e-324, 1.0 - 2.0 ** -53]
     w = rng.random(s.size) * 10.0 ** rng.integers(-4, 4, s.size)
     w[rng.random(s.size) < 0.05] = 0.0
-    w[2] = 0.0                         # the smallest normal positive score has no weight
+    w[2:5] = 0.0      # the smallest positive scores have no weight: the fit's lo ignores them
     return s, y, w
 
 
@@ -170,6 +170,8 @@ def test_spark_fit_of_saturated_scores_takes_the_same_clamp(spark, weighted):
         clamps[method] = expected.map_.clamp
         cases.append((method, got))
     assert all(lo < BETA_EPS and hi > 1.0 - BETA_EPS for lo, hi in clamps.values()), clamps
+    # with weights, lo is the smallest positive score of positive weight (not 2^-1022)
+    assert all((lo > 2.0 ** -1022) == weighted for lo, _ in clamps.values()), clamps
     pdf = spark.createDataFrame(pd.DataFrame({"s": probes}))
     out = pdf.select("s", *[calibrated_column(c, "s", exact=True).alias(k)
                             for k, c in cases]).toPandas()

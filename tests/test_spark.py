@@ -172,6 +172,8 @@ def test_spark_fit_of_saturated_scores_takes_the_same_clamp(spark, weighted):
     assert all(lo < BETA_EPS and hi > 1.0 - BETA_EPS for lo, hi in clamps.values()), clamps
     # with weights, lo is the smallest positive score of positive weight (not 2^-1022)
     assert all((lo > 2.0 ** -1022) == weighted for lo, _ in clamps.values()), clamps
+    if weighted:
+        return   # the columns of the same map kinds and clamp route: checked once (counts)
     pdf = spark.createDataFrame(pd.DataFrame({"s": probes}))
     out = pdf.select("s", *[calibrated_column(c, "s", exact=True).alias(k)
                             for k, c in cases]).toPandas()

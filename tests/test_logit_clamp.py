@@ -37,69 +37,80 @@ def test_the_lowest_lo_is_the_smallest_normal_double():
 #: their predictions at the probes (0, 1e-300, 2^-1022, 2^-41, 2^-40, 1e-9, 0.3, 0.5, 0.9,
 #: 1 - 2^-40, 1 - 1e-17, 1), written by main's mlcal
 MAIN_DOCUMENTS = json.loads("".join([
-    "{\"scores\": [\"0x0.0p+0\", \"0x1.56e1fc2f8f359p-997\", \"0x1.0000000000000p-1022\", \"0x1.00000000"
-    "00000p-41\", \"0x1.0000000000000p-40\", \"0x1.12e0be826d695p-30\", \"0x1.3333333333333p-2\", \"0x1"
-    ".0000000000000p-1\", \"0x1.ccccccccccccdp-1\", \"0x1.fffffffffe000p-1\", \"0x1.0000000000000p+0\""
-    ", \"0x1.0000000000000p+0\"], \"maps\": [{\"doc\": {\"type\": \"beta\", \"format_version\": 1, \"input_t"
-    "ransform\": \"identity\", \"domain\": [9.409841253858751e-08, 0.9990693323929534], \"a\": 0.70576"
-    "72684874788, \"b\": 1.1829633296869282, \"c\": -0.42777497687439925, \"floor\": 0.00166112956810"
-    "63123}, \"p\": [\"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \""
-    "0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.316cc7bdef3"
-    "1dp-2\", \"0x1.e72f7916fdd30p-2\", \"0x1.cdeb289d37f75p-1\", \"0x1.ff2645bda93fdp-1\", \"0x1.ff264"
-    "5bda93fdp-1\", \"0x1.ff2645bda93fdp-1\"]}, {\"doc\": {\"type\": \"beta\", \"format_version\": 1, \"inp"
-    "ut_transform\": \"identity\", \"domain\": [9.409841253858751e-08, 0.9990693323929534], \"a\": 0.7"
-    "057672684874788, \"b\": 1.1829633296869282, \"c\": -0.42777497687439925}, \"p\": [\"0x1.1c79b8111"
-    "8012p-29\", \"0x1.1c79b81118012p-29\", \"0x1.1c79b81118012p-29\", \"0x1.1c79b81118012p-29\", \"0x1"
-    ".1c79b81118012p-29\", \"0x1.3753341c8a4f9p-22\", \"0x1.316cc7bdef31dp-2\", \"0x1.e72f7916fdd30p-"
-    "2\", \"0x1.cdeb289d37f75p-1\", \"0x1.fffffffffffb1p-1\", \"0x1.fffffffffffb1p-1\", \"0x1.fffffffff"
-    "ffb1p-1\"]}, {\"doc\": {\"type\": \"beta\", \"format_version\": 1, \"input_transform\": \"identity\", \""
-    "domain\": [9.409841253858751e-08, 0.9990693323929534], \"a\": 0.9187399829092128, \"b\": 0.9187"
-    "399829092128, \"c\": -0.012276106774331275, \"floor\": 0.0016611295681063123}, \"p\": [\"0x1.b374"
-    "84ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\","
-    " \"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.3f807add87445p-2\", \"0x1.fcdb7bb107"
-    "4a0p-2\", \"0x1.c34fb8da0d6e2p-1\", \"0x1.ff2645bda93fdp-1\", \"0x1.ff2645bda93fdp-1\", \"0x1.ff26"
-    "45bda93fdp-1\"]}, {\"doc\": {\"type\": \"beta\", \"format_version\": 1, \"input_transform\": \"identit"
-    "y\", \"domain\": [9.409841253858751e-08, 0.9990693323929534], \"a\": 0.9187399829092128, \"b\": 0"
-    ".9187399829092128, \"c\": -0.012276106774331275}, \"p\": [\"0x1.2cce5c75c4198p-37\", \"0x1.2cce5c"
-    "75c4198p-37\", \"0x1.2cce5c75c4198p-37\", \"0x1.2cce5c75c4198p-37\", \"0x1.2cce5c75c4198p-37\", \""
-    "0x1.6dab5a00b0571p-28\", \"0x1.3f807add87445p-2\", \"0x1.fcdb7bb1074a0p-2\", \"0x1.c34fb8da0d6e2"
-    "p-1\", \"0x1.ffffffffecbb8p-1\", \"0x1.ffffffffecbb8p-1\", \"0x1.ffffffffecbb8p-1\"]}, {\"doc\": {\""
-    "type\": \"beta\", \"format_version\": 1, \"input_transform\": \"identity\", \"domain\": [9.4098412538"
-    "58751e-08, 0.9990693323929534], \"a\": 0.9196539966298322, \"b\": 0.9196539966298322, \"c\": 0.0"
-    ", \"floor\": 0.0016611295681063123}, \"p\": [\"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\","
-    " \"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.b37484ad8"
-    "06cep-10\", \"0x1.42091926fd710p-2\", \"0x1.0000000000000p-1\", \"0x1.c41247914b8cep-1\", \"0x1.ff"
-    "2645bda93fdp-1\", \"0x1.ff2645bda93fdp-1\", \"0x1.ff2645bda93fdp-1\"]}, {\"doc\": {\"type\": \"beta\""
-    ", \"format_version\": 1, \"input_transform\": \"identity\", \"domain\": [9.409841253858751e-08, 0."
-    "9990693323929534], \"a\": 0.9196539966298322, \"b\": 0.9196539966298322, \"c\": 0.0}, \"p\": [\"0x1"
-    ".28e6c2cf21196p-37\", \"0x1.28e6c2cf21196p-37\", \"0x1.28e6c2cf21196p-37\", \"0x1.28e6c2cf21196p"
-    "-37\", \"0x1.28e6c2cf21196p-37\", \"0x1.6b3d7be52854ap-28\", \"0x1.42091926fd710p-2\", \"0x1.00000"
-    "00000000p-1\", \"0x1.c41247914b8cep-1\", \"0x1.ffffffffed719p-1\", \"0x1.ffffffffed719p-1\", \"0x1"
-    ".ffffffffed719p-1\"]}, {\"doc\": {\"type\": \"quadratic\", \"format_version\": 1, \"input_transform\""
-    ": \"identity\", \"domain\": [9.409841253858751e-08, 0.9990693323929534], \"on\": \"logit\", \"a\": 0"
-    ".9311745394100557, \"b\": 0.02226133441123774, \"c\": -0.0501617185089307, \"floor\": 0.00166112"
-    "95681063123}, \"p\": [\"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-"
-    "10\", \"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.386a4"
-    "0f3e7ae7p-2\", \"0x1.f3294a6ee317fp-2\", \"0x1.c84e9682ff7c4p-1\", \"0x1.ff2645bda93fdp-1\", \"0x1"
-    ".ff2645bda93fdp-1\", \"0x1.ff2645bda93fdp-1\"]}, {\"doc\": {\"type\": \"quadratic\", \"format_versio"
-    "n\": 1, \"input_transform\": \"identity\", \"domain\": [9.409841253858751e-08, 0.9990693323929534"
-    "], \"on\": \"logit\", \"a\": 0.9311745394100557, \"b\": 0.02226133441123774, \"c\": -0.0501617185089"
-    "307}, \"p\": [\"0x1.4a9edf66e8022p-13\", \"0x1.4a9edf66e8022p-13\", \"0x1.4a9edf66e8022p-13\", \"0x"
-    "1.4a9edf66e8022p-13\", \"0x1.4a9edf66e8022p-13\", \"0x1.d741bee4c9172p-15\", \"0x1.386a40f3e7ae7"
-    "p-2\", \"0x1.f3294a6ee317fp-2\", \"0x1.c84e9682ff7c4p-1\", \"0x1.0000000000000p+0\", \"0x1.0000000"
-    "000000p+0\", \"0x1.0000000000000p+0\"]}, {\"doc\": {\"type\": \"beta\", \"format_version\": 1, \"input"
-    "_transform\": \"identity\", \"domain\": [9.409841253858751e-08, 0.9990693323929534], \"a\": 0.789"
-    "5319450706435, \"b\": 1.0904079003083114, \"c\": -0.20855132007126975, \"floor\": 0.001661129568"
-    "1063123}, \"p\": [\"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\","
-    " \"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.4407777e3"
-    "c83ap-2\", \"0x1.0000000000000p-1\", \"0x1.cdcbadd3c46d6p-1\", \"0x1.ff2645bda93fdp-1\", \"0x1.ff2"
-    "645bda93fdp-1\", \"0x1.ff2645bda93fdp-1\"]}, {\"doc\": {\"type\": \"beta\", \"format_version\": 1, \"i"
-    "nput_transform\": \"identity\", \"domain\": [9.409841253858751e-08, 0.9990693323929534], \"a\": 0"
-    ".7895319450706435, \"b\": 1.0904079003083114, \"c\": -0.20855132007126975}, \"p\": [\"0x1.15ca033"
-    "84fd81p-32\", \"0x1.15ca03384fd81p-32\", \"0x1.15ca03384fd81p-32\", \"0x1.15ca03384fd81p-32\", \"0"
-    "x1.15ca03384fd81p-32\", \"0x1.11465b9842582p-24\", \"0x1.4407777e3c83ap-2\", \"0x1.0000000000000"
-    "p-1\", \"0x1.cdcbadd3c46d6p-1\", \"0x1.ffffffffffcc9p-1\", \"0x1.ffffffffffcc9p-1\", \"0x1.fffffff"
-    "fffcc9p-1\"]}]}"
+    "{\"scores\": [\"0x0.0p+0\", \"0x1.56e1fc2f8f359p-997\", \"0x1.0000000000000p-1022\","
+    " \"0x1.0000000000000p-41\", \"0x1.0000000000000p-40\", \"0x1.12e0be826d695p-30\", "
+    "\"0x1.3333333333333p-2\", \"0x1.0000000000000p-1\", \"0x1.ccccccccccccdp-1\", \"0x1"
+    ".fffffffffe000p-1\", \"0x1.0000000000000p+0\", \"0x1.0000000000000p+0\"], \"maps\":"
+    " [{\"doc\": {\"type\": \"beta\", \"format_version\": 1, \"input_transform\": \"identity"
+    "\", \"domain\": [9.409841253858751e-08, 0.9990693323929534], \"a\": 0.70576726848"
+    "74788, \"b\": 1.1829633296869282, \"c\": -0.42777497687439925, \"floor\": 0.001661"
+    "1295681063123}, \"p\": [\"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1"
+    ".b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1."
+    "b37484ad806cep-10\", \"0x1.316cc7bdef31dp-2\", \"0x1.e72f7916fdd30p-2\", \"0x1.cde"
+    "b289d37f75p-1\", \"0x1.ff2645bda93fdp-1\", \"0x1.ff2645bda93fdp-1\", \"0x1.ff2645b"
+    "da93fdp-1\"]}, {\"doc\": {\"type\": \"beta\", \"format_version\": 1, \"input_transform"
+    "\": \"identity\", \"domain\": [9.409841253858751e-08, 0.9990693323929534], \"a\": 0"
+    ".7057672684874788, \"b\": 1.1829633296869282, \"c\": -0.42777497687439925}, \"p\":"
+    " [\"0x1.1c79b81118012p-29\", \"0x1.1c79b81118012p-29\", \"0x1.1c79b81118012p-29\","
+    " \"0x1.1c79b81118012p-29\", \"0x1.1c79b81118012p-29\", \"0x1.3753341c8a4f9p-22\", "
+    "\"0x1.316cc7bdef31dp-2\", \"0x1.e72f7916fdd30p-2\", \"0x1.cdeb289d37f75p-1\", \"0x1"
+    ".fffffffffffb1p-1\", \"0x1.fffffffffffb1p-1\", \"0x1.fffffffffffb1p-1\"]}, {\"doc\""
+    ": {\"type\": \"beta\", \"format_version\": 1, \"input_transform\": \"identity\", \"doma"
+    "in\": [9.409841253858751e-08, 0.9990693323929534], \"a\": 0.9187399829092128, \""
+    "b\": 0.9187399829092128, \"c\": -0.012276106774331275, \"floor\": 0.0016611295681"
+    "063123}, \"p\": [\"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.b37484"
+    "ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.b37484a"
+    "d806cep-10\", \"0x1.3f807add87445p-2\", \"0x1.fcdb7bb1074a0p-2\", \"0x1.c34fb8da0d"
+    "6e2p-1\", \"0x1.ff2645bda93fdp-1\", \"0x1.ff2645bda93fdp-1\", \"0x1.ff2645bda93fdp"
+    "-1\"]}, {\"doc\": {\"type\": \"beta\", \"format_version\": 1, \"input_transform\": \"ide"
+    "ntity\", \"domain\": [9.409841253858751e-08, 0.9990693323929534], \"a\": 0.918739"
+    "9829092128, \"b\": 0.9187399829092128, \"c\": -0.012276106774331275}, \"p\": [\"0x1"
+    ".2cce5c75c4198p-37\", \"0x1.2cce5c75c4198p-37\", \"0x1.2cce5c75c4198p-37\", \"0x1."
+    "2cce5c75c4198p-37\", \"0x1.2cce5c75c4198p-37\", \"0x1.6dab5a00b0571p-28\", \"0x1.3"
+    "f807add87445p-2\", \"0x1.fcdb7bb1074a0p-2\", \"0x1.c34fb8da0d6e2p-1\", \"0x1.fffff"
+    "fffecbb8p-1\", \"0x1.ffffffffecbb8p-1\", \"0x1.ffffffffecbb8p-1\"]}, {\"doc\": {\"ty"
+    "pe\": \"beta\", \"format_version\": 1, \"input_transform\": \"identity\", \"domain\": ["
+    "9.409841253858751e-08, 0.9990693323929534], \"a\": 0.9196539966298322, \"b\": 0."
+    "9196539966298322, \"c\": 0.0, \"floor\": 0.0016611295681063123}, \"p\": [\"0x1.b374"
+    "84ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.b3748"
+    "4ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.420919"
+    "26fd710p-2\", \"0x1.0000000000000p-1\", \"0x1.c41247914b8cep-1\", \"0x1.ff2645bda9"
+    "3fdp-1\", \"0x1.ff2645bda93fdp-1\", \"0x1.ff2645bda93fdp-1\"]}, {\"doc\": {\"type\": "
+    "\"beta\", \"format_version\": 1, \"input_transform\": \"identity\", \"domain\": [9.409"
+    "841253858751e-08, 0.9990693323929534], \"a\": 0.9196539966298322, \"b\": 0.91965"
+    "39966298322, \"c\": 0.0}, \"p\": [\"0x1.28e6c2cf21196p-37\", \"0x1.28e6c2cf21196p-3"
+    "7\", \"0x1.28e6c2cf21196p-37\", \"0x1.28e6c2cf21196p-37\", \"0x1.28e6c2cf21196p-37"
+    "\", \"0x1.6b3d7be52854ap-28\", \"0x1.42091926fd710p-2\", \"0x1.0000000000000p-1\", "
+    "\"0x1.c41247914b8cep-1\", \"0x1.ffffffffed719p-1\", \"0x1.ffffffffed719p-1\", \"0x1"
+    ".ffffffffed719p-1\"]}, {\"doc\": {\"type\": \"quadratic\", \"format_version\": 1, \"in"
+    "put_transform\": \"identity\", \"domain\": [9.409841253858751e-08, 0.999069332392"
+    "9534], \"on\": \"logit\", \"a\": 0.9311745394100557, \"b\": 0.02226133441123774, \"c\""
+    ": -0.0501617185089307, \"floor\": 0.0016611295681063123}, \"p\": [\"0x1.b37484ad8"
+    "06cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.b37484ad80"
+    "6cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.386a40f3e7a"
+    "e7p-2\", \"0x1.f3294a6ee317fp-2\", \"0x1.c84e9682ff7c4p-1\", \"0x1.ff2645bda93fdp-"
+    "1\", \"0x1.ff2645bda93fdp-1\", \"0x1.ff2645bda93fdp-1\"]}, {\"doc\": {\"type\": \"quad"
+    "ratic\", \"format_version\": 1, \"input_transform\": \"identity\", \"domain\": [9.409"
+    "841253858751e-08, 0.9990693323929534], \"on\": \"logit\", \"a\": 0.931174539410055"
+    "7, \"b\": 0.02226133441123774, \"c\": -0.0501617185089307}, \"p\": [\"0x1.4a9edf66e"
+    "8022p-13\", \"0x1.4a9edf66e8022p-13\", \"0x1.4a9edf66e8022p-13\", \"0x1.4a9edf66e8"
+    "022p-13\", \"0x1.4a9edf66e8022p-13\", \"0x1.d741bee4c9172p-15\", \"0x1.386a40f3e7a"
+    "e7p-2\", \"0x1.f3294a6ee317fp-2\", \"0x1.c84e9682ff7c4p-1\", \"0x1.0000000000000p+"
+    "0\", \"0x1.0000000000000p+0\", \"0x1.0000000000000p+0\"]}, {\"doc\": {\"type\": \"beta"
+    "\", \"format_version\": 1, \"input_transform\": \"identity\", \"domain\": [9.40984125"
+    "3858751e-08, 0.9990693323929534], \"a\": 0.7895319450706435, \"b\": 1.0904079003"
+    "083114, \"c\": -0.20855132007126975, \"floor\": 0.0016611295681063123}, \"p\": [\"0"
+    "x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x"
+    "1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1.b37484ad806cep-10\", \"0x1"
+    ".4407777e3c83ap-2\", \"0x1.0000000000000p-1\", \"0x1.cdcbadd3c46d6p-1\", \"0x1.ff2"
+    "645bda93fdp-1\", \"0x1.ff2645bda93fdp-1\", \"0x1.ff2645bda93fdp-1\"]}, {\"doc\": {\""
+    "type\": \"beta\", \"format_version\": 1, \"input_transform\": \"identity\", \"domain\":"
+    " [9.409841253858751e-08, 0.9990693323929534], \"a\": 0.7895319450706435, \"b\": "
+    "1.0904079003083114, \"c\": -0.20855132007126975}, \"p\": [\"0x1.15ca03384fd81p-32"
+    "\", \"0x1.15ca03384fd81p-32\", \"0x1.15ca03384fd81p-32\", \"0x1.15ca03384fd81p-32\""
+    ", \"0x1.15ca03384fd81p-32\", \"0x1.11465b9842582p-24\", \"0x1.4407777e3c83ap-2\", "
+    "\"0x1.0000000000000p-1\", \"0x1.cdcbadd3c46d6p-1\", \"0x1.ffffffffffcc9p-1\", \"0x1"
+    ".ffffffffffcc9p-1\", \"0x1.ffffffffffcc9p-1\"]}]}"
 ]))
 
 LOGIT_METHODS = ["beta", "platt-logit", "temperature", "quadratic"]
@@ -356,3 +367,39 @@ def test_segmented_and_offset_maps_carry_the_inner_clamp(method):
     sess = ort.InferenceSession(to_onnx(off).SerializeToString())
     got = sess.run(None, {sess.get_inputs()[0].name: x})[0].reshape(-1)
     assert np.abs(got - off.predict(x)).max() <= error_bound(off.map_)
+
+
+def test_deterministic_logs_are_correctly_rounded_down_to_the_lowest_lo():
+    """The clamp's lowest ``lo`` is 2^-1022 because the logs it feeds are exact there:
+    ``det_log`` and ``det_log1p(-s)`` within 1 ulp of mpmath's at 100 digits over scores from
+    2^-1022 up (and ``1 - s`` down to 2^-53)."""
+    from mlcal._solvers.detmath import det_log1p_array, det_log_array
+    mpmath.mp.dps = 100
+    rng = np.random.default_rng(5)
+    s = np.concatenate([[2.0 ** -1022, np.nextafter(2.0 ** -1022, 1.0), 1e-300, 2.0 ** -40],
+                        10.0 ** -rng.uniform(12, 307.6, 300), 1 - 2.0 ** -rng.integers(41, 54, 20)])
+    log_s, log_1ms = det_log_array(s), det_log1p_array(-s)
+    want_s = np.array([float(mpmath.log(mpmath.mpf(v))) for v in s])
+    want_1ms = np.array([float(mpmath.log1p(-mpmath.mpf(v))) for v in s])
+    assert np.all(np.abs(log_s - want_s) <= np.spacing(np.abs(want_s)))
+    assert np.all(np.abs(log_1ms - want_1ms) <= np.spacing(np.abs(want_1ms)))
+
+
+@pytest.mark.parametrize("method", LOGIT_METHODS)
+def test_rows_of_zero_weight_do_not_move_the_clamp(method):
+    """The clamp comes from the scores of positive weight (the tie-collapsed points every fit
+    sees): a fit with extra zero-weight rows at 1e-300 and 1 - 2^-53 is the fit without them,
+    bit for bit (only the recorded ``domain``, which spans every row, differs)."""
+    rng = np.random.default_rng(8)
+    s = rng.uniform(0.01, 0.99, 300)
+    y = (rng.random(300) < s).astype(int)
+    s2 = np.concatenate([s, [1e-300, 1 - 2.0 ** -53]])
+    y2 = np.concatenate([y, [1, 0]])
+    w2 = np.concatenate([np.ones(300), [0.0, 0.0]])
+    plain = get_calibrator(method).fit(s, y)
+    padded = get_calibrator(method).fit(s2, y2, sample_weight=w2)
+    assert padded.map_.clamp == DEFAULT_CLAMP
+    d_plain, d_padded = plain.map_.to_dict(), padded.map_.to_dict()
+    assert d_padded.pop("domain") == [1e-300, 1 - 2.0 ** -53]
+    d_plain.pop("domain")
+    assert d_padded == d_plain

@@ -91,8 +91,21 @@ def _logit(s):
     return np.log(s) - np.log1p(-s)
 
 
+def _saturated(n: int, seed: int):
+    """Naive-Bayes-like scores (issue #26): log-odds spread over hundreds, so many scores lie
+    far below 2^-40 (down to subnormals and exact 0) or round to exactly 1, their order still
+    ranking the labels; the fits take the map's clamp from them."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(0.0, 250.0, n)
+    y = (rng.random(n) < detmath.det_expit_array(z / 60.0)).astype(np.float64)
+    s = detmath.det_expit_array(z)
+    s[:4] = [0.0, 1.0, 1e-300, 2.0 ** -1022]
+    return s, y
+
+
 DATA_SETS = {
     "uniform": lambda: calibration_set(600, seed=1, link_power=2.0),
+    "saturated": lambda: _saturated(500, seed=4),
     "beta-ties": lambda: calibration_set(500, seed=2, beta=(2.0, 5.0), decimals=2),
     "logit-scale": lambda: (lambda s, y: (_logit(s) * 1.7, y))(*calibration_set(500, seed=3)),
 }
@@ -159,6 +172,10 @@ def test_every_registered_method_is_bit_identical(jar, tmp_path):
     # Venn-Abers documents carry a top-level "interval" block, which prediction ignores
     assert any("interval" in json.loads(doc) for doc, _ in cases)
     assert any("sigmoid)" in n for n in names)   # the input transform was exercised
+    # the saturated scores give the beta-family fits a clamp wider than the default
+    clamped = {n.split("/")[0] for (doc, _), n in zip(cases, names)
+               if "clamp" in json.loads(doc)["map"]}
+    assert {"beta", "platt-logit", "temperature", "quadratic"} <= clamped, clamped
 
 
 def _hand_built_maps() -> dict:
@@ -202,7 +219,24 @@ def _hand_built_maps() -> dict:
         # a * z and b * z^2 overflow to opposite infinities: the (z (b z + a)) + c fallback
         "quadratic margin overflow": QuadraticMap(1e300, -1e300, 1.0, on="margin"),
         "quadratic logit overflow": QuadraticMap(1.7e308, -1.7e308, 0.0),
+        # a clamp taken from saturated data (issue #26), down to the widest one allowed
+        "beta widest clamp": BetaMap(1.3, 0.7, -0.2, clamp=WIDEST_CLAMP),
+        "beta clamp 1e-300": BetaMap(0.1, 0.05, 0.3, clamp=(1e-300, 1.0 - 2.0 ** -50)),
+        "beta steep wide clamp": BetaMap(400.0, 350.0, 5.0, clamp=(1e-200, 1.0 - 1e-15)),
+        "beta clamp low end only": BetaMap(2.5, 2.5, 0.4, clamp=(3e-17, 1.0 - BETA_EPS)),
+        "beta clamp sigmoid input": BetaMap(0.8, 1.6, 0.1, input_transform="sigmoid",
+                                            clamp=(2.0 ** -900, 1.0 - 2.0 ** -53)),
+        "quadratic widest clamp": QuadraticMap(0.1, -0.014, 0.3, clamp=WIDEST_CLAMP),
+        "quadratic clamp floor": QuadraticMap(1.2, 0.003, -1.1, floor=1e-3,
+                                              clamp=(1e-250, 1.0 - 1e-14)),
+        "quadratic clamp overflow": QuadraticMap(1.7e308, -1.7e308, 0.0, clamp=WIDEST_CLAMP),
+        "quadratic clamp sigmoid input": QuadraticMap(0.9, 0.05, -0.4, input_transform="sigmoid",
+                                                      clamp=(2.0 ** -1000, 1.0 - 2.0 ** -52)),
     }
+
+
+#: the widest score clamp a map may hold: the smallest normal double and the largest below 1
+WIDEST_CLAMP = (2.0 ** -1022, 1.0 - 2.0 ** -53)
 
 
 # the clamp points of beta maps, their neighbours, and scores either side of them
@@ -210,7 +244,21 @@ BETA_PROBES = np.array([0.0, -0.0, TINY, 1e-310, 1e-300, 1e-20, BETA_EPS,
                         np.nextafter(BETA_EPS, 0.0), np.nextafter(BETA_EPS, 1.0), 1 - BETA_EPS,
                         np.nextafter(1 - BETA_EPS, 0.0), np.nextafter(1 - BETA_EPS, 2.0),
                         1 - 2.0 ** -53, 1 - 2.0 ** -52, 1.0, np.nextafter(1.0, 2.0), 2.0,
-                        -1.0, 1e300, -1e300, 0.5, 0.25, 0.75, 1e-5, 1 - 1e-5])
+                        -1.0, 1e300, -1e300, 0.5, 0.25, 0.75, 1e-5, 1 - 1e-5,
+                        2.0 ** -1022, np.nextafter(2.0 ** -1022, 0.0),
+                        np.nextafter(2.0 ** -1022, 1.0), 1 - 1e-17, 1e-200, 1e-250, 3e-17])
+
+
+def clamp_probes(m) -> np.ndarray:
+    """A map's clamp ends and their neighbours (on the sigmoid scale too, for a map with the
+    sigmoid input transform)."""
+    ends = np.asarray(getattr(m, "clamp", ()), dtype=np.float64)
+    x = np.concatenate([ends, np.nextafter(ends, 0.0), np.nextafter(ends, 1.0)])
+    if m.input_transform == "sigmoid":
+        with np.errstate(divide="ignore"):
+            z = np.log(x) - np.log1p(-x)
+        x = np.concatenate([x, z[np.isfinite(z)]])
+    return x
 
 
 def test_hand_built_edge_case_maps_are_bit_identical(jar, tmp_path):
@@ -222,8 +270,9 @@ def test_hand_built_edge_case_maps_are_bit_identical(jar, tmp_path):
         if isinstance(m, SigmoidMap):
             x = np.concatenate([x, np.linspace(-760.0, 760.0, 3041), [0.5 + 1e-12, 0.5]])
         if isinstance(m, (BetaMap, QuadraticMap)):   # on the sigmoid scale the clamps: +-27.7
-            x = np.concatenate([x, BETA_PROBES, np.linspace(-40.0, 40.0, 801),
-                                np.exp(np.linspace(-745.0, 0.0, 1500))])
+            x = np.concatenate([x, BETA_PROBES, clamp_probes(m), np.linspace(-40.0, 40.0, 801),
+                                np.exp(np.linspace(-745.0, 0.0, 1500)),
+                                np.linspace(-760.0, 760.0, 1521)])
         cases.append((m.to_dict(), x))
         expected.append(m(x))
     for java, py, name in zip(run_batch(jar, tmp_path, cases), expected, maps):
@@ -242,11 +291,16 @@ def _random_map(rng):
         return StepMap(cuts, values, **common)
     if kind == "linear":
         return LinearMap(cuts, values[:-1], **common)
+    clamp = (2.0 ** -float(rng.uniform(40.0, 1022.0)), 1.0 - 2.0 ** -float(rng.uniform(40.0, 53.0)))
     if kind == "beta":
+        if rng.random() < 0.5:
+            common["clamp"] = clamp
         return BetaMap(*rng.normal(0.0, 3.0, 3).tolist(), **common)
     if kind == "quadratic":
         on = "margin" if common["input_transform"] == "identity" and rng.random() < 0.5 \
             else "logit"
+        if on == "logit" and rng.random() < 0.5:
+            common["clamp"] = clamp
         return QuadraticMap(*rng.normal(0.0, 3.0, 3).tolist(), on=on, **common)
     return SigmoidMap(float(rng.normal(0.0, 20.0)), float(rng.normal(0.0, 5.0)), **common)
 
@@ -255,7 +309,9 @@ def test_random_maps_are_bit_identical(jar, tmp_path):
     """Many random maps of every binary kind, sizes and scales, both input transforms."""
     rng = np.random.default_rng(17)
     maps = [_random_map(rng) for _ in range(60)]
-    cases = [(m.to_dict(), probe_scores(m, rng, n_random=300)) for m in maps]
+    assert any("clamp" in m.to_dict() for m in maps)
+    cases = [(m.to_dict(), np.concatenate([probe_scores(m, rng, n_random=300), BETA_PROBES,
+                                           clamp_probes(m)])) for m in maps]
     for java_out, (doc, x), m in zip(run_batch(jar, tmp_path, cases), cases, maps):
         assert_bits_equal(java_out, m(x), f"random {doc['type']} map of size {m.size}")
 
@@ -420,6 +476,40 @@ BAD_DOCUMENTS = {
     "quadratic margin after sigmoid": (json.dumps({**QuadraticMap(1.0, 0.1, 0.0, on="margin")
                                                    .to_dict(), "input_transform": "sigmoid"}),
                                        "on='margin' takes raw margins"),
+    "beta clamp lo above BETA_EPS": (json.dumps({**BetaMap(1.0, 1.0, 0.0).to_dict(),
+                                                 "clamp": [1e-10, 1 - 2.0 ** -40]}),
+                                     "lo must lie in"),
+    "beta clamp lo subnormal": (json.dumps({**BetaMap(1.0, 1.0, 0.0).to_dict(),
+                                            "clamp": [1e-310, 1 - 2.0 ** -40]}),
+                                "lo must lie in"),
+    "beta clamp lo zero": (json.dumps({**BetaMap(1.0, 1.0, 0.0).to_dict(),
+                                       "clamp": [0.0, 1 - 2.0 ** -40]}), "lo must lie in"),
+    "beta clamp hi 1": (json.dumps({**BetaMap(1.0, 1.0, 0.0).to_dict(), "clamp": [1e-300, 1.0]}),
+                        "hi must lie in"),
+    "beta clamp hi below default": (json.dumps({**BetaMap(1.0, 1.0, 0.0).to_dict(),
+                                                "clamp": [1e-300, 0.999]}), "hi must lie in"),
+    "beta clamp one number": (json.dumps({**BetaMap(1.0, 1.0, 0.0).to_dict(), "clamp": [1e-300]}),
+                              "field 'clamp' must be a list of two numbers"),
+    "beta clamp three numbers": (json.dumps({**BetaMap(1.0, 1.0, 0.0).to_dict(),
+                                             "clamp": [1e-300, 0.5, 1 - 1e-15]}),
+                                 "field 'clamp' must be a list of two numbers"),
+    "beta clamp scalar": (json.dumps({**BetaMap(1.0, 1.0, 0.0).to_dict(), "clamp": 1e-300}),
+                          "field 'clamp' must be a list of two numbers"),
+    "beta clamp null": (json.dumps({**BetaMap(1.0, 1.0, 0.0).to_dict(), "clamp": None}),
+                        "field 'clamp' must be a list of two numbers"),
+    "beta clamp string": (json.dumps({**BetaMap(1.0, 1.0, 0.0).to_dict(),
+                                      "clamp": ["1e-300", 0.5]}), "clamp"),
+    "beta clamp huge integer": (json.dumps({**BetaMap(1.0, 1.0, 0.0).to_dict(),
+                                            "clamp": [10 ** 320, 0.5]}), "clamp"),
+    "quadratic clamp hi 1": (json.dumps({**QuadraticMap(1.0, 0.1, 0.0).to_dict(),
+                                         "clamp": [1e-300, 1.0]}), "hi must lie in"),
+    "quadratic margin default clamp": (json.dumps({**QuadraticMap(1.0, 0.1, 0.0, on="margin")
+                                                   .to_dict(), "clamp": [2.0 ** -40,
+                                                                         1 - 2.0 ** -40]}),
+                                       "field 'clamp' applies to on='logit' only"),
+    "quadratic margin clamp": (json.dumps({**QuadraticMap(1.0, 0.1, 0.0, on="margin").to_dict(),
+                                           "clamp": [1e-300, 1 - 1e-15]}),
+                               "field 'clamp' applies to on='logit' only"),
     "ovr with one class": (json.dumps({**MulticlassMap((StepMap([], [0.5]),) * 2).to_dict(),
                                        "maps": [_valid_step()]}), "at least 2 class maps"),
     "ovr nested multiclass": (json.dumps({**MulticlassMap((StepMap([], [0.5]),) * 2).to_dict(),

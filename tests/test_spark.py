@@ -124,6 +124,64 @@ def test_public_fit_matches_the_in_memory_fit_with_parameters(spark, data):
     assert cal.to_json() == template.fit(data["s"], data["y"]).to_json()
 
 
+def _saturated_data():
+    """Naive-Bayes-like scores: log-odds over hundreds, so many scores lie far below 2^-40
+    (subnormals and exact 0 among them) or round to 1; tied scores; weights with zeros."""
+    rng = np.random.default_rng(27)
+    z = np.round(rng.normal(0.0, 250.0, 600), 1)
+    y = (rng.random(z.size) < det_expit_array(z / 60.0)).astype(np.float64)
+    s = det_expit_array(z)
+    s[:6] = [0.0, 1.0, 1e-300, 2.0 ** -1022, 5e-324, 1.0 - 2.0 ** -53]
+    w = rng.random(s.size) * 10.0 ** rng.integers(-4, 4, s.size)
+    w[rng.random(s.size) < 0.05] = 0.0
+    w[2:5] = 0.0      # the smallest positive scores have no weight: the fit's lo ignores them
+    return s, y, w
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["counts", "weights"])
+def test_spark_fit_of_saturated_scores_takes_the_same_clamp(spark, weighted):
+    """The beta family's clamp comes from the calibration scores (issue #26): the Spark
+    statistics (aggregated in Spark and collected as they are) give the in-memory fit's JSON
+    bytes, clamp included, and the column of the fitted calibrator is predict's to the bit
+    on saturated scores."""
+    import mlcal.spark
+    from mlcal.calibrators.output_floor import represented_rows
+    from mlcal.spark import calibrated_column
+    from mlcal.spark._stats import collect_statistics
+
+    s, y, w = _saturated_data()
+    df = _frame(spark, s=s, y=y, w=w)
+    wcol = "w" if weighted else None
+    # aggregated in Spark (what a frame above max_distinct rows gets; fitted as
+    # mlcal.spark.fit does), and through the public fit (this small frame's rows as they are)
+    aggregated = collect_statistics(df, "s", "y", wcol, driver_rows=0)
+    assert aggregated.n_aggregated < s.size
+    probes = np.concatenate([SATURATED, s[:50], np.logspace(-320, -1, 200),
+                             1.0 - np.logspace(-17, -1, 100)])
+    clamps, cases = {}, []
+    for method in ("beta", "platt-logit", "temperature", "quadratic"):
+        expected = get_calibrator(method).fit(s, y, w if weighted else None)
+        from_aggregate = get_calibrator(method)
+        with represented_rows(aggregated.n_weighted_rows):
+            from_aggregate.fit(aggregated.scores, aggregated.labels, aggregated.weights)
+        assert from_aggregate.to_json() == expected.to_json(), method
+        got = mlcal.spark.fit(df, "s", "y", method, weight_col=wcol)
+        assert got.to_json() == expected.to_json(), method
+        clamps[method] = expected.map_.clamp
+        cases.append((method, got))
+    assert all(lo < BETA_EPS and hi > 1.0 - BETA_EPS for lo, hi in clamps.values()), clamps
+    # with weights, lo is the smallest positive score of positive weight (not 2^-1022)
+    assert all((lo > 2.0 ** -1022) == weighted for lo, _ in clamps.values()), clamps
+    if weighted:
+        return   # the columns of the same map kinds and clamp route: checked once (counts)
+    pdf = spark.createDataFrame(pd.DataFrame({"s": probes}))
+    out = pdf.select("s", *[calibrated_column(c, "s", exact=True).alias(k)
+                            for k, c in cases]).toPandas()
+    assert np.array_equal(_bits(out["s"]), _bits(probes))
+    for name, cal in cases:
+        assert np.array_equal(_bits(out[name]), _bits(cal.predict(probes))), name
+
+
 def test_auto_on_few_distinct_scores_splits_the_same_rows_as_in_memory(spark):
     # four distinct scores: auto's folds deal rows, from the counts per score and label,
     # which Spark's statistics hold exactly
@@ -221,6 +279,23 @@ def test_beta_grid_error_is_the_largest_oscillation_in_a_cell(m):
     assert osc <= grid_error(m, g) <= osc + 1e-4
 
 
+def test_quadratic_grid_error_sees_a_vertex_far_beyond_the_default_clamp():
+    """A clamp taken from saturated scores lets z reach -690: the turning point at z = -105
+    (eta = (z + 105)^2 - 5) is a break point of the map, so the grid bound sees the dip."""
+    from mlcal.spark._grid import grid_error, make_grid
+
+    m = QuadraticMap(210.0, 1.0, 11_025.0 - 5.0, input_transform="sigmoid",
+                     clamp=(1e-300, 1.0 - 2.0 ** -53))
+    lo, hi = -700.0, 40.0
+    g = make_grid(37, lo, hi)
+    sweep = np.linspace(lo, hi, 400_001)
+    cell = np.searchsorted(g.edges, sweep, side="right")
+    f = m(sweep)
+    osc = max(np.ptp(f[cell == k]) for k in range(g.representatives.size))
+    assert osc > 0.99
+    assert osc <= grid_error(m, g) <= osc + 1e-4
+
+
 def test_explicit_log_odds_grid_and_no_grid_below_the_limit(spark):
     import mlcal.spark
 
@@ -285,12 +360,20 @@ def _breaks(m) -> np.ndarray:
     the score: the logits of its break points)."""
     pts = np.asarray(m.knots if isinstance(m, LinearMap) else m.thresholds
                      if isinstance(m, StepMap) else [BETA_EPS, 1.0 - BETA_EPS, 2.0 ** -12,
-                                                     1.0 - 2.0 ** -12]
+                                                     1.0 - 2.0 ** -12, *m.clamp, *SATURATED]
                      if isinstance(m, (BetaMap, QuadraticMap)) else [], dtype=np.float64)
     if m.input_transform == "sigmoid":
         with np.errstate(divide="ignore", invalid="ignore"):
             pts = np.concatenate([pts, np.log(pts / (1 - pts))])
     return pts
+
+
+#: saturated probability scores (issue #26): below 2^-40 down to the smallest normal double
+#: and below, exact 0 and 1, and 1 - 1e-17 (which rounds to 1)
+SATURATED = [1e-300, 2.0 ** -1022, np.nextafter(2.0 ** -1022, 1.0), 5e-324, 0.0, 1.0,
+             1.0 - 1e-17, 1.0 - 2.0 ** -53, 1e-17, 1e-200, 3e-17]
+#: the widest score clamp a map may hold
+WIDEST_CLAMP = (2.0 ** -1022, 1.0 - 2.0 ** -53)
 
 
 def _maps():
@@ -311,6 +394,14 @@ def _maps():
     out["quadratic-sigmoid"] = QuadraticMap(0.9, 0.05, -0.4, input_transform="sigmoid")
     out["quadratic-margin"] = QuadraticMap(1.0, -0.2, 0.3, on="margin")
     out["quadratic-margin-floor"] = QuadraticMap(0.7, 0.01, -2.0, floor=0.01, on="margin")
+    out["beta-widest-clamp"] = BetaMap(1.3, 0.7, -0.2, clamp=WIDEST_CLAMP)
+    out["beta-clamp-sigmoid"] = BetaMap(0.8, 1.6, 0.1, input_transform="sigmoid",
+                                        clamp=(2.0 ** -900, 1.0 - 2.0 ** -50))
+    out["beta-steep-clamp"] = BetaMap(400.0, 350.0, 5.0, clamp=(1e-200, 1.0 - 1e-15))
+    out["quadratic-widest-clamp"] = QuadraticMap(0.1, -0.014, 0.3, floor=1e-3,
+                                                 clamp=WIDEST_CLAMP)
+    out["quadratic-clamp-sigmoid"] = QuadraticMap(0.9, 0.05, -0.4, input_transform="sigmoid",
+                                                  clamp=(3e-17, 1.0 - BETA_EPS))
     out["one-knot"] = LinearMap([0.3], [0.25])
     out["one-bin"] = StepMap([], [0.75])
     out["steep-sigmoid"] = SigmoidMap(-3.0e3, 1.0)
@@ -369,6 +460,28 @@ def test_log_columns_are_detmath_logs_to_the_bit_on_the_beta_range(spark):
     assert np.array_equal(_bits(out["l"]), _bits(det_log_array(s)))
     assert np.array_equal(_bits(out["l1"]), _bits(det_log1p_array(-s)))
     assert np.array_equal(_bits(out["l2"]), _bits(det_log1p_array(s - 1.0)))
+
+
+def test_log_columns_are_detmath_logs_to_the_bit_down_to_the_widest_clamp(spark):
+    """A document's clamp may go down to lo = 2^-1022 and up to hi = 1 - 2^-53: the octave
+    tables then reach 2^-1022 (log s) and 2^-53 (log1p(-s)); every normal s is exact."""
+    from mlcal.spark._expressions import clamp_log_exponents, log1p_column, log_column
+
+    lo, hi = 2.0 ** -1022, 1.0 - 2.0 ** -53
+    e_log, e_log1p = clamp_log_exponents(lo, hi)
+    assert (e_log, e_log1p) == (-1022, -53)
+    assert clamp_log_exponents(BETA_EPS, 1.0 - BETA_EPS) == (-41, -41)   # the default's tables
+    rng = np.random.default_rng(26)
+    s = np.concatenate([np.exp(rng.uniform(-708.3, 0.0, 4000)), rng.random(2000),
+                        1.0 - np.exp(rng.uniform(-36.7, 0.0, 2000)),
+                        np.ldexp(1.0, np.arange(-1022, 0)), 1.0 - np.ldexp(1.0, np.arange(-53, 0)),
+                        [lo, 1e-300, 2.0 ** -12, 1.0 - 2.0 ** -12, BETA_EPS, 1.0 - BETA_EPS, hi]])
+    s = np.clip(np.concatenate([s, np.nextafter(s, 0.0), np.nextafter(s, 1.0)]), lo, hi)
+    df = spark.createDataFrame(pd.DataFrame({"s": s}))
+    out = df.select(log_column(df["s"], min_exp=e_log).alias("l"),
+                    log1p_column(-df["s"], min_exp=e_log1p).alias("l1")).toPandas()
+    assert np.array_equal(_bits(out["l"]), _bits(det_log_array(s)))
+    assert np.array_equal(_bits(out["l1"]), _bits(det_log1p_array(-s)))
 
 
 def test_fast_column_is_within_its_stated_ulp_bound(spark):

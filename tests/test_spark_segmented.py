@@ -184,3 +184,27 @@ def test_fit_from_per_segment_statistics_equals_the_in_memory_fit(spark, weighte
     np.testing.assert_allclose(got.offset_mle_, ref.offset_mle_, rtol=1e-9, atol=1e-12)
     assert (ref.map_.slopes != 1.0).any() and np.abs(ref.map_.offsets).max() > 0.2
     assert got.get_params()["n_folds"] is None
+
+
+def test_segmented_fit_of_saturated_scores_keeps_the_in_memory_clamp(spark):
+    """A shared beta map fitted from per-segment statistics on saturated scores (issue #26:
+    many far below 2^-40, exact 0 and 1) takes the in-memory fit's clamp from the same
+    distinct scores: the shared map's document is the same, clamp included."""
+    from mlcal._solvers.detmath import det_expit_array
+    from mlcal.spark import fit
+
+    rng = np.random.default_rng(12)
+    n = 1500
+    seg = pd.DataFrame({"country": rng.choice(["FR", "DE", "IT"], n)})
+    z = np.round(rng.normal(0.0, 200.0, n), 1)
+    s = det_expit_array(z)
+    s[:4] = [0.0, 1.0, 1e-300, 2.0 ** -1022]
+    y = (rng.random(n) < det_expit_array(z / 50.0 + seg["country"].map(
+        {"FR": 0.5, "DE": -0.5, "IT": 0.0}).to_numpy())).astype(int)
+    got = fit(spark.createDataFrame(seg.assign(s=s, y=y)), "s", "y", "beta",
+              segment_columns=["country"])
+    ref = mlcal.SegmentedCalibrator("beta", n_folds=None).fit(s, y, seg)
+    assert got.spark_groups_ < n
+    inner = ref.map_.inner
+    assert isinstance(inner, BetaMap) and inner.clamp == (2.0 ** -1022, 1.0 - 2.0 ** -53)
+    assert got.map_.inner.to_dict() == inner.to_dict() and "clamp" in inner.to_dict()

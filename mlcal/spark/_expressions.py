@@ -13,11 +13,14 @@ multiply-add, as numpy's), so the column equals ``predict`` bit for bit:
 * ``SigmoidMap`` and the ``"sigmoid"`` input transform: :func:`expit_column`, mlcal's own
   deterministic expit (Tang's table-driven exp, :mod:`mlcal._solvers.detmath`) written in SQL
   arithmetic, not Spark's ``exp``;
-* ``BetaMap``: the clamp, then detmath's table-driven ``log`` / ``log1p``
-  (:func:`log_column`, :func:`log1p_column`, likewise in SQL arithmetic; the binary exponent
-  comes from a search over a power-of-two table instead of the bit pattern) and the expit.
-* ``QuadraticMap``: on probabilities the clamp and ``z = log(s) - log1p(-s)`` with the same SQL
-  log / log1p, on margins the score itself; then ``((a * z) + (b * (z * z))) + c`` and the expit.
+* ``BetaMap``: the map's clamp ``[lo, hi]`` (default ``[BETA_EPS, 1 - BETA_EPS]``, a
+  document's ``clamp`` down to ``lo = 2^-1022``), then detmath's table-driven ``log`` /
+  ``log1p`` (:func:`log_column`, :func:`log1p_column`, likewise in SQL arithmetic; the binary
+  exponent comes from a search over a power-of-two table instead of the bit pattern, whose
+  octaves reach down to the clamp's ends: :func:`clamp_log_exponents`) and the expit.
+* ``QuadraticMap``: on probabilities the same clamp and ``z = log(s) - log1p(-s)`` with the same
+  SQL log / log1p, on margins the score itself; then ``((a * z) + (b * (z * z))) + c`` and the
+  expit.
 * a positive output ``floor`` of SigmoidMap, BetaMap or QuadraticMap:
   ``least(greatest(p, floor), 1 - floor)``
   (:func:`floor_column`).
@@ -214,8 +217,34 @@ def _expit(x: Column, exact: bool, bind: bool) -> Column:
 
 
 # -- mlcal's deterministic log / log1p in SQL arithmetic (same operations as detmath) ------
-#: Smallest exponent the SQL log handles: BetaMap's clamp keeps its arguments >= 2^-41.
-_LOG_MIN_EXP = int(np.floor(np.log2(BETA_EPS))) - 1
+#: Smallest exponent the SQL log handles for a map with the default clamp: its arguments
+#: (``s`` and ``1 + (-s)``) are then >= BETA_EPS = 2^-40 (one octave of margin below).
+_LOG_MIN_EXP = int(np.frexp(BETA_EPS)[1]) - 2
+
+
+def _exponent(x: float) -> int:
+    """The binary exponent ``e`` of a positive normal double, ``2^e <= x < 2^(e + 1)``
+    (read from frexp, exact: no rounded log2 decides it)."""
+    return int(np.frexp(x)[1]) - 1
+
+
+def score_clamp(m) -> tuple[float, float]:
+    """The clamp ``(lo, hi)`` a BetaMap or a QuadraticMap on the logit reads its score
+    through (the map's ``clamp`` field; ``[BETA_EPS, 1 - BETA_EPS]`` by default)."""
+    clamp = getattr(m, "clamp", None)
+    if clamp is None:
+        return BETA_EPS, 1.0 - BETA_EPS
+    lo, hi = (float(v) for v in clamp)
+    return lo, hi
+
+
+def clamp_log_exponents(lo: float, hi: float) -> tuple[int, int]:
+    """The smallest binary exponents the SQL ``log(s)`` and ``log1p(-s)`` must cover for a
+    score clamped to ``[lo, hi]``: ``s >= lo`` and ``1 + (-s) >= 1 - hi`` (exact: ``hi`` is in
+    ``[1/2, 1)``). Never above the default's :data:`_LOG_MIN_EXP`, so a map with the default
+    clamp builds the same expression as before; never below -1022 (``lo`` is normal)."""
+    return (max(min(_LOG_MIN_EXP, _exponent(lo)), _LOG_FULL_MIN_EXP),
+            max(min(_LOG_MIN_EXP, _exponent(1.0 - hi)), _LOG_FULL_MIN_EXP))
 
 
 #: The whole normal range (the offset stage's logs take any probability in (0, 1); a
@@ -265,26 +294,28 @@ def _log_reduce(y: Column, m: Column, corr: Column) -> Column:
     return reduce(m, y)
 
 
-def log_column(x: Column, full_range: bool = False) -> Column:
-    """:func:`detmath.det_log`, bit-identical for ``x`` in ``[2^-41, 2)`` (BetaMap's range), or
-    for every ``x`` in ``(0, 2)`` (subnormals included) with ``full_range``."""
+def log_column(x: Column, full_range: bool = False, min_exp: int = _LOG_MIN_EXP) -> Column:
+    """:func:`detmath.det_log`, bit-identical for ``x`` in ``[2^min_exp, 2)`` (``min_exp >=
+    -1022``; by default ``[2^-41, 2)``, the default clamp's range), or for every ``x`` in
+    ``(0, 2)`` (subnormals included) with ``full_range``."""
     if not full_range:
-        return _log_parts(x, F.lit(0.0))
+        return _log_parts(x, F.lit(0.0), min_exp)
     tiny = x < F.lit(2.0 ** -1022)          # subnormal: normalise exactly, as detmath does
     return _log_parts(F.when(tiny, x * F.lit(dm._TWO_54)).otherwise(x), F.lit(0.0),
                       _LOG_FULL_MIN_EXP, F.when(tiny, F.lit(-54)).otherwise(F.lit(0)))
 
 
-def log1p_column(x: Column, full_range: bool = False) -> Column:
-    """:func:`detmath.det_log1p`, bit-identical for ``1 + x`` in ``[2^-41, 2)``, or for every
-    ``x`` in ``(-1, 1)`` with ``full_range`` (``1 + x`` is then at least ``2^-53``)."""
+def log1p_column(x: Column, full_range: bool = False, min_exp: int = _LOG_MIN_EXP) -> Column:
+    """:func:`detmath.det_log1p`, bit-identical for ``1 + x`` in ``[2^min_exp, 2)`` (``min_exp
+    >= -1022``; by default ``[2^-41, 2)``), or for every ``x`` in ``(-1, 1)`` with
+    ``full_range`` (``1 + x`` is then at least ``2^-53``)."""
     taylor = x + x * x * (F.lit(-0.5) + x * (F.lit(1.0 / 3.0) + x * (
         F.lit(-0.25) + x * F.lit(0.2))))
 
     def general(y):
         bb = y - 1.0
         c = (F.lit(1.0) - (y - bb)) + (x - bb)       # 1 + x = y + c exactly (TwoSum)
-        return _log_parts(y, c / y, _LOG_FULL_MIN_EXP if full_range else _LOG_MIN_EXP)
+        return _log_parts(y, c / y, _LOG_FULL_MIN_EXP if full_range else min_exp)
     return F.when(F.abs(x) < F.lit(2.0 ** -12), taylor).otherwise(
         _let(general, y=F.lit(1.0) + x))
 
@@ -334,12 +365,22 @@ def _(m: SigmoidMap, u: Column, exact: bool = False) -> Column:
                                bind=m.input_transform == "sigmoid"), m.floor)
 
 
+def _clamped(m, u: Column, body: Callable[[Column, Column], Column]) -> Column:
+    """``body(log s, log1p(-s))`` of the score ``s`` clamped to the map's ``[lo, hi]`` as
+    ``predict`` does (``min(max(u, lo), hi)``), with the SQL logs' octave tables reaching down
+    to the clamp's ends."""
+    lo, hi = score_clamp(m)
+    e_log, e_log1p = clamp_log_exponents(lo, hi)
+    return _let(lambda s: body(log_column(s, min_exp=e_log), log1p_column(-s, min_exp=e_log1p)),
+                s=F.least(F.greatest(u, F.lit(lo)), F.lit(hi)))
+
+
 @map_column.register
 def _(m: BetaMap, u: Column, exact: bool = False) -> Column:
-    def body(s):
-        z = (F.lit(m.a) * log_column(s) - F.lit(m.b) * log1p_column(-s)) + F.lit(m.c)
+    def body(log_s, log_1ms):
+        z = (F.lit(m.a) * log_s - F.lit(m.b) * log_1ms) + F.lit(m.c)
         return floor_column(_expit(z, exact, bind=True), m.floor)
-    return _let(body, s=F.least(F.greatest(u, F.lit(BETA_EPS)), F.lit(1.0 - BETA_EPS)))
+    return _clamped(m, u, body)
 
 
 @map_column.register
@@ -354,9 +395,7 @@ def _(m: QuadraticMap, u: Column, exact: bool = False) -> Column:
     if m.on == "margin":
         return tail(u)
 
-    def body(s):
-        return _let(tail, z=log_column(s) - log1p_column(-s))
-    return _let(body, s=F.least(F.greatest(u, F.lit(BETA_EPS)), F.lit(1.0 - BETA_EPS)))
+    return _clamped(m, u, lambda log_s, log_1ms: _let(tail, z=log_s - log_1ms))
 
 
 @map_column.register

@@ -5,26 +5,27 @@ import java.util.Map;
 
 /**
  * Quadratic scaling map {@code expit(a * z + b * z^2 + c)}, evaluated as mlcal does: with
- * {@code on = "logit"} the score is clamped to {@code [BETA_EPS, 1 - BETA_EPS]} and
+ * {@code on = "logit"} the score is clamped to the map's {@code clamp = [lo, hi]} (default
+ * {@code [BETA_EPS, 1 - BETA_EPS]}, as {@link BetaMap}) and
  * {@code z = det_log(s) - det_log1p(-s)}; with {@code on = "margin"} {@code z} is the score
  * itself. Then {@code det_expit(((a * z) + (b * (z * z))) + c)}, clipped to the optional output
  * floor {@code [floor, 1 - floor]}; the same operations in the same order as mlcal's
  * {@code QuadraticMap}, so the result has the same bits.
  */
 public final class QuadraticMap extends BinaryMap {
-    private static final double LO = BetaMap.BETA_EPS;
-    private static final double HI = 1.0 - BetaMap.BETA_EPS;   // exact
     /** The fields a quadratic map document may hold (any other is refused, as mlcal does). */
     static final List<String> FIELDS = List.of("type", "format_version", "input_transform",
-            "domain", "on", "a", "b", "c", "floor");
+            "domain", "on", "a", "b", "c", "floor", "clamp");
 
     private final double a;
     private final double b;
     private final double c;
     private final double floor;
     private final boolean onMargin;
+    private final double lo;
+    private final double hi;
 
-    QuadraticMap(double a, double b, double c, double floor, boolean onMargin,
+    QuadraticMap(double a, double b, double c, double floor, boolean onMargin, double[] clamp,
                  Maps.Common common) {
         super("quadratic", common);
         this.a = a;
@@ -32,6 +33,8 @@ public final class QuadraticMap extends BinaryMap {
         this.c = c;
         this.floor = floor;
         this.onMargin = onMargin;
+        this.lo = clamp[0];
+        this.hi = clamp[1];
     }
 
     static QuadraticMap fromDoc(Map<String, Object> doc, String where, Maps.Common common) {
@@ -46,6 +49,10 @@ public final class QuadraticMap extends BinaryMap {
             throw new MapFormatException(where + ": field 'on' must be one of ('logit', "
                     + "'margin'), got " + Maps.shortRepr(on));
         }
+        if ("margin".equals(on) && doc.containsKey("clamp")) {   // even the default, as mlcal
+            throw new MapFormatException(where + ": field 'clamp' applies to on='logit' only "
+                    + "(a margin is used as it is)");
+        }
         double a = Maps.floatScalar(doc, "a", where);
         double b = Maps.floatScalar(doc, "b", where);
         double c = Maps.floatScalar(doc, "c", where);
@@ -55,7 +62,7 @@ public final class QuadraticMap extends BinaryMap {
             throw new MapFormatException("quadratic map: on='margin' takes raw margins, so its "
                     + "input_transform must be 'identity' (use on='logit' for probabilities)");
         }
-        return new QuadraticMap(a, b, c, floor, margin, common);
+        return new QuadraticMap(a, b, c, floor, margin, BetaMap.scoreClamp(doc, where), common);
     }
 
     @Override
@@ -64,8 +71,8 @@ public final class QuadraticMap extends BinaryMap {
         if (onMargin) {
             z = s;
         } else {
-            // np.clip on finite scores: -0.0 and everything below the clamp become BETA_EPS
-            double sc = s < LO ? LO : (s > HI ? HI : s);
+            // np.clip on finite scores: -0.0 and everything below the clamp become lo
+            double sc = s < lo ? lo : (s > hi ? hi : s);
             z = DetMath.log(sc) - DetMath.log1p(-sc);
         }
         double eta = (a * z + b * (z * z)) + c;

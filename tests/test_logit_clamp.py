@@ -356,3 +356,19 @@ def test_segmented_and_offset_maps_carry_the_inner_clamp(method):
     sess = ort.InferenceSession(to_onnx(off).SerializeToString())
     got = sess.run(None, {sess.get_inputs()[0].name: x})[0].reshape(-1)
     assert np.abs(got - off.predict(x)).max() <= error_bound(off.map_)
+
+
+def test_deterministic_logs_are_correctly_rounded_down_to_the_lowest_lo():
+    """The clamp's lowest ``lo`` is 2^-1022 because the logs it feeds are exact there:
+    ``det_log`` and ``det_log1p(-s)`` within 1 ulp of mpmath's at 100 digits over scores from
+    2^-1022 up (and ``1 - s`` down to 2^-53)."""
+    from mlcal._solvers.detmath import det_log1p_array, det_log_array
+    mpmath.mp.dps = 100
+    rng = np.random.default_rng(5)
+    s = np.concatenate([[2.0 ** -1022, np.nextafter(2.0 ** -1022, 1.0), 1e-300, 2.0 ** -40],
+                        10.0 ** -rng.uniform(12, 307.6, 300), 1 - 2.0 ** -rng.integers(41, 54, 20)])
+    log_s, log_1ms = det_log_array(s), det_log1p_array(-s)
+    want_s = np.array([float(mpmath.log(mpmath.mpf(v))) for v in s])
+    want_1ms = np.array([float(mpmath.log1p(-mpmath.mpf(v))) for v in s])
+    assert np.all(np.abs(log_s - want_s) <= np.spacing(np.abs(want_s)))
+    assert np.all(np.abs(log_1ms - want_1ms) <= np.spacing(np.abs(want_1ms)))

@@ -467,10 +467,12 @@ def variant_rules():
 def check_auto(data, tasks, names=None):
     """``AutoCalibrator()`` (the implementation, default parameters) fitted on each task
     against the replay's choice under fold seed 0 (the default rule, auto's candidates with
-    quadratic scaling as ``ADOPTED_QUADRATIC``): the number of tasks where the chosen method
+    quadratic scaling as ``ADOPTED_QUADRATIC`` in older collections): the number of tasks where the chosen method
     or the held-out log loss differ."""
-    names = [ADOPTED_QUADRATIC if n == "quadratic" else n for n in DEFAULT_8] \
-        if names is None else names
+    # collections made before quadratic_prior hold auto's quadratic as ADOPTED_QUADRATIC;
+    # collected since, "quadratic" is auto's own candidate
+    adopted = ADOPTED_QUADRATIC if ADOPTED_QUADRATIC in data[0]["held"] else "quadratic"
+    names = [adopted if n == "quadratic" else n for n in DEFAULT_8] if names is None else names
     if len(tasks) != len(data) or any(t.name != d["task"] for t, d in zip(tasks, data)):
         raise SystemExit("--check-auto: not the tasks of the loaded collection")
     differ = 0
@@ -479,7 +481,7 @@ def check_auto(data, tasks, names=None):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             cal = AutoCalibrator().fit(np.asarray(task.s_cal, dtype=float), task.y_cal)
-        got = ADOPTED_QUADRATIC if cal.chosen_ == "quadratic" else cal.chosen_
+        got = adopted if cal.chosen_ == "quadratic" else cal.chosen_
         ll = log_loss(task.y_test, cal.predict(task.s_test))
         if got != want or abs(ll - d["held"][want][0]) > 1e-9:
             differ += 1

@@ -181,8 +181,8 @@ def handmade_maps() -> list[tuple[str, object]]:
         ("beta-clamp-sigmoid", BetaMap(0.1, 0.1, 0.3, clamp=(2.0 ** -900, 1.0 - 5 * 2.0 ** -53),
                                        input_transform="sigmoid")),
         ("quadratic-clamp", QuadraticMap(0.06, 1e-4, 0.2, clamp=(1e-300, 1.0 - 2.0 ** -52))),
-        ("quadratic-clamp-bend", QuadraticMap(0.1, -0.01, 0.5, clamp=(2.0 ** -1022, 1.0 - 2.0 ** -53),
-                                              floor=1e-4)),
+        ("quadratic-clamp-bend", QuadraticMap(0.1, -0.01, 0.5, floor=1e-4,
+                                              clamp=(2.0 ** -1022, 1.0 - 2.0 ** -53))),
         ("quadratic-clamp-sigmoid", QuadraticMap(0.05, 2e-4, 0.0, clamp=(1e-250, 1.0 - 2.0 ** -41),
                                                  input_transform="sigmoid")),
     ]

@@ -16,12 +16,13 @@ package enters every map kind in :data:`MAP_TYPES`.
 from mlcal.maps._core import (BETA_EPS, DEFAULT_MAX_MAP_SIZE, INPUT_TRANSFORMS, MAP_FORMAT_VERSION,
                               MAP_TYPES, CalibrationMap, MapFormatError, apply_input_transform,
                               map_from_dict)
-from mlcal.maps.binary import (DEFAULT_CLAMP, BetaMap, LinearMap, MapReduction, QuadraticMap, SigmoidMap, StepMap,
-                               reduce_map, shrink_map)
+from mlcal.maps.binary import (DEFAULT_CLAMP, BetaMap, LinearMap, MapReduction, QuadraticMap,
+                               SigmoidMap, StepMap, reduce_map, shrink_map)
 from mlcal.maps.multiclass import MulticlassMap, SoftmaxAffineMap
 from mlcal.maps.offset import OffsetMap
 
-__all__ = ["BETA_EPS", "BetaMap", "CalibrationMap", "DEFAULT_CLAMP", "DEFAULT_MAX_MAP_SIZE", "INPUT_TRANSFORMS",
+__all__ = ["BETA_EPS", "BetaMap", "CalibrationMap", "DEFAULT_CLAMP", "DEFAULT_MAX_MAP_SIZE",
+           "INPUT_TRANSFORMS",
            "LinearMap", "MAP_FORMAT_VERSION", "MAP_TYPES", "MapFormatError", "MapReduction",
            "MulticlassMap", "OffsetMap", "QuadraticMap", "SigmoidMap", "SoftmaxAffineMap", "StepMap",
            "apply_input_transform", "map_from_dict", "reduce_map", "shrink_map"]

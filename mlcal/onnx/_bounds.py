@@ -31,8 +31,10 @@ contributes a relative error <= u):
   ``predict``'s log, and ``Log(1 - s)`` against ``log1p(-s)`` adds the rounding of ``1 - s``
   (<= u absolute in the log). With the sigmoid transform the graph's ``s`` is within
   ``s (E (1-s) + 4u)`` of ``predict``'s, i.e. a relative ``E + 4u`` in ``s`` and
-  ``E + 4u / (1 - s)`` in ``1 - s`` (``1 - s >= BETA_EPS`` after the clip). With
-  ``Lmax = 40 ln 2`` bounding both logs, ``z = (a L1 - b L2) + c`` differs by
+  ``E + 4u / (1 - s)`` in ``1 - s`` (``1 - s >= 1 - hi`` after the map's clip to its
+  clamp ``[lo, hi]``). With ``Lmax`` bounding both logs (``40 ln 2`` for the default clamp
+  ``[BETA_EPS, 1 - BETA_EPS]``; from the octaves of ``lo`` and ``1 - hi`` otherwise),
+  ``z = (a L1 - b L2) + c`` differs by
   ``|a| dL1 + |b| dL2 + 2 * 1.01 u (3 |a| Lmax + 3 |b| Lmax + |c|)`` and ``p`` by
   ``sup sigma'(z) |dz|`` plus the expit discrepancy. The sup is taken per octave of
   ``1 - s`` (``[2^-j-1, 2^-j]``, where ``dL2`` is largest) over the range of ``z`` there (``ln s``
@@ -45,8 +47,10 @@ contributes a relative error <= u):
   both subtractions), plus the sigmoid transform's terms as for BetaMap; ``eta`` then by
   ``(|a| + 2|b| (|z| + dz)) dz`` plus both sides' rounding ``2.02u (3|a z| + 4|b| z^2 + |c|)``,
   and ``p`` by ``sup sigma'(eta) |d eta|`` plus the expit discrepancy. The sup is taken per
-  octave of ``s`` and of ``1 - s`` (78 intervals), over the range of ``eta`` there (``z`` is
-  increasing in ``s``, so the quadratic's range comes from the interval's ends and its vertex).
+  octave of ``s`` and of ``1 - s`` (78 intervals for the default clamp), over the range of
+  ``eta`` there (``z`` is increasing in ``s``, so the quadratic's range comes from the
+  interval's ends and its vertex; the octaves run from the one holding the clamp's ``lo`` to
+  the one holding ``1 - hi``).
 * OffsetMap: the inner map's float64 bound times ``e^|delta|`` (the offset's largest slope in
   ``p``), plus the offset stage's own error on the same ``p`` (``_offset_stage_error``: two
   ``Log`` and one expit against detmath's), plus ``2**-24`` for a float32 graph's final cast.

@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from mlcal._dispatch import registered_types
-from mlcal.maps import BETA_EPS, BetaMap, LinearMap, QuadraticMap, SigmoidMap, StepMap
+from mlcal.maps import BetaMap, LinearMap, QuadraticMap, SigmoidMap, StepMap
 from mlcal.maps.offset import OffsetMap
 from mlcal.metrics import ece, proportion_interval, reliability_curve
 

@@ -467,8 +467,8 @@ def variant_rules():
 def check_auto(data, tasks, names=None):
     """``AutoCalibrator()`` (the implementation, default parameters) fitted on each task
     against the replay's choice under fold seed 0 (the default rule, auto's candidates with
-    quadratic scaling as ``ADOPTED_QUADRATIC`` in older collections): the number of tasks where the chosen method
-    or the held-out log loss differ."""
+    quadratic scaling as ``ADOPTED_QUADRATIC`` in older collections): the number of tasks
+    where the chosen method or the held-out log loss differ."""
     # collections made before quadratic_prior hold auto's quadratic as ADOPTED_QUADRATIC;
     # collected since, "quadratic" is auto's own candidate
     adopted = ADOPTED_QUADRATIC if ADOPTED_QUADRATIC in data[0]["held"] else "quadratic"

@@ -417,6 +417,36 @@ def choose_rule(record, names, criterion, se_rule):
     return select_preferred(names, results, weights, se_rule, brier=brier)["chosen"]
 
 
+#: the peers' tables' entries of our logit family (bench_quality.py's registered defaults) and
+#: the collected candidate that is the same method with the same parameters: with
+#: ``--refresh-entries`` the entries are replaced by the collection's held-out figures (maps
+#: changed since the table was written: the data-taken clamp, issue 26)
+REFRESH = {"beta": "beta", "platt-logit": OLD_PLATT_LOGIT, "temperature": OLD_TEMPERATURE}
+#: the logit family as fixed methods: auto's forms and the registered defaults
+FIXED_LOGIT = ("temperature", "platt-logit", "beta", "quadratic", OLD_TEMPERATURE,
+               OLD_PLATT_LOGIT, OLD_QUADRATIC)
+
+
+def refresh_entries(table, recs):
+    """Replace the table's :data:`REFRESH` entries by the collection's held-out log loss,
+    Brier and AUC change of the same method, in place; print per entry the tasks where the
+    figures moved (by more than 1e-12 in log loss) and the largest move."""
+    for entry, cand in REFRESH.items():
+        moved, worst = [], 0.0
+        for row, d in zip(table, recs):
+            if cand not in d["held"]:
+                raise SystemExit(f"--refresh-entries: {cand} not collected")
+            ll, br, auc = d["held"][cand]
+            delta = ll - row["results"][entry]["log_loss"]
+            if abs(delta) > 1e-12:
+                moved.append(f"{d['task']} N={d['n']} {delta:+.5f}")
+                worst = max(worst, abs(delta))
+            row["results"][entry] = dict(row["results"][entry], log_loss=ll, brier=br,
+                                         auc_change=auc)
+        print(f"refreshed {entry} from {cand}: moved on {len(moved)} of {len(recs)} tasks "
+              f"(largest |log loss change| {worst:.5f})" + "".join(f"\n    {m}" for m in moved))
+
+
 def variant_rules():
     """(label, candidates in listed order, criterion, se_rule): the default, the 'both'
     criterion, the default candidates with quadratic scaling replaced by a variant, and the
@@ -429,7 +459,7 @@ def variant_rules():
             for m in (0.25, 0.5, 1.0):
                 rules.append((f"{crit} {m:g}, quadratic {label}", names, crit, m))
     rules.append(("oracle", list(DEFAULT_8), "oracle", 0.0))
-    for q in ("quadratic",) + QUAD_VARIANTS:
+    for q in dict.fromkeys(FIXED_LOGIT + QUAD_VARIANTS):
         rules.append((f"fixed {q}", [q], "fixed", 0.0))
     return rules
 
@@ -437,10 +467,12 @@ def variant_rules():
 def check_auto(data, tasks, names=None):
     """``AutoCalibrator()`` (the implementation, default parameters) fitted on each task
     against the replay's choice under fold seed 0 (the default rule, auto's candidates with
-    quadratic scaling as ``ADOPTED_QUADRATIC``): the number of tasks where the chosen method
-    or the held-out log loss differ."""
-    names = [ADOPTED_QUADRATIC if n == "quadratic" else n for n in DEFAULT_8] \
-        if names is None else names
+    quadratic scaling as ``ADOPTED_QUADRATIC`` in older collections): the number of tasks
+    where the chosen method or the held-out log loss differ."""
+    # collections made before quadratic_prior hold auto's quadratic as ADOPTED_QUADRATIC;
+    # collected since, "quadratic" is auto's own candidate
+    adopted = ADOPTED_QUADRATIC if ADOPTED_QUADRATIC in data[0]["held"] else "quadratic"
+    names = [adopted if n == "quadratic" else n for n in DEFAULT_8] if names is None else names
     if len(tasks) != len(data) or any(t.name != d["task"] for t, d in zip(tasks, data)):
         raise SystemExit("--check-auto: not the tasks of the loaded collection")
     differ = 0
@@ -449,7 +481,7 @@ def check_auto(data, tasks, names=None):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             cal = AutoCalibrator().fit(np.asarray(task.s_cal, dtype=float), task.y_cal)
-        got = ADOPTED_QUADRATIC if cal.chosen_ == "quadratic" else cal.chosen_
+        got = adopted if cal.chosen_ == "quadratic" else cal.chosen_
         ll = log_loss(task.y_test, cal.predict(task.s_test))
         if got != want or abs(ll - d["held"][want][0]) > 1e-9:
             differ += 1
@@ -460,22 +492,29 @@ def check_auto(data, tasks, names=None):
     return differ
 
 
-def variant_ranks(data, peers_json, groups, rules=None, skip_splits=0, summary_json=None):
+def variant_ranks(data, peers_json, groups, rules=None, skip_splits=0, summary_json=None,
+                  refresh=False):
     """Each rule's auto (one fold partition, fold seeds 0 / 1 / 2) in place of ``auto`` in the
     peers' per-task table, ranked per task against every other entry: per rule and group the
     (seed, metric) cells where it is first, its mean log loss, Brier and AUC change; and for
     the fixed methods their held-out log loss and Brier against probmetrics' quadratic
     scaling task by task. ``summary_json``: the per-rule summary written there (for
-    :func:`combine_suites`)."""
+    :func:`combine_suites`). ``refresh``: :func:`refresh_entries` first. A fixed method is
+    not ranked against its own refreshed entry."""
     rules = variant_rules() if rules is None else rules
-    table, recs, others, _ = kept_tasks(data, peers_json, skip_splits)
-    print(f"\n{len(recs)} tasks; ranked against {len(others)} entries of {peers_json}; per "
+    table, recs, all_others, _ = kept_tasks(data, peers_json, skip_splits)
+    if refresh:
+        refresh_entries(table, recs)
+    same = {cand: entry for entry, cand in REFRESH.items()} if refresh else {}
+    print(f"\n{len(recs)} tasks; ranked against {len(all_others)} entries of {peers_json}; per "
           "fold seed 0 / 1 / 2: the rule's rank and the best other's")
     print("| rule | group | LL rank, seeds 0 / 1 / 2 | Brier rank, seeds 0 / 1 / 2 | first "
           "(of 6) | log loss | Brier | AUC change | v pm-quadratic: LL, Brier (tasks better) |")
     print("|---|---|---|---|---|---|---|---|---|")
     summary = {}
     for label, names, crit, m in rules:
+        own = same.get(names[0]) if crit == "fixed" else None
+        others = [o for o in all_others if o != own]
         for group in groups:
             idx = [i for i, d in enumerate(recs) if d["group"] == group]
             if not idx or any(n not in recs[idx[0]]["held"] for n in names):
@@ -696,7 +735,8 @@ def main(argv=None):
                     help="with --load: collect these candidates (names as in PEER_CANDIDATES, "
                          "'method:key=value,...') on the same tasks under the first "
                          "--fold-seeds fold seeds and add them to the loaded collection "
-                         "(then --save it), so a collection is extended, not redone")
+                         "(then --save it), so a collection is extended, not redone; "
+                         "without --load: collect them too")
     ap.add_argument("--variants", action="store_true",
                     help="with --peers-json: rank the 'both' criterion and quadratic "
                          "scaling's variants (variant_rules; collect them with "
@@ -704,6 +744,10 @@ def main(argv=None):
     ap.add_argument("--check-auto", action="store_true",
                     help="with --load: fit AutoCalibrator() on every task and compare its "
                          "choice with the replay's (fold seed 0, the default rule)")
+    ap.add_argument("--refresh-entries", action="store_true",
+                    help="with --variants: replace the peers' table's entries of REFRESH "
+                         "(beta, platt-logit, temperature) by this collection's figures of the "
+                         "same methods (collect them: --add-candidates of REFRESH's values)")
     ap.add_argument("--summary-json", metavar="PATH",
                     help="with --variants: write the per-rule summary to PATH")
     ap.add_argument("--combine", nargs="+", metavar="PATH",
@@ -732,6 +776,7 @@ def main(argv=None):
         tasks = make_tasks(args)
         names = (DEFAULT_8 if args.repeated else PEER_CANDIDATES) if args.peers_json \
             else CANDIDATES
+        names = tuple(names) + tuple(n for n in args.add_candidates or () if n not in names)
         data = collect(tasks, names, args.fold_seeds)
         print(f"collected {len(tasks)} tasks in {time.perf_counter() - start:.0f} s",
               file=sys.stderr)
@@ -743,7 +788,8 @@ def main(argv=None):
         return
     if args.peers_json and args.variants:
         variant_ranks(data, args.peers_json, [g for g in args.groups if g != "sim"],
-                      skip_splits=args.skip_splits, summary_json=args.summary_json)
+                      skip_splits=args.skip_splits, summary_json=args.summary_json,
+                      refresh=args.refresh_entries)
         return
     if args.peers_json and args.repeated:
         repeated_ranks(data, args.peers_json, [g for g in args.groups if g != "sim"],

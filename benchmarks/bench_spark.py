@@ -29,14 +29,13 @@ ratios.
 from __future__ import annotations
 
 import argparse
-import os
 import resource
-import sys
 import tempfile
 import time
 
 import numpy as np
 import pandas as pd
+from _spark import local_session  # noqa: E402  (benchmarks/ is on sys.path)
 
 
 def _rss_mb() -> float:
@@ -50,15 +49,7 @@ def _timed(fn):
 
 
 def _session(cores: int, memory: str):
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master(f"local[{cores}]").appName("bench_spark")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.memory", memory)
-             .config("spark.sql.shuffle.partitions", str(4 * cores)).getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_session("bench_spark", cores, memory, shuffle_partitions=4 * cores)
 
 
 def _data(spark, n: int, decimals: int | None):

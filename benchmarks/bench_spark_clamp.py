@@ -15,12 +15,11 @@ default clamp. The outputs are checked against ``predict`` (exact: same bits) on
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
 import numpy as np
 import pandas as pd
+from _spark import local_session  # noqa: E402  (benchmarks/ is on sys.path)
 
 
 def main() -> None:
@@ -28,18 +27,13 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
     from mlcal._solvers.detmath import det_expit_array
     from mlcal.maps import BetaMap, QuadraticMap
     from mlcal.spark import calibrated_column
 
-    spark = (SparkSession.builder.master("local[2]").appName("bench_spark_clamp")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session("bench_spark_clamp")
     rng = np.random.default_rng(1)
     # naive-Bayes-like scores: log-odds over hundreds (many far below 2^-40, exact 0 and 1)
     s = det_expit_array(rng.normal(0.0, 250.0, args.rows))

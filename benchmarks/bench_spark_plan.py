@@ -15,12 +15,11 @@ both are checked to be the same bits.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
 import numpy as np
 import pandas as pd
+from _spark import local_session  # noqa: E402  (benchmarks/ is on sys.path)
 
 
 def _array_expr_doubles(values):
@@ -38,17 +37,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
 
     import mlcal.spark._expressions as ex
     from mlcal.maps import BetaMap, LinearMap, QuadraticMap, SigmoidMap, StepMap
     from mlcal.spark import calibrated_column
 
-    spark = (SparkSession.builder.master("local[2]").appName("bench_spark_plan")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session("bench_spark_plan")
     rng = np.random.default_rng(1)
     maps = {"step (300 thresholds)": StepMap(np.sort(rng.random(300)), np.sort(rng.random(301))),
             "linear, sigmoid input": LinearMap(np.sort(rng.random(200)), np.sort(rng.random(200)),

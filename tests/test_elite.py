@@ -79,6 +79,18 @@ def extrapolated(xk, vk, s):
     return out
 
 
+def random_member(rng, m, scale, max_size):
+    """Member ``m`` of a random ELiTE average: ``1 .. max_size - 1`` knots on one of three
+    scales, values of three spreads, every 4th clipped to [0, 1] and every 5th flat."""
+    xk = np.unique(rng.random(int(rng.integers(1, max_size))) * [1.0, 1e-3, 50.0][scale])
+    vk = rng.standard_normal(xk.size) * [0.2, 1.0, 5.0][m % 3] + 0.5
+    if m % 4 == 1:
+        vk = np.clip(vk, 0.0, 1.0)
+    if m % 5 == 2:
+        vk[:] = vk[0]
+    return xk, vk
+
+
 def calibration_data(n, seed, ties=False):
     rng = np.random.default_rng(seed)
     s = rng.beta(2, 2, n)
@@ -437,15 +449,7 @@ def test_fold_of_random_members_is_their_clipped_average(seed):
     from mlcal._solvers.linear_fold import fold_clipped_average
 
     rng = np.random.default_rng(seed)
-    members = []
-    for m in range(int(rng.integers(1, 12))):
-        xk = np.unique(rng.random(int(rng.integers(1, 25))) * [1.0, 1e-3, 50.0][seed % 3])
-        vk = rng.standard_normal(xk.size) * [0.2, 1.0, 5.0][m % 3] + 0.5
-        if m % 4 == 1:
-            vk = np.clip(vk, 0.0, 1.0)
-        if m % 5 == 2:
-            vk[:] = vk[0]
-        members.append((xk, vk))
+    members = [random_member(rng, m, seed % 3, 25) for m in range(int(rng.integers(1, 12)))]
     weights = rng.random(len(members))
     weights /= weights.sum()
     knots, values = fold_clipped_average(members, weights)
@@ -464,17 +468,10 @@ def test_compiled_ray_limit_sums_equal_the_python_ones(seed):
     from mlcal._solvers.linear_fold import _ray_limit, _ray_limit_sums
 
     rng = np.random.default_rng(50 + seed)
-    members = []
-    for m in range(40):
-        xk = np.unique(rng.random(int(rng.integers(1, 8))) * [1.0, 1e-3, 50.0][m % 3])
-        vk = rng.standard_normal(xk.size) * [0.2, 1.0, 5.0][m % 3] + 0.5
-        if m % 4 == 1:
-            vk = np.clip(vk, 0.0, 1.0)
-        if m % 5 == 2:
-            vk[:] = vk[0]
+    members = [random_member(rng, m, m % 3, 8) for m in range(40)]
+    for m, (xk, vk) in enumerate(members):
         if m % 7 == 3 and xk.size > 1:
             vk[1] = vk[0] + 1e-300
-        members.append((xk, vk))
     weights = rng.random(len(members))
     offsets = np.concatenate(([0], np.cumsum([xk.size for xk, _ in members]))).astype(np.int64)
     xs = np.concatenate([xk for xk, _ in members])

@@ -598,12 +598,13 @@ def test_moments_tau2_edge_cases():
                                                               rel=1e-12)
 
 
-def test_moments_shrinkage_leaves_the_average_over_tau_unchanged():
+@pytest.mark.parametrize("shrinkage", ["reml", "regression"])
+def test_the_plugin_prior_leaves_the_average_over_tau_unchanged(shrinkage):
     # fewer than 10 informative segments: tau="auto" averages over tau with REML's likelihood,
-    # whatever the plug-in's prior
+    # whatever the plug-in's prior (the default's moments, REML's or the regression's)
     s, y, code = _simulate([200, 500, 80, 900, 300], [0.5, -0.3, 0.2, 0.0, 0.4], seed=43)
     a = mlcal.SegmentedCalibrator("platt").fit(s, y, code)
-    b = mlcal.SegmentedCalibrator("platt", shrinkage="reml").fit(s, y, code)
+    b = mlcal.SegmentedCalibrator("platt", shrinkage=shrinkage).fit(s, y, code)
     np.testing.assert_array_equal(a.map_.offsets, b.map_.offsets)
     assert a.offset_prior_ == b.offset_prior_
 
@@ -695,14 +696,6 @@ def test_regression_shrinkage_shrinks_toward_the_mean_logit_line():
     sl = mlcal.SegmentedCalibrator("platt", n_folds=None, shrinkage="regression",
                                    min_rows_for_slope=800).fit(s, y, code)
     assert sl.offset_centre_slope_ == cal.offset_centre_slope_ and sl.adjustment_ == "slopes"
-
-
-def test_regression_shrinkage_leaves_the_average_over_tau_unchanged():
-    s, y, code = _simulate([200, 500, 80, 900, 300], [0.5, -0.3, 0.2, 0.0, 0.4], seed=43)
-    a = mlcal.SegmentedCalibrator("platt").fit(s, y, code)
-    b = mlcal.SegmentedCalibrator("platt", shrinkage="regression").fit(s, y, code)
-    np.testing.assert_array_equal(a.map_.offsets, b.map_.offsets)
-    assert a.offset_prior_ == b.offset_prior_
 
 
 # parameters added after the format, in order: (name, a value to write that differs from the

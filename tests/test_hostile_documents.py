@@ -69,7 +69,10 @@ def test_corpus_covers_every_method_and_trap(corpus):
                  # quadratic maps: non-finite coefficients, bad floor, unknown fields
                  "quadratic-a-huge", "quadratic-b-null", "quadratic-floor-half",
                  "quadratic-on-unknown", "quadratic-unknown-field",
-                 "quadratic-margin-with-sigmoid"):
+                 "quadratic-margin-with-sigmoid",
+                 # the beta/quadratic score clamp: out of range, malformed, on a margin map
+                 "clamp-widest", "clamp-lo-zero", "clamp-hi-one", "clamp-strings",
+                 "quadratic-margin-with-clamp"):
         assert trap in names
     # the segmented calibrator: its valid document loads, and every tampered segment-table
     # case of tests/hostile/segmented_cases.py is in the corpus (and refused: see below)

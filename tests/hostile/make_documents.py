@@ -323,6 +323,26 @@ def _mutations(name: str, doc: dict, pool: dict[str, dict]
                lambda d: d["map"].update(on="margin", input_transform="sigmoid"))
         edited("quadratic-huge-coefficients", "load",
                lambda d: d["map"].update(a=1.7e308, b=-1.7e308))
+    if m["type"] == "beta" or (m["type"] == "quadratic" and m["on"] == "logit"):
+        # the score clamp (issue #26): optional, 2^-1022 <= lo <= 2^-40, 1 - 2^-40 <= hi < 1
+        for case, expect, clamp in (
+                ("clamp-widest", "load", [2.0 ** -1022, 1 - 2.0 ** -53]),
+                ("clamp-default-spelled-out", "load", [2.0 ** -40, 1 - 2.0 ** -40]),
+                ("clamp-lo-zero", "error", [0.0, 1 - 2.0 ** -40]),
+                ("clamp-lo-subnormal", "error", [5e-324, 1 - 2.0 ** -40]),
+                ("clamp-lo-above-default", "error", [1e-3, 1 - 2.0 ** -40]),
+                ("clamp-hi-one", "error", [1e-300, 1.0]),
+                ("clamp-hi-below-default", "error", [1e-300, 0.999]),
+                ("clamp-swapped", "error", [1 - 2.0 ** -45, 2.0 ** -45]),
+                ("clamp-strings", "error", ["1e-300", "0.99999999999999"]),
+                ("clamp-bool", "error", [True, 1 - 2.0 ** -45]),
+                ("clamp-three-values", "error", [1e-300, 0.5, 1 - 2.0 ** -45]),
+                ("clamp-not-a-list", "error", 1e-300),
+                ("clamp-huge-int", "error", [10 ** 400, 1 - 2.0 ** -45])):
+            edited(case, expect, lambda d, c=clamp: d["map"].update(clamp=c))
+    if m["type"] == "quadratic" and m["on"] == "margin":
+        edited("quadratic-margin-with-clamp", "error",
+               lambda d: d["map"].update(clamp=[1e-300, 1 - 2.0 ** -45]))
     if m["type"] == "multiclass-ovr":
         edited("ovr-one-class", "error", lambda d: d["map"].update(maps=d["map"]["maps"][:1]))
         edited("ovr-nested", "error",

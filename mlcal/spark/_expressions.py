@@ -228,16 +228,6 @@ def _exponent(x: float) -> int:
     return int(np.frexp(x)[1]) - 1
 
 
-def score_clamp(m) -> tuple[float, float]:
-    """The clamp ``(lo, hi)`` a BetaMap or a QuadraticMap on the logit reads its score
-    through (the map's ``clamp`` field; ``[BETA_EPS, 1 - BETA_EPS]`` by default)."""
-    clamp = getattr(m, "clamp", None)
-    if clamp is None:
-        return BETA_EPS, 1.0 - BETA_EPS
-    lo, hi = (float(v) for v in clamp)
-    return lo, hi
-
-
 def clamp_log_exponents(lo: float, hi: float) -> tuple[int, int]:
     """The smallest binary exponents the SQL ``log(s)`` and ``log1p(-s)`` must cover for a
     score clamped to ``[lo, hi]``: ``s >= lo`` and ``1 + (-s) >= 1 - hi`` (exact: ``hi`` is in
@@ -369,7 +359,7 @@ def _clamped(m, u: Column, body: Callable[[Column, Column], Column]) -> Column:
     """``body(log s, log1p(-s))`` of the score ``s`` clamped to the map's ``[lo, hi]`` as
     ``predict`` does (``min(max(u, lo), hi)``), with the SQL logs' octave tables reaching down
     to the clamp's ends."""
-    lo, hi = score_clamp(m)
+    lo, hi = m.clamp   # validated floats: [BETA_EPS, 1 - BETA_EPS] unless the document says
     e_log, e_log1p = clamp_log_exponents(lo, hi)
     return _let(lambda s: body(log_column(s, min_exp=e_log), log1p_column(-s, min_exp=e_log1p)),
                 s=F.least(F.greatest(u, F.lit(lo)), F.lit(hi)))

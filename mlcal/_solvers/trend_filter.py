@@ -845,6 +845,28 @@ def _line_values(x, y, w):
     return my + slope * (x[0] - mx), my + slope * (x[-1] - mx)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _clipped_prediction(x, k, idx, val, lo, nb, j, zk, floor):
+    """Point ``k``'s prediction of the model with breakpoints ``idx[lo:lo + nb]`` and values
+    ``val[lo:lo + nb]`` (``j``: the segment reached so far, the points visited in order),
+    clipped to ``[floor, 1 - floor]``: ``(p, j, impossible)``, ``impossible`` 1 when the clip
+    calls the observed label ``zk`` impossible."""
+    if nb == 1:
+        p = val[lo]
+    else:
+        while j < nb - 2 and k >= idx[lo + j + 1]:
+            j += 1
+        a = idx[lo + j]
+        b = idx[lo + j + 1]
+        t = (x[k] - x[a]) / (x[b] - x[a])
+        p = val[lo + j] * (1.0 - t) + val[lo + j + 1] * t
+    if p <= floor:
+        return floor, j, 1 if zk > 0.0 else 0
+    if p >= 1.0 - floor:
+        return 1.0 - floor, j, 1 if zk < 1.0 else 0
+    return p, j, 0
+
+
 @njit(cache=True, nogil=True)
 def _clipped_loglik(x, bpi, bpv, z, w, floor):
     """Bernoulli log-likelihood of one model clipped to [floor, 1 - floor] at every point.
@@ -858,38 +880,15 @@ def _clipped_loglik(x, bpi, bpv, z, w, floor):
     floored = 0
     j = 0
     nb = bpi.shape[0]
-    # with such a floor (LL_FLOOR = 1e-12) p and 1 - p are normal numbers in (0, 1)
-    screened = 2.0**-53 <= floor < 0.5
     for k in range(x.shape[0]):
-        if nb == 1:
-            p = bpv[0]
-        else:
-            while j < nb - 2 and k >= bpi[j + 1]:
-                j += 1
-            a = bpi[j]
-            b = bpi[j + 1]
-            t = (x[k] - x[a]) / (x[b] - x[a])
-            p = bpv[j] * (1.0 - t) + bpv[j + 1] * t
         zk = z[k]
-        if p <= floor:
-            p = floor
-            if zk > 0.0:
-                floored += 1
-        elif p >= 1.0 - floor:
-            p = 1.0 - floor
-            if zk < 1.0:
-                floored += 1
+        p, j, impossible = _clipped_prediction(x, k, bpi, bpv, 0, nb, j, zk, floor)
+        floored += impossible
         term = 0.0
-        if screened:   # det_log and det_log1p without their tests (the same values)
-            if zk > 0.0:
-                term += zk * log_in_unit(p)
-            if zk < 1.0:
-                term += (1.0 - zk) * log1p_in_unit(-p)
-        else:
-            if zk > 0.0:
-                term += zk * det_log(p)
-            if zk < 1.0:
-                term += (1.0 - zk) * det_log1p(-p)
+        if zk > 0.0:
+            term += zk * det_log(p)
+        if zk < 1.0:
+            term += (1.0 - zk) * det_log1p(-p)
         ll += w[k] * term
     return ll, floored
 
@@ -924,25 +923,8 @@ def _clipped_logliks(x, idx, val, offsets, z, w, floor):
         floored = 0
         j = 0
         for k in range(n):
-            if nb == 1:
-                pk = val[lo]
-            else:
-                while j < nb - 2 and k >= idx[lo + j + 1]:
-                    j += 1
-                a = idx[lo + j]
-                b = idx[lo + j + 1]
-                t = (x[k] - x[a]) / (x[b] - x[a])
-                pk = val[lo + j] * (1.0 - t) + val[lo + j + 1] * t
-            zk = z[k]
-            if pk <= floor:
-                pk = floor
-                if zk > 0.0:
-                    floored += 1
-            elif pk >= 1.0 - floor:
-                pk = 1.0 - floor
-                if zk < 1.0:
-                    floored += 1
-            p[k] = pk
+            p[k], j, impossible = _clipped_prediction(x, k, idx, val, lo, nb, j, z[k], floor)
+            floored += impossible
         _unit_logs(p, lp, lq)
         ll = 0.0
         for k in range(n):

@@ -263,6 +263,74 @@ def test_grid_fit_is_the_exact_fit_of_the_rounded_scores_and_its_bound_holds(spa
     assert gap.max() >= 0.5 * cal.grid_error_    # and it is not a loose bound here
 
 
+def _saturated_grid_data():
+    """1500 naive-Bayes-like scores (log-odds over hundreds: subnormals, exact 0 and 1, many
+    below 2^-40 or within 2^-40 of 1) with weights (zeros among the most extreme scores), and
+    raw margins down to -800 (below the sigmoid's last positive value at -745.13...)."""
+    rng = np.random.default_rng(31)
+    z = rng.normal(0.0, 250.0, 1500)
+    y = (rng.random(z.size) < det_expit_array(z / 60.0)).astype(np.float64)
+    s = det_expit_array(z)
+    s[:6] = [0.0, 1.0, 1e-300, 2.0 ** -1022, 5e-324, 1.0 - 2.0 ** -53]
+    w = rng.random(s.size) + 0.5
+    w[np.argsort(s)[3:9]] = 0.0       # the weight-0 rows do not count for the clamp
+    margin = np.clip(z, -800.0, 50.0)
+    return s, margin, y, w
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["counts", "weights"])
+def test_grid_fit_takes_the_clamp_of_the_rows_not_of_the_cell_midpoints(spark, weighted):
+    """Grid mode (issue #26): every logit-family fit, auto's included, gets the clamp the
+    in-memory fit takes from the raw scores (``data_clamp`` of the rows of positive weight),
+    aggregated exactly; the map is the fit of the rounded rows under that clamp, and
+    ``|f(s) - f(r(s))| <= grid_error_`` holds on every row."""
+    import mlcal.spark
+    from mlcal.calibrators.output_floor import represented_rows
+    from mlcal.maps.binary import data_clamp, rounded_scores_clamp
+    from mlcal.spark import ScoreGridWarning
+
+    s, margin, y, w = _saturated_grid_data()
+    df = _frame(spark, s=s, margin=margin, y=y, w=w)
+    wcol, weights = ("w", w) if weighted else (None, None)
+    carries = w > 0 if weighted else np.ones(s.size, dtype=bool)
+    expected = data_clamp(s[carries])                 # the in-memory rule on the raw scores
+    assert expected[0] < 1e-299 and expected[1] > 1.0 - 2.0 ** -52
+    auto = get_calibrator("auto", candidates=["quadratic", "beta", "platt-logit"])
+    for method in ("beta", "platt-logit", "temperature", "quadratic", auto):
+        with pytest.warns(ScoreGridWarning):
+            cal = mlcal.spark.fit(df, "s", "y", method, weight_col=wcol, max_distinct=60)
+        st = cal.spark_statistics_
+        assert st.grid is not None and st.clamps["identity"] == expected
+        assert cal.map_.clamp == expected, method
+        # the midpoints alone would have given the default clamp
+        assert data_clamp(st.scores) != expected
+        reference = get_calibrator(method) if isinstance(method, str) else method
+        with represented_rows(st.n_weighted_rows), rounded_scores_clamp(
+                {"identity": expected}):
+            reference.fit(st.scores, st.labels, st.weights)
+        assert cal.to_json() == reference.to_json()
+        rounded = st.grid.representatives[np.searchsorted(st.grid.edges, s, side="right")]
+        assert np.all(np.abs(cal.predict(s) - cal.predict(rounded)) <= cal.grid_error_)
+    # margins: beta squashes them (sigmoid input transform), lo from the squashed raw scores
+    with pytest.warns(ScoreGridWarning):
+        cal = mlcal.spark.fit(df, "margin", "y", "beta", weight_col=wcol, max_distinct=60)
+    in_memory = get_calibrator("beta").fit(margin, y, weights)
+    assert in_memory.map_.clamp[0] < 1e-200
+    assert cal.map_.clamp == in_memory.map_.clamp
+
+
+def test_the_sigmoid_limits_of_the_clamp_aggregates():
+    # the scores beyond which the sigmoid input transform gives exactly 0 / exactly 1
+    from mlcal.spark._stats import _SIGMOID_ONE, _SIGMOID_ZERO
+
+    at = det_expit_array(np.array([_SIGMOID_ZERO, np.nextafter(_SIGMOID_ZERO, 0.0),
+                                   _SIGMOID_ONE, np.nextafter(_SIGMOID_ONE, 0.0)]))
+    assert at[0] == 0.0 < at[1] and at[2] == 1.0 > at[3]
+    below = det_expit_array(np.linspace(-1e4, _SIGMOID_ZERO, 10_001))
+    above = det_expit_array(np.linspace(_SIGMOID_ONE, 1e4, 10_001))
+    assert np.all(below == 0.0) and np.all(above == 1.0)
+
+
 @pytest.mark.parametrize("m", [BetaMap(2.0, -0.5, 0.1), BetaMap(-1.5, 3.0, 0.0),
                                BetaMap(1.3, 0.7, -0.2), BetaMap(0.8, 0.8, 0.3, input_transform="sigmoid")],
                          ids=["a>0>b", "b>0>a", "monotone", "sigmoid-input"])

@@ -13,6 +13,7 @@ from mlcal.calibrators.catalog import get_calibrator
 from mlcal.calibrators.output_floor import represented_rows
 from mlcal.calibrators.segmented import SegmentedCalibrator
 from mlcal.maps import CalibrationMap, map_from_dict
+from mlcal.maps.binary import rounded_scores_clamp
 from mlcal.maps.segmented import SEGMENTED_KIND, SegmentedMap
 from mlcal.spark._expressions import expit_column, map_column
 from mlcal.spark._grid import grid_error
@@ -87,7 +88,9 @@ def fit(df: DataFrame, score_col: str, label_col: str, method: str | BaseCalibra
     cal._validate_params()
     stats = collect_statistics(df, score_col, label_col, weight_col, grid=grid,
                                max_distinct=max_distinct)
-    with represented_rows(stats.n_weighted_rows):     # the floor of the rows aggregated
+    # the floor of the rows aggregated; on a grid, the logit-family clamp of the rows
+    # themselves rather than of their cell midpoints
+    with represented_rows(stats.n_weighted_rows), rounded_scores_clamp(stats.clamps):
         cal.fit(stats.scores, stats.labels, stats.weights)
     cal.spark_statistics_ = stats
     if stats.grid is not None:

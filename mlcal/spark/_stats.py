@@ -30,7 +30,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, NumericType, StructType
 
+from mlcal._solvers.detmath import det_expit_array
 from mlcal._solvers.exact_sums import combine, nonnegative_expansion
+from mlcal.maps.binary import data_clamp
 from mlcal.spark._expressions import pow2, step_lookup
 from mlcal.spark._grid import GridInfo, make_grid
 
@@ -68,6 +70,13 @@ class SufficientStatistics:
     n_weighted_rows : int or None
         Rows with positive weight when ``scores`` are aggregated (the output floor counts them,
         as the in-memory fit does); ``None`` when the rows are the frame's own.
+    clamps : dict or None
+        With a grid: per input transform (``"identity"``, ``"sigmoid"``) the logit-family score
+        clamp of the original rows, ``data_clamp`` of their exact extremes (the smallest
+        transformed score above 0 and the largest below 1 among rows of positive weight,
+        aggregated in the validation job), which the fit uses instead of the midpoints'
+        (:func:`mlcal.maps.binary.rounded_scores_clamp`). ``None`` without a grid (the scores
+        are exact).
     """
 
     scores: np.ndarray
@@ -78,6 +87,7 @@ class SufficientStatistics:
     grid: GridInfo | None
     known_distinct: int | None = field(default=None, repr=False)
     n_weighted_rows: int | None = None
+    clamps: dict[str, tuple[float, float]] | None = None
 
     @property
     def n_distinct(self) -> int:
@@ -106,10 +116,47 @@ def _nonfinite(c) -> F.Column:
     return F.isnan(c) | (F.abs(c) == float("inf"))
 
 
+def _last_double(pred, inside: float, outside: float) -> float:
+    """The double nearest ``outside`` for which ``pred`` holds, between ``inside`` (where it
+    holds) and ``outside`` (where it does not), by bisection (``pred`` monotone)."""
+    while True:
+        mid = inside + (outside - inside) / 2.0
+        if mid == inside or mid == outside:
+            return inside
+        if pred(mid):
+            inside = mid
+        else:
+            outside = mid
+
+
+def _expit_at(v: float) -> float:
+    return float(det_expit_array(np.array([v], dtype=np.float64))[0])
+
+
+#: the largest score whose (deterministic) sigmoid is 0 and the smallest whose sigmoid is 1:
+#: beyond them the sigmoid input transform has no positive value / no value below 1
+_SIGMOID_ZERO = _last_double(lambda v: _expit_at(v) == 0.0, -1e4, 0.0)
+_SIGMOID_ONE = _last_double(lambda v: _expit_at(v) == 1.0, 1e4, 0.0)
+
+
+def score_clamps(extremes: dict) -> dict[str, tuple[float, float]]:
+    """The logit-family clamp per input transform from :func:`_validate`'s extremes: the
+    smallest raw score of positive weight whose transform is above 0 and the largest whose
+    transform is below 1 (``None``: no such score). The transforms are non-decreasing, so
+    ``data_clamp`` of those two transformed scores is ``data_clamp`` of all the rows'."""
+    def clamp(lo_key, hi_key, transform):
+        kept = [v for v in (extremes[lo_key], extremes[hi_key]) if v is not None]
+        x = np.asarray(kept, dtype=np.float64)
+        return data_clamp(x if transform == "identity" else det_expit_array(x))
+    return {"identity": clamp("clamp_lo", "clamp_hi", "identity"),
+            "sigmoid": clamp("sigmoid_lo", "sigmoid_hi", "sigmoid")}
+
+
 def _validate(df: DataFrame, s, y, w, count_distinct: bool) -> dict:
     """One Spark job: size, range, every input error (reported like the in-memory checks,
-    mlcal._validation) and, if asked, the number of distinct scores (a shuffle: the costliest
-    part, so only asked for when a decision or a report needs it)."""
+    mlcal._validation), the extremes the score clamp is taken from (:func:`score_clamps`)
+    and, if asked, the number of distinct scores (a shuffle: the costliest part, so only
+    asked for when a decision or a report needs it)."""
     cols = df.select(s.alias("s"), y.alias("y"), *([] if w is None else [w.alias("w")]))
     s, y = F.col("s"), F.col("y")
     w = None if w is None else F.col("w")
@@ -120,7 +167,11 @@ def _validate(df: DataFrame, s, y, w, count_distinct: bool) -> dict:
             _count(y.isNull() | ~y.isin(0.0, 1.0)).alias("y_bad"),
             F.min(F.when(finite, s)).alias("s_min"), F.max(F.when(finite, s)).alias("s_max"),
             _count(carries & (y == 1.0)).alias("n_pos"),
-            _count(carries & (y == 0.0)).alias("n_neg")]
+            _count(carries & (y == 0.0)).alias("n_neg"),
+            F.min(F.when(carries & (s > 0.0), s)).alias("clamp_lo"),
+            F.max(F.when(carries & (s < 1.0), s)).alias("clamp_hi"),
+            F.min(F.when(carries & (s > _SIGMOID_ZERO), s)).alias("sigmoid_lo"),
+            F.max(F.when(carries & (s < _SIGMOID_ONE), s)).alias("sigmoid_hi")]
     if count_distinct:
         aggs.append(F.countDistinct(s).alias("n_distinct"))
     if w is not None:
@@ -364,7 +415,8 @@ def collect_statistics(df: DataFrame, score_col: str, label_col: str,
         key = _grid_key(s, grid_info, float(info["s_min"]), float(info["s_max"]))
     pdf = _aggregate(df, key, y, w)
     stats = _statistics(pdf, w is not None, n, grid_info, n_distinct)
-    return dataclasses.replace(stats, n_weighted_rows=int(info["n_pos"]) + int(info["n_neg"]))
+    return dataclasses.replace(stats, n_weighted_rows=int(info["n_pos"]) + int(info["n_neg"]),
+                               clamps=None if grid_info is None else score_clamps(info))
 
 
 def _statistics(pdf, weighted: bool, n_rows: int, grid_info: GridInfo | None,

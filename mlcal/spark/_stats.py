@@ -228,10 +228,25 @@ def _weight_exponent(w):
 def _grid_key(s, g: GridInfo, s_min: float, s_max: float):
     """Each score's cell midpoint: by arithmetic on a uniform grid (a guess off by at most one
     cell, corrected by comparing with the two edges computed exactly as numpy computes them),
-    else by a binary search through the edge table (planning cost grows with the table)."""
+    else by a binary search through the edge table (planning cost grows with the table). The
+    binade cells refining a uniform grid's first and last cell are searched in their own
+    tables (at most 1022 and 53 edges)."""
     n = g.uniform_cells
     if n is None or n < 3:
         return step_lookup(s, g.edges, g.representatives)
+    key = _uniform_key(s, n, s_min, s_max)
+    n_low, n_high = g.low_edges.size, g.high_edges.size
+    if n_high:
+        key = F.when(s >= F.lit(float(g.edges[-n_high - 1])), step_lookup(
+            s, g.high_edges, g.representatives[-n_high - 1:])).otherwise(key)
+    if n_low:
+        key = F.when(s < F.lit(float(g.edges[n_low])), step_lookup(
+            s, g.low_edges, g.representatives[:n_low + 1])).otherwise(key)
+    return key
+
+
+def _uniform_key(s, n: int, s_min: float, s_max: float):
+    """The midpoint of ``s``'s cell among ``n >= 3`` equal cells over ``[s_min, s_max]``."""
     lo, span = F.lit(s_min), F.lit(s_max - s_min)
 
     def edge(i):                     # uniform_edges' arithmetic, i = 1..n-1
@@ -401,22 +416,33 @@ def collect_statistics(df: DataFrame, score_col: str, label_col: str,
     if grid is None and max_distinct is not None and n > max_distinct:
         info["n_distinct"] = df.select(s.alias("s")).agg(F.countDistinct("s")).first()[0]
     n_distinct = None if info.get("n_distinct") is None else int(info["n_distinct"])
-    grid_info = None
-    if grid is None and n_distinct is not None and n_distinct > max_distinct:
-        grid = int(max_distinct)
+    grid_info = clamps = None
+    s_min, s_max = float(info["s_min"]), float(info["s_max"])
+    if grid is not None:
+        clamps = score_clamps(info)
+        grid_info = make_grid(grid, s_min, s_max)
+    elif n_distinct is not None and n_distinct > max_distinct:
+        clamps = score_clamps(info)
+        # the default grid: equal cells, the first and last refined by binades where
+        # probability scores saturate (docs/spark.md)
+        probabilities = 0.0 <= s_min and s_max <= 1.0
+        grid_info = make_grid(int(max_distinct), s_min, s_max,
+                              refine=clamps["identity"] if probabilities else None)
+        extra = grid_info.low_edges.size + grid_info.high_edges.size
+        refined = (f" (and {extra} binade cells refining the first and last, where the scores "
+                   "saturate)") if extra else ""
         warnings.warn(
             f"{n_distinct} distinct scores exceed max_distinct={max_distinct}: rounding them to "
-            f"a grid of {grid} equal cells over [{info['s_min']:.6g}, {info['s_max']:.6g}] "
+            f"a grid of {max_distinct} equal cells{refined} over [{s_min:.6g}, {s_max:.6g}] "
             "before fitting (see docs/spark.md for the error bound); pass grid= to choose the "
             "grid, or raise max_distinct", ScoreGridWarning, stacklevel=3)
     key = s
-    if grid is not None:
-        grid_info = make_grid(grid, float(info["s_min"]), float(info["s_max"]))
-        key = _grid_key(s, grid_info, float(info["s_min"]), float(info["s_max"]))
+    if grid_info is not None:
+        key = _grid_key(s, grid_info, s_min, s_max)
     pdf = _aggregate(df, key, y, w)
     stats = _statistics(pdf, w is not None, n, grid_info, n_distinct)
     return dataclasses.replace(stats, n_weighted_rows=int(info["n_pos"]) + int(info["n_neg"]),
-                               clamps=None if grid_info is None else score_clamps(info))
+                               clamps=clamps)
 
 
 def _statistics(pdf, weighted: bool, n_rows: int, grid_info: GridInfo | None,

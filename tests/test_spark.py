@@ -355,7 +355,9 @@ def test_binade_refinement_of_the_default_grid():
 
 def test_the_sigmoid_limits_of_the_clamp_aggregates():
     # the scores beyond which the sigmoid input transform gives exactly 0 / exactly 1
-    from mlcal.spark._stats import _SIGMOID_ONE, _SIGMOID_ZERO
+    from mlcal.spark._stats import sigmoid_limits
+
+    _SIGMOID_ZERO, _SIGMOID_ONE = sigmoid_limits()
 
     at = det_expit_array(np.array([_SIGMOID_ZERO, np.nextafter(_SIGMOID_ZERO, 0.0),
                                    _SIGMOID_ONE, np.nextafter(_SIGMOID_ONE, 0.0)]))

@@ -49,8 +49,12 @@ def fit(df: DataFrame, score_col: str, label_col: str, method: str | BaseCalibra
         score range, or strictly increasing cell edges (e.g. uniform in log-odds for
         probabilities: ``scipy.special.expit(np.linspace(-10, 10, 2001))``). Each score becomes
         its cell's midpoint. ``None`` (default): exact, unless the data hold more than
-        ``max_distinct`` distinct scores, in which case ``max_distinct`` equal cells are used and
-        a :class:`~mlcal.spark.ScoreGridWarning` is issued.
+        ``max_distinct`` distinct scores, in which case ``max_distinct`` equal cells are used
+        (for probability scores that saturate beyond ``[2^-40, 1 - 2^-40]``, the first and last
+        refined by one cell per binade down to the data's extremes) and a
+        :class:`~mlcal.spark.ScoreGridWarning` is issued. With a grid, the score clamp of the
+        logit-family maps (beta, platt-logit, temperature, quadratic) is the in-memory fit's,
+        from the exact extremes of the rows, not from the midpoints (docs/spark.md).
     max_distinct : int or None, default=1_000_000
         Most distinct scores aggregated exactly; ``None`` never switches to a grid.
     segment_columns : sequence of str, optional
@@ -66,7 +70,8 @@ def fit(df: DataFrame, score_col: str, label_col: str, method: str | BaseCalibra
     -------
     BaseCalibrator
         Fitted. Without a grid, its ``to_json()`` is byte-identical to
-        ``get_calibrator(method, **params).fit(scores, y, sample_weight)`` on the same rows.
+        ``get_calibrator(method, **params).fit(scores, y, sample_weight)`` on the same rows;
+        with one, to that fit of the rounded rows under the rows' own logit clamp.
         ``spark_statistics_`` holds the :class:`~mlcal.spark.SufficientStatistics`; with a grid,
         ``grid_error_`` is the largest oscillation of the fitted map over a grid cell, which
         bounds ``|predict(s) - predict(cell midpoint of s)|`` for every score in the range.

@@ -11,8 +11,8 @@ far its predictions move within the resolution it was given (:func:`grid_error`)
 Saturated probability scores (naive Bayes: many below ``2^-40``, or within ``2^-40`` of 1) all
 fall into the first (last) of equal cells over ``[0, 1]``; the default grid then refines those
 two cells with one cell per binade, ``[2^-k, 2^-(k-1))`` and ``[1 - 2^-(k-1), 1 - 2^-k)``, down
-to the data's logit clamp (:func:`binade_edges`): at most 1022 + 53 more cells, which keep
-the fit's view of the scores' log-odds to within a factor of two of the odds.
+to the data's logit clamp (:func:`binade_edges`): at most 1022 + 53 more cells, whose
+midpoints are within a factor 3/2 of every score (of ``1 - s`` near 1) in them.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ Spark's shuffle.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 from dataclasses import dataclass, field
 
@@ -133,10 +134,13 @@ def _expit_at(v: float) -> float:
     return float(det_expit_array(np.array([v], dtype=np.float64))[0])
 
 
-#: the largest score whose (deterministic) sigmoid is 0 and the smallest whose sigmoid is 1:
-#: beyond them the sigmoid input transform has no positive value / no value below 1
-_SIGMOID_ZERO = _last_double(lambda v: _expit_at(v) == 0.0, -1e4, 0.0)
-_SIGMOID_ONE = _last_double(lambda v: _expit_at(v) == 1.0, 1e4, 0.0)
+@functools.cache
+def sigmoid_limits() -> tuple[float, float]:
+    """The largest score whose (deterministic) sigmoid is 0 and the smallest whose sigmoid is
+    1 (-745.13..., 37.43...): beyond them the sigmoid input transform has no positive value /
+    no value below 1."""
+    return (_last_double(lambda v: _expit_at(v) == 0.0, -1e4, 0.0),
+            _last_double(lambda v: _expit_at(v) == 1.0, 1e4, 0.0))
 
 
 def score_clamps(extremes: dict) -> dict[str, tuple[float, float]]:
@@ -162,6 +166,7 @@ def _validate(df: DataFrame, s, y, w, count_distinct: bool) -> dict:
     w = None if w is None else F.col("w")
     finite = ~_nonfinite(s)
     carries = F.lit(True) if w is None else w > 0
+    sigmoid_zero, sigmoid_one = sigmoid_limits()
     aggs = [F.count(F.lit(1)).alias("n"), _count(s.isNull()).alias("s_null"),
             _count(_nonfinite(s)).alias("s_bad"),
             _count(y.isNull() | ~y.isin(0.0, 1.0)).alias("y_bad"),
@@ -170,8 +175,8 @@ def _validate(df: DataFrame, s, y, w, count_distinct: bool) -> dict:
             _count(carries & (y == 0.0)).alias("n_neg"),
             F.min(F.when(carries & (s > 0.0), s)).alias("clamp_lo"),
             F.max(F.when(carries & (s < 1.0), s)).alias("clamp_hi"),
-            F.min(F.when(carries & (s > _SIGMOID_ZERO), s)).alias("sigmoid_lo"),
-            F.max(F.when(carries & (s < _SIGMOID_ONE), s)).alias("sigmoid_hi")]
+            F.min(F.when(carries & (s > sigmoid_zero), s)).alias("sigmoid_lo"),
+            F.max(F.when(carries & (s < sigmoid_one), s)).alias("sigmoid_hi")]
     if count_distinct:
         aggs.append(F.countDistinct(s).alias("n_distinct"))
     if w is not None:

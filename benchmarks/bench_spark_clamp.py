@@ -3,7 +3,8 @@
 two (10 steps) instead of the default clamp's 42 (6 steps), and ``log1p(-s)``'s over 54 when
 ``hi = 1 - 2^-53``.
 
-Run: ``python benchmarks/bench_spark_clamp.py [--rows 50000] [--repeats 3]``
+Run: ``python benchmarks/bench_spark_clamp.py [--rows 50000] [--repeats 3]``, or
+``python benchmarks/bench_spark_clamp.py --quality [--cells 100] [--seeds 4]`` (below).
 
 Reference, same run, interleaved: the same map with the default clamp
 ``[BETA_EPS, 1 - BETA_EPS]``. Each timing builds the column, plans it and evaluates it on every
@@ -21,8 +22,8 @@ than ``max_distinct`` is), with its held-out log loss (predictions clipped to
 
 * ``equal, midpoints``: the default equal cells, the clamp taken from the cell midpoints (the
   fit of the rounded rows as they are: mlcal before the clamp was aggregated);
-* ``equal, data clamp``: the default equal cells with the clamp of the rows themselves (what
-  ``mlcal.spark.fit`` does now);
+* ``equal, data clamp``: the equal cells with the clamp of the rows themselves (what
+  ``mlcal.spark.fit`` does now with an explicit ``grid=`` number of cells);
 * ``equal + binades``: the equal cells, the first and the last refined by one cell per binade
   (``2^-k`` and ``1 - 2^-k`` down to the data clamp; ``mlcal.spark._grid.binade_edges``): the
   default grid now when the scores saturate (passed here as explicit edges, the same cells);
@@ -56,6 +57,7 @@ def quality(spark, cells: int, seeds: int) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_quality import real_tasks
 
+    import mlcal
     from mlcal._solvers.detmath import det_expit_array
     from mlcal.calibrators.catalog import get_calibrator
     from mlcal.calibrators.output_floor import represented_rows
@@ -68,14 +70,10 @@ def quality(spark, cells: int, seeds: int) -> None:
         return float(log_loss(y, p, labels=[0, 1])), float(roc_auc_score(y, p))
 
     def fit(method, s, y, w=None, clamps=None, rows=None):
-        cal = mlcal_auto() if method == "auto" else get_calibrator(method)
+        cal = mlcal.AutoCalibrator() if method == "auto" else get_calibrator(method)
         with warnings.catch_warnings(), represented_rows(rows), rounded_scores_clamp(clamps):
             warnings.simplefilter("ignore")
             return cal.fit(s, y, w)
-
-    def mlcal_auto():
-        import mlcal
-        return mlcal.AutoCalibrator()
 
     tasks = [t for t in real_tasks([200, 300, 600, 1000], seeds, ("linear",))
              if t.name.split("/")[1] == "NB"]

@@ -263,6 +263,141 @@ def test_grid_fit_is_the_exact_fit_of_the_rounded_scores_and_its_bound_holds(spa
     assert gap.max() >= 0.5 * cal.grid_error_    # and it is not a loose bound here
 
 
+def _saturated_grid_data():
+    """1500 naive-Bayes-like scores (log-odds over hundreds: subnormals, exact 0 and 1, many
+    below 2^-40 or within 2^-40 of 1) with weights (zeros among the most extreme scores), and
+    raw margins down to -800 (below the sigmoid's last positive value at -745.13...)."""
+    rng = np.random.default_rng(31)
+    z = rng.normal(0.0, 250.0, 1500)
+    y = (rng.random(z.size) < det_expit_array(z / 60.0)).astype(np.float64)
+    s = det_expit_array(z)
+    s[:6] = [0.0, 1.0, 1e-300, 2.0 ** -1022, 5e-324, 1.0 - 2.0 ** -53]
+    w = rng.random(s.size) + 0.5
+    w[np.argsort(s)[3:9]] = 0.0       # the weight-0 rows do not count for the clamp
+    margin = np.clip(z, -800.0, 50.0)
+    return s, margin, y, w
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["counts", "weights"])
+def test_grid_fit_takes_the_clamp_of_the_rows_not_of_the_cell_midpoints(spark, weighted):
+    """Grid mode (issue #26): every logit-family fit, auto's included, gets the clamp the
+    in-memory fit takes from the raw scores (``data_clamp`` of the rows of positive weight),
+    aggregated exactly; the map is the fit of the rounded rows under that clamp, and
+    ``|f(s) - f(r(s))| <= grid_error_`` holds on every row."""
+    import mlcal.spark
+    from mlcal.calibrators.output_floor import represented_rows
+    from mlcal.maps.binary import data_clamp, rounded_scores_clamp
+    from mlcal.spark import ScoreGridWarning
+
+    s, margin, y, w = _saturated_grid_data()
+    df = _frame(spark, s=s, margin=margin, y=y, w=w)
+    wcol, weights = ("w", w) if weighted else (None, None)
+    carries = w > 0 if weighted else np.ones(s.size, dtype=bool)
+    expected = data_clamp(s[carries])                 # the in-memory rule on the raw scores
+    assert expected[0] < 1e-299 and expected[1] > 1.0 - 2.0 ** -52
+    auto = get_calibrator("auto", candidates=["quadratic", "beta", "platt-logit"])
+    for method in ("beta", "platt-logit", "temperature", "quadratic", auto):
+        with pytest.warns(ScoreGridWarning):
+            cal = mlcal.spark.fit(df, "s", "y", method, weight_col=wcol, max_distinct=60)
+        st = cal.spark_statistics_
+        assert st.grid is not None and st.clamps["identity"] == expected
+        assert cal.map_.clamp == expected, method
+        # the default grid refines its first and last cell by binades down to the clamp
+        g = st.grid
+        assert g.uniform_cells == 60 and g.edges.size == 59 + g.low_edges.size + \
+            g.high_edges.size
+        assert g.low_edges.size > 900 and g.high_edges.size > 40
+        assert np.all(np.frexp(g.low_edges)[0] == 0.5)                  # powers of two
+        assert np.all(np.frexp(1.0 - g.high_edges)[0] == 0.5)
+        assert g.low_edges[0] <= expected[0] and 1.0 - g.high_edges[-1] <= 1.0 - expected[1]
+        # the midpoints alone would not give the rows' clamp
+        assert data_clamp(st.scores[st.weights > 0]) != expected
+        # the map is the fit of the rows rounded in numpy (so Spark found every row's cell)
+        # under the rows' clamp. (auto: of the aggregated rows, as spark.fit fits them: its
+        # fold fits get the floor of all the rows under represented_rows, not their own)
+        rounded = g.representatives[np.searchsorted(g.edges, s, side="right")]
+        if isinstance(method, str):
+            reference, args, rows = get_calibrator(method), (rounded, y, weights), None
+        else:
+            reference, args = method, (st.scores, st.labels, st.weights)
+            rows = st.n_weighted_rows
+        with represented_rows(rows), rounded_scores_clamp({"identity": expected}):
+            reference.fit(*args)
+        assert cal.to_json() == reference.to_json()
+        assert np.all(np.abs(cal.predict(s) - cal.predict(rounded)) <= cal.grid_error_)
+    # margins: beta squashes them (sigmoid input transform), lo from the squashed raw scores
+    with pytest.warns(ScoreGridWarning):
+        cal = mlcal.spark.fit(df, "margin", "y", "beta", weight_col=wcol, max_distinct=60)
+    in_memory = get_calibrator("beta").fit(margin, y, weights)
+    assert in_memory.map_.clamp[0] < 1e-200
+    assert cal.map_.clamp == in_memory.map_.clamp
+
+
+def test_binade_refinement_of_the_default_grid():
+    from mlcal.maps.binary import DEFAULT_CLAMP
+    from mlcal.spark._grid import make_grid
+
+    plain = make_grid(100, 0.0, 1.0)
+    same = make_grid(100, 0.0, 1.0, refine=DEFAULT_CLAMP)       # no saturation: unchanged
+    assert np.array_equal(plain.edges, same.edges) and same.low_edges.size == 0
+    g = make_grid(100, 0.0, 1.0, refine=(3e-20, 1.0 - 1e-15))
+    # 2^-7 < 1/100 (the first equal edge) down to 2^-65 <= 3e-20 < 2^-64; 1 - 2^-7 .. 1 - 2^-50
+    assert np.array_equal(g.low_edges, np.ldexp(1.0, -np.arange(65, 6, -1)))
+    assert np.array_equal(g.high_edges, 1.0 - np.ldexp(1.0, -np.arange(7, 51)))
+    assert np.array_equal(g.edges, np.unique(np.concatenate(
+        [plain.edges, g.low_edges, g.high_edges])))
+    assert g.uniform_cells == 100 and g.representatives.size == 100 + 59 + 44
+    # a binade cell's midpoint: 3/4 of its upper edge; max_shift is still the widest half-cell
+    assert g.representatives[1] == 0.75 * 2.0 ** -64 and g.max_shift == plain.max_shift
+    top = make_grid(100, 0.2, 1.0 - 2.0 ** -53, refine=(BETA_EPS, 1.0 - 2.0 ** -53))
+    assert top.low_edges.size == 0 and top.high_edges[-1] == 1.0 - 2.0 ** -53
+
+
+def test_the_sigmoid_limits_of_the_clamp_aggregates():
+    # the scores beyond which the sigmoid input transform gives exactly 0 / exactly 1
+    from mlcal.spark._stats import sigmoid_limits
+
+    _SIGMOID_ZERO, _SIGMOID_ONE = sigmoid_limits()
+
+    at = det_expit_array(np.array([_SIGMOID_ZERO, np.nextafter(_SIGMOID_ZERO, 0.0),
+                                   _SIGMOID_ONE, np.nextafter(_SIGMOID_ONE, 0.0)]))
+    assert at[0] == 0.0 < at[1] and at[2] == 1.0 > at[3]
+    below = det_expit_array(np.linspace(-1e4, _SIGMOID_ZERO, 10_001))
+    above = det_expit_array(np.linspace(_SIGMOID_ONE, 1e4, 10_001))
+    assert np.all(below == 0.0) and np.all(above == 1.0)
+
+
+def test_grid_fit_of_naive_bayes_scores_keeps_the_in_memory_auc(spark):
+    """GaussianNB on breast_cancer (scores down to 1e-30 and below): the default grid's fit
+    keeps the held-out AUC of the in-memory fit. (Equal cells alone, with the rows' clamp,
+    lost 0.013 here: the beta fit on one midpoint for every saturated score is steep enough
+    that the output floor ties the extreme scores.)"""
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.metrics import roc_auc_score
+    from sklearn.model_selection import train_test_split
+    from sklearn.naive_bayes import GaussianNB
+
+    import mlcal.spark
+    from mlcal.spark import ScoreGridWarning
+
+    X, yy = load_breast_cancer(return_X_y=True)
+    X_tr, X_rest, y_tr, y_rest = train_test_split(X, yy, test_size=0.6, random_state=0,
+                                                  stratify=yy)
+    X_cal, X_te, y_cal, y_te = train_test_split(X_rest, y_rest, test_size=0.5, random_state=0,
+                                                stratify=y_rest)
+    nb = GaussianNB().fit(X_tr, y_tr)
+    s_cal, s_te = nb.predict_proba(X_cal)[:, 1], nb.predict_proba(X_te)[:, 1]
+    inner = s_cal[(s_cal > 0) & (s_cal < 1)]
+    assert inner.min() < 1e-30           # saturated
+    df = _frame(spark, s=s_cal, y=y_cal)
+    for method in ("beta", "quadratic"):
+        memory = roc_auc_score(y_te, get_calibrator(method).fit(s_cal, y_cal).predict(s_te))
+        with pytest.warns(ScoreGridWarning):
+            cal = mlcal.spark.fit(df, "s", "y", method, max_distinct=100)
+        assert cal.spark_statistics_.grid is not None
+        assert abs(roc_auc_score(y_te, cal.predict(s_te)) - memory) < 0.005, method
+
+
 @pytest.mark.parametrize("m", [BetaMap(2.0, -0.5, 0.1), BetaMap(-1.5, 3.0, 0.0),
                                BetaMap(1.3, 0.7, -0.2), BetaMap(0.8, 0.8, 0.3, input_transform="sigmoid")],
                          ids=["a>0>b", "b>0>a", "monotone", "sigmoid-input"])

@@ -61,8 +61,9 @@ class Beta(BaseCalibrator):
         return self._fit_points(*sort_and_collapse(scores, y, w), scores)
 
     def _fit_points(self, x, ybar, wsum, scores):
-        clamp = data_clamp(x)
-        if getattr(self, "_fit_transform", "identity") == "sigmoid":
+        transform = getattr(self, "_fit_transform", "identity")
+        clamp = data_clamp(x, transform)
+        if transform == "sigmoid":
             # a squashed margin near 1 leaves 1 - s with few digits, and a graph's own sigmoid
             # may round s an ulp away from predict's: the upper end stays the default, where
             # that ulp is a relative 2^-13 of 1 - s at most (the lower end has all its digits)

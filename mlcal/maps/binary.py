@@ -112,7 +112,32 @@ def _read_clamp(doc: dict, where: str) -> tuple[float, float]:
     return _check_clamp(doc["clamp"], where) if "clamp" in doc else DEFAULT_CLAMP
 
 
-def data_clamp(x: np.ndarray) -> tuple[float, float]:
+#: the clamps :func:`data_clamp` returns instead of its scores' own, per input transform, within
+#: :func:`rounded_scores_clamp` (None outside: the scores decide)
+_ROUNDED_CLAMP: ContextVar[dict[str, tuple[float, float]] | None] = ContextVar(
+    "mlcal_rounded_clamp", default=None)
+
+
+@contextlib.contextmanager
+def rounded_scores_clamp(clamps: dict[str, tuple[float, float]] | None):
+    """Within the block, :func:`data_clamp` of scores under input transform ``t`` returns
+    ``clamps[t]`` (when present) instead of the clamp of the scores it is given.
+
+    For fits on rounded scores (``mlcal.spark``'s grid mode rounds every score to its cell's
+    midpoint): ``clamps`` is then ``data_clamp`` of the original scores' extremes, so the
+    fitted map keeps the order of saturated scores down to the most extreme one of the data,
+    as the in-memory fit does, rather than stopping at the most extreme midpoint. Every fit in
+    the block gets it (``auto``'s fold fits too). ``None`` changes nothing."""
+    if clamps is not None:
+        clamps = {t: _check_clamp(c, "rounded_scores_clamp") for t, c in clamps.items()}
+    token = _ROUNDED_CLAMP.set(clamps)
+    try:
+        yield
+    finally:
+        _ROUNDED_CLAMP.reset(token)
+
+
+def data_clamp(x: np.ndarray, transform: str = "identity") -> tuple[float, float]:
     """The score clamp a fit takes from its (input-transformed) calibration scores ``x``:
     ``lo = min(BETA_EPS, smallest positive score)``, never below ``2**-1022``, and
     ``hi = max(1 - BETA_EPS, largest score below 1)``.
@@ -121,7 +146,11 @@ def data_clamp(x: np.ndarray) -> tuple[float, float]:
     before the field existed, bit for bit). Saturated scores (naive Bayes puts many far below
     ``2**-40``) keep their order down to the most extreme one seen; scores beyond it, and
     exact 0 and 1, are read as that one (the map is flat beyond the data, as the step and
-    linear maps are)."""
+    linear maps are). ``transform``: the input transform that gave ``x`` from the raw
+    scores; it selects the clamp given by :func:`rounded_scores_clamp`, if any."""
+    fixed = _ROUNDED_CLAMP.get()
+    if fixed is not None and transform in fixed:
+        return fixed[transform]
     x = np.asarray(x, dtype=np.float64)
     lo, hi = DEFAULT_CLAMP
     pos = x[x > 0.0]

@@ -13,6 +13,7 @@ from mlcal.calibrators.catalog import get_calibrator
 from mlcal.calibrators.output_floor import represented_rows
 from mlcal.calibrators.segmented import SegmentedCalibrator
 from mlcal.maps import CalibrationMap, map_from_dict
+from mlcal.maps.binary import rounded_scores_clamp
 from mlcal.maps.segmented import SEGMENTED_KIND, SegmentedMap
 from mlcal.spark._expressions import expit_column, map_column
 from mlcal.spark._grid import grid_error
@@ -48,8 +49,12 @@ def fit(df: DataFrame, score_col: str, label_col: str, method: str | BaseCalibra
         score range, or strictly increasing cell edges (e.g. uniform in log-odds for
         probabilities: ``scipy.special.expit(np.linspace(-10, 10, 2001))``). Each score becomes
         its cell's midpoint. ``None`` (default): exact, unless the data hold more than
-        ``max_distinct`` distinct scores, in which case ``max_distinct`` equal cells are used and
-        a :class:`~mlcal.spark.ScoreGridWarning` is issued.
+        ``max_distinct`` distinct scores, in which case ``max_distinct`` equal cells are used
+        (for probability scores that saturate beyond ``[2^-40, 1 - 2^-40]``, the first and last
+        refined by one cell per binade down to the data's extremes) and a
+        :class:`~mlcal.spark.ScoreGridWarning` is issued. With a grid, the score clamp of the
+        logit-family maps (beta, platt-logit, temperature, quadratic) is the in-memory fit's,
+        from the exact extremes of the rows, not from the midpoints (docs/spark.md).
     max_distinct : int or None, default=1_000_000
         Most distinct scores aggregated exactly; ``None`` never switches to a grid.
     segment_columns : sequence of str, optional
@@ -65,7 +70,8 @@ def fit(df: DataFrame, score_col: str, label_col: str, method: str | BaseCalibra
     -------
     BaseCalibrator
         Fitted. Without a grid, its ``to_json()`` is byte-identical to
-        ``get_calibrator(method, **params).fit(scores, y, sample_weight)`` on the same rows.
+        ``get_calibrator(method, **params).fit(scores, y, sample_weight)`` on the same rows;
+        with one, to that fit of the rounded rows under the rows' own logit clamp.
         ``spark_statistics_`` holds the :class:`~mlcal.spark.SufficientStatistics`; with a grid,
         ``grid_error_`` is the largest oscillation of the fitted map over a grid cell, which
         bounds ``|predict(s) - predict(cell midpoint of s)|`` for every score in the range.
@@ -87,7 +93,9 @@ def fit(df: DataFrame, score_col: str, label_col: str, method: str | BaseCalibra
     cal._validate_params()
     stats = collect_statistics(df, score_col, label_col, weight_col, grid=grid,
                                max_distinct=max_distinct)
-    with represented_rows(stats.n_weighted_rows):     # the floor of the rows aggregated
+    # the floor of the rows aggregated; on a grid, the logit-family clamp of the rows
+    # themselves rather than of their cell midpoints
+    with represented_rows(stats.n_weighted_rows), rounded_scores_clamp(stats.clamps):
         cal.fit(stats.scores, stats.labels, stats.weights)
     cal.spark_statistics_ = stats
     if stats.grid is not None:

@@ -22,6 +22,7 @@ Spark's shuffle.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 from dataclasses import dataclass, field
 
@@ -30,7 +31,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, NumericType, StructType
 
+from mlcal._solvers.detmath import det_expit_array
 from mlcal._solvers.exact_sums import combine, nonnegative_expansion
+from mlcal.maps.binary import data_clamp
 from mlcal.spark._expressions import pow2, step_lookup
 from mlcal.spark._grid import GridInfo, make_grid
 
@@ -68,6 +71,13 @@ class SufficientStatistics:
     n_weighted_rows : int or None
         Rows with positive weight when ``scores`` are aggregated (the output floor counts them,
         as the in-memory fit does); ``None`` when the rows are the frame's own.
+    clamps : dict or None
+        With a grid: per input transform (``"identity"``, ``"sigmoid"``) the logit-family score
+        clamp of the original rows, ``data_clamp`` of their exact extremes (the smallest
+        transformed score above 0 and the largest below 1 among rows of positive weight,
+        aggregated in the validation job), which the fit uses instead of the midpoints'
+        (:func:`mlcal.maps.binary.rounded_scores_clamp`). ``None`` without a grid (the scores
+        are exact).
     """
 
     scores: np.ndarray
@@ -78,6 +88,7 @@ class SufficientStatistics:
     grid: GridInfo | None
     known_distinct: int | None = field(default=None, repr=False)
     n_weighted_rows: int | None = None
+    clamps: dict[str, tuple[float, float]] | None = None
 
     @property
     def n_distinct(self) -> int:
@@ -106,21 +117,66 @@ def _nonfinite(c) -> F.Column:
     return F.isnan(c) | (F.abs(c) == float("inf"))
 
 
+def _last_double(pred, inside: float, outside: float) -> float:
+    """The double nearest ``outside`` for which ``pred`` holds, between ``inside`` (where it
+    holds) and ``outside`` (where it does not), by bisection (``pred`` monotone)."""
+    while True:
+        mid = inside + (outside - inside) / 2.0
+        if mid == inside or mid == outside:
+            return inside
+        if pred(mid):
+            inside = mid
+        else:
+            outside = mid
+
+
+def _expit_at(v: float) -> float:
+    return float(det_expit_array(np.array([v], dtype=np.float64))[0])
+
+
+@functools.cache
+def sigmoid_limits() -> tuple[float, float]:
+    """The largest score whose (deterministic) sigmoid is 0 and the smallest whose sigmoid is
+    1 (-745.13..., 37.43...): beyond them the sigmoid input transform has no positive value /
+    no value below 1."""
+    return (_last_double(lambda v: _expit_at(v) == 0.0, -1e4, 0.0),
+            _last_double(lambda v: _expit_at(v) == 1.0, 1e4, 0.0))
+
+
+def score_clamps(extremes: dict) -> dict[str, tuple[float, float]]:
+    """The logit-family clamp per input transform from :func:`_validate`'s extremes: the
+    smallest raw score of positive weight whose transform is above 0 and the largest whose
+    transform is below 1 (``None``: no such score). The transforms are non-decreasing, so
+    ``data_clamp`` of those two transformed scores is ``data_clamp`` of all the rows'."""
+    def clamp(lo_key, hi_key, transform):
+        kept = [v for v in (extremes[lo_key], extremes[hi_key]) if v is not None]
+        x = np.asarray(kept, dtype=np.float64)
+        return data_clamp(x if transform == "identity" else det_expit_array(x))
+    return {"identity": clamp("clamp_lo", "clamp_hi", "identity"),
+            "sigmoid": clamp("sigmoid_lo", "sigmoid_hi", "sigmoid")}
+
+
 def _validate(df: DataFrame, s, y, w, count_distinct: bool) -> dict:
     """One Spark job: size, range, every input error (reported like the in-memory checks,
-    mlcal._validation) and, if asked, the number of distinct scores (a shuffle: the costliest
-    part, so only asked for when a decision or a report needs it)."""
+    mlcal._validation), the extremes the score clamp is taken from (:func:`score_clamps`)
+    and, if asked, the number of distinct scores (a shuffle: the costliest part, so only
+    asked for when a decision or a report needs it)."""
     cols = df.select(s.alias("s"), y.alias("y"), *([] if w is None else [w.alias("w")]))
     s, y = F.col("s"), F.col("y")
     w = None if w is None else F.col("w")
     finite = ~_nonfinite(s)
     carries = F.lit(True) if w is None else w > 0
+    sigmoid_zero, sigmoid_one = sigmoid_limits()
     aggs = [F.count(F.lit(1)).alias("n"), _count(s.isNull()).alias("s_null"),
             _count(_nonfinite(s)).alias("s_bad"),
             _count(y.isNull() | ~y.isin(0.0, 1.0)).alias("y_bad"),
             F.min(F.when(finite, s)).alias("s_min"), F.max(F.when(finite, s)).alias("s_max"),
             _count(carries & (y == 1.0)).alias("n_pos"),
-            _count(carries & (y == 0.0)).alias("n_neg")]
+            _count(carries & (y == 0.0)).alias("n_neg"),
+            F.min(F.when(carries & (s > 0.0), s)).alias("clamp_lo"),
+            F.max(F.when(carries & (s < 1.0), s)).alias("clamp_hi"),
+            F.min(F.when(carries & (s > sigmoid_zero), s)).alias("sigmoid_lo"),
+            F.max(F.when(carries & (s < sigmoid_one), s)).alias("sigmoid_hi")]
     if count_distinct:
         aggs.append(F.countDistinct(s).alias("n_distinct"))
     if w is not None:
@@ -177,10 +233,25 @@ def _weight_exponent(w):
 def _grid_key(s, g: GridInfo, s_min: float, s_max: float):
     """Each score's cell midpoint: by arithmetic on a uniform grid (a guess off by at most one
     cell, corrected by comparing with the two edges computed exactly as numpy computes them),
-    else by a binary search through the edge table (planning cost grows with the table)."""
+    else by a binary search through the edge table (planning cost grows with the table). The
+    binade cells refining a uniform grid's first and last cell are searched in their own
+    tables (at most 1022 and 53 edges)."""
     n = g.uniform_cells
     if n is None or n < 3:
         return step_lookup(s, g.edges, g.representatives)
+    key = _uniform_key(s, n, s_min, s_max)
+    n_low, n_high = g.low_edges.size, g.high_edges.size
+    if n_high:
+        key = F.when(s >= F.lit(float(g.edges[-n_high - 1])), step_lookup(
+            s, g.high_edges, g.representatives[-n_high - 1:])).otherwise(key)
+    if n_low:
+        key = F.when(s < F.lit(float(g.edges[n_low])), step_lookup(
+            s, g.low_edges, g.representatives[:n_low + 1])).otherwise(key)
+    return key
+
+
+def _uniform_key(s, n: int, s_min: float, s_max: float):
+    """The midpoint of ``s``'s cell among ``n >= 3`` equal cells over ``[s_min, s_max]``."""
     lo, span = F.lit(s_min), F.lit(s_max - s_min)
 
     def edge(i):                     # uniform_edges' arithmetic, i = 1..n-1
@@ -350,21 +421,33 @@ def collect_statistics(df: DataFrame, score_col: str, label_col: str,
     if grid is None and max_distinct is not None and n > max_distinct:
         info["n_distinct"] = df.select(s.alias("s")).agg(F.countDistinct("s")).first()[0]
     n_distinct = None if info.get("n_distinct") is None else int(info["n_distinct"])
-    grid_info = None
-    if grid is None and n_distinct is not None and n_distinct > max_distinct:
-        grid = int(max_distinct)
+    grid_info = clamps = None
+    s_min, s_max = float(info["s_min"]), float(info["s_max"])
+    if grid is not None:
+        clamps = score_clamps(info)
+        grid_info = make_grid(grid, s_min, s_max)
+    elif n_distinct is not None and n_distinct > max_distinct:
+        clamps = score_clamps(info)
+        # the default grid: equal cells, the first and last refined by binades where
+        # probability scores saturate (docs/spark.md)
+        probabilities = 0.0 <= s_min and s_max <= 1.0
+        grid_info = make_grid(int(max_distinct), s_min, s_max,
+                              refine=clamps["identity"] if probabilities else None)
+        extra = grid_info.low_edges.size + grid_info.high_edges.size
+        refined = (f" (and {extra} binade cells refining the first and last, where the scores "
+                   "saturate)") if extra else ""
         warnings.warn(
             f"{n_distinct} distinct scores exceed max_distinct={max_distinct}: rounding them to "
-            f"a grid of {grid} equal cells over [{info['s_min']:.6g}, {info['s_max']:.6g}] "
+            f"a grid of {max_distinct} equal cells{refined} over [{s_min:.6g}, {s_max:.6g}] "
             "before fitting (see docs/spark.md for the error bound); pass grid= to choose the "
             "grid, or raise max_distinct", ScoreGridWarning, stacklevel=3)
     key = s
-    if grid is not None:
-        grid_info = make_grid(grid, float(info["s_min"]), float(info["s_max"]))
-        key = _grid_key(s, grid_info, float(info["s_min"]), float(info["s_max"]))
+    if grid_info is not None:
+        key = _grid_key(s, grid_info, s_min, s_max)
     pdf = _aggregate(df, key, y, w)
     stats = _statistics(pdf, w is not None, n, grid_info, n_distinct)
-    return dataclasses.replace(stats, n_weighted_rows=int(info["n_pos"]) + int(info["n_neg"]))
+    return dataclasses.replace(stats, n_weighted_rows=int(info["n_pos"]) + int(info["n_neg"]),
+                               clamps=clamps)
 
 
 def _statistics(pdf, weighted: bool, n_rows: int, grid_info: GridInfo | None,

@@ -195,6 +195,29 @@ def test_auto_on_few_distinct_scores_splits_the_same_rows_as_in_memory(spark):
     assert cal.to_json() == get_calibrator("auto").fit(s, y).to_json()
 
 
+@pytest.mark.parametrize("weighted", [False, True], ids=["counts", "weights"])
+def test_auto_on_aggregated_rows_gives_its_fold_fits_their_own_floor(spark, weighted):
+    # the lowest scores carry no positive, so isotonic's fold fits reach the output floor: a
+    # fold's floor is its own training rows' (as in memory), not that of every row the
+    # aggregate stands for (which only the refit on all rows gets)
+    import mlcal.spark
+    from mlcal.calibrators.output_floor import data_floor
+
+    rng = np.random.default_rng(3)
+    s = np.round(rng.random(400), 2)
+    y = (rng.random(s.size) < s ** 3).astype(int)
+    w = rng.integers(1, 4, s.size) * 0.5 if weighted else None
+    df = _frame(spark, s=s, y=y, **({} if w is None else {"w": w}))
+    cal = mlcal.spark.fit(df, "s", "y", "auto", weight_col=None if w is None else "w",
+                          max_distinct=150)
+    assert cal.spark_statistics_.n_aggregated < s.size             # rows were aggregated
+    expected = get_calibrator("auto").fit(s, y, w)
+    assert cal.to_json() == expected.to_json()
+    ones = np.ones(s.size)
+    iso = get_calibrator("isotonic").fit(s, y, w)                      # the floor binds
+    assert float(np.min(iso.predict(s))) == data_floor(ones if w is None else w)
+
+
 def _jobs(spark, run) -> int:
     """The number of Spark jobs ``run()`` starts."""
     sc = spark.sparkContext
@@ -285,7 +308,6 @@ def test_grid_fit_takes_the_clamp_of_the_rows_not_of_the_cell_midpoints(spark, w
     aggregated exactly; the map is the fit of the rounded rows under that clamp, and
     ``|f(s) - f(r(s))| <= grid_error_`` holds on every row."""
     import mlcal.spark
-    from mlcal.calibrators.output_floor import represented_rows
     from mlcal.maps.binary import data_clamp, rounded_scores_clamp
     from mlcal.spark import ScoreGridWarning
 
@@ -313,16 +335,11 @@ def test_grid_fit_takes_the_clamp_of_the_rows_not_of_the_cell_midpoints(spark, w
         # the midpoints alone would not give the rows' clamp
         assert data_clamp(st.scores[st.weights > 0]) != expected
         # the map is the fit of the rows rounded in numpy (so Spark found every row's cell)
-        # under the rows' clamp. (auto: of the aggregated rows, as spark.fit fits them: its
-        # fold fits get the floor of all the rows under represented_rows, not their own)
+        # under the rows' clamp
         rounded = g.representatives[np.searchsorted(g.edges, s, side="right")]
-        if isinstance(method, str):
-            reference, args, rows = get_calibrator(method), (rounded, y, weights), None
-        else:
-            reference, args = method, (st.scores, st.labels, st.weights)
-            rows = st.n_weighted_rows
-        with represented_rows(rows), rounded_scores_clamp({"identity": expected}):
-            reference.fit(*args)
+        reference = get_calibrator(method) if isinstance(method, str) else method
+        with rounded_scores_clamp({"identity": expected}):
+            reference.fit(rounded, y, weights)
         assert cal.to_json() == reference.to_json()
         assert np.all(np.abs(cal.predict(s) - cal.predict(rounded)) <= cal.grid_error_)
     # margins: beta squashes them (sigmoid input transform), lo from the squashed raw scores

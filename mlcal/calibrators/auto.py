@@ -21,7 +21,7 @@ from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterErro
                                        ListOf, Options, Real, short_repr)
 from mlcal.calibrators.base import (BOUND_SMOOTHING_CONSTRAINTS, BaseCalibrator,
                                     CalibratorFormatError)
-from mlcal.calibrators.output_floor import data_floor
+from mlcal.calibrators.output_floor import data_floor, represented_rows
 from mlcal.maps.binary import sharing_clamped_logs
 from mlcal.calibrators.catalog import (available_calibrators, calibrator_class, get_calibrator,
                                        register_calibrator)
@@ -343,7 +343,10 @@ class AutoCalibrator(BaseCalibrator):
         points = sort_and_collapse(s, z, w)
         x, pos, neg, folds, k, unit, n_unique = self.cv_units(s, z, w, int(self.seed),
                                                               points=points)
-        with sharing_clamped_logs():   # the beta-family candidates' logs of each fold's cells
+        # sharing: the beta-family candidates' logs of each fold's cells; represented_rows:
+        # a fold fit's floor is its own training cells' as in memory, never the whole data's
+        # that a fit on aggregated rows gets for its refit
+        with sharing_clamped_logs(), represented_rows(None):
             record = self._cross_validate(names, x, pos, neg, folds, k, unit,
                                           self.repeat_folds(x.size, k, unit, int(self.seed)))
         record["fold_unit"] = unit

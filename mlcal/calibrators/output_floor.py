@@ -59,7 +59,8 @@ _REPRESENTED_ROWS: ContextVar[float | None] = ContextVar("mlcal_represented_rows
 def represented_rows(n: float | None):
     """Within the block, :func:`data_floor` counts ``n`` rows with positive weight instead of
     the nonzero entries of the weights it is given: a fit on aggregated rows then gets the floor
-    of the rows they aggregate (``None`` changes nothing)."""
+    of the rows they aggregate. ``None``: the weights' own entries count, also inside an outer
+    block (``auto``'s fold fits: each fold's floor is its own training rows', as in memory)."""
     token = _REPRESENTED_ROWS.set(None if n is None else float(n))
     try:
         yield

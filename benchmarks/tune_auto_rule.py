@@ -391,6 +391,27 @@ QUAD_VARIANTS = (Q01, Q01 + ",identity_prior=3", Q01 + ",identity_prior=10",
                  Q01 + ",penalty=0.1,identity_prior=3", OLD_QUADRATIC)
 
 
+#: beta calibration shrunk toward the identity map (docs/auto.md, "A regularised beta
+#: candidate"): 0/1 labels plus ``identity_prior`` rows, collected with --add-candidates
+BETA_VARIANTS = tuple(f"beta:smooth_targets=false,identity_prior={k}"
+                      for k in (1, 3, 10, 30, 100, 300))
+
+
+def beta_variant_rules():
+    """(label, candidates, criterion, se_rule) of the default rule with beta calibration
+    replaced by each of :data:`BETA_VARIANTS`, with the variant added after beta, and with it
+    added first; then the variants as fixed methods."""
+    rules = []
+    for v in BETA_VARIANTS:
+        k = v.rpartition("=")[2]
+        for where, names in (("replaces beta", [v if n == "beta" else n for n in DEFAULT_8]),
+                             ("after beta", [m for n in DEFAULT_8
+                                             for m in ([n, v] if n == "beta" else [n])]),
+                             ("first", [v] + list(DEFAULT_8))):
+            rules.append((f"log-loss 0.25, beta prior {k} {where}", names, "log-loss", 0.25))
+    return rules + [(f"fixed {v}", [v], "fixed", 0.0) for v in BETA_VARIANTS]
+
+
 def cv_brier(results):
     """Per-unit CV Brier arrays (positive rows, negative rows) of each candidate that did not
     fail, from its per-unit out-of-fold log losses ``-log p`` and ``-log(1 - p)`` (``p`` is
@@ -449,8 +470,8 @@ def refresh_entries(table, recs):
 
 def variant_rules():
     """(label, candidates in listed order, criterion, se_rule): the default, the 'both'
-    criterion, the default candidates with quadratic scaling replaced by a variant, and the
-    quadratic variants as fixed methods."""
+    criterion, the default candidates with quadratic scaling replaced by a variant, the
+    quadratic variants as fixed methods, and :func:`beta_variant_rules`."""
     rules = []
     for label, q in [("default", "quadratic")] + [(v.partition(":")[2], v)
                                                   for v in QUAD_VARIANTS]:
@@ -461,7 +482,7 @@ def variant_rules():
     rules.append(("oracle", list(DEFAULT_8), "oracle", 0.0))
     for q in dict.fromkeys(FIXED_LOGIT + QUAD_VARIANTS):
         rules.append((f"fixed {q}", [q], "fixed", 0.0))
-    return rules
+    return rules + beta_variant_rules()
 
 
 def check_auto(data, tasks, names=None):

@@ -75,20 +75,30 @@ def separable_error(method: str) -> ValueError:
 
 
 def fit_beta(s: np.ndarray, y: np.ndarray, w: np.ndarray, parameters: str, smooth: bool,
-             clamp: tuple[float, float] = DEFAULT_CLAMP) -> tuple[float, float, float]:
+             clamp: tuple[float, float] = DEFAULT_CLAMP,
+             identity_prior: float = 0.0) -> tuple[float, float, float]:
     """``(a, b, c)`` of the beta map fitted by weighted maximum likelihood, ``a, b >= 0``, on
     the scores clamped to ``clamp`` (the map's).
 
-    Raises ``ValueError`` when the optimum is at infinity (only possible with ``smooth=False``).
+    ``identity_prior = m > 0`` adds ``m`` rows' worth of pseudo-data labelled with the base
+    model's own (clamped) probabilities (:func:`identity_prior_targets`, as
+    :func:`fit_logit_scaling`), which shrinks the fit toward the identity map ``a = b = 1``,
+    ``c = 0`` (in every variant's family) and keeps it finite on separable labels.
+
+    Raises ``ValueError`` when the optimum is at infinity (only possible with ``smooth=False``
+    and no prior).
     """
-    return fit_beta_points(*sort_and_collapse(s, y, w), parameters, smooth, clamp)
+    return fit_beta_points(*sort_and_collapse(s, y, w), parameters, smooth, clamp,
+                           identity_prior)
 
 
 def fit_beta_points(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray, parameters: str,
-                    smooth: bool, clamp: tuple[float, float] = DEFAULT_CLAMP
-                    ) -> tuple[float, float, float]:
+                    smooth: bool, clamp: tuple[float, float] = DEFAULT_CLAMP,
+                    identity_prior: float = 0.0) -> tuple[float, float, float]:
     """:func:`fit_beta` on the collapsed points (``sort_and_collapse``'s output)."""
     x, t, wsum, start = point_targets(x, ybar, wsum, smooth)
+    if identity_prior > 0.0:
+        t = identity_prior_targets(t, wsum, np.clip(x, clamp[0], clamp[1]), identity_prior)
     l1, l2 = log_features(x, clamp)
     if parameters == "abm":
         coef, c, _, ok = fit_nonnegative(np.column_stack((l1, l2)), t, wsum, intercept=True,

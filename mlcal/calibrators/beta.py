@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mlcal._solvers.beta_fit import BETA_PARAMETERS, fit_beta_points
 from mlcal._solvers.ties import sort_and_collapse
-from mlcal.calibrators._params import Boolean, Options
+from mlcal.calibrators._params import Boolean, Options, Real
 from mlcal.calibrators.base import BaseCalibrator
 from mlcal.calibrators.catalog import register_calibrator
 from mlcal.maps import BetaMap
@@ -39,6 +39,17 @@ class Beta(BaseCalibrator):
     input_transform : {"auto", "identity", "sigmoid"}, default="auto"
         ``"auto"`` squashes raw scores with the logistic sigmoid when any training score lies
         outside [0, 1]; ``"identity"`` requires probabilities; ``"sigmoid"`` always squashes.
+    identity_prior : float, default=0.0
+        ``m >= 0`` rows' worth of pseudo-data labelled with the base model's own probability
+        at each calibration score (the score clamped as the map clamps it), spread over the
+        scores in proportion to their weights, as ``platt-logit``'s and ``quadratic``'s
+        ``identity_prior``: the fit minimises the cross-entropy plus ``m`` times the mean
+        Kullback-Leibler divergence from the base probabilities to the fitted ones, zero at
+        the identity map ``a = b = 1``, ``c = 0`` (which every variant of ``parameters``
+        contains). The fit is shrunk toward "the base model is already calibrated", stays
+        finite on separable labels (``smooth_targets=False`` included), and the prior fades
+        as the calibration set grows; as ``m`` grows the map tends to the identity. 0: no
+        prior (the plain fit).
 
     Attributes
     ----------
@@ -49,13 +60,14 @@ class Beta(BaseCalibrator):
     monotone = True   # a, b >= 0
     requires_unit_interval = True
     _parameter_constraints = {"parameters": [Options(BETA_PARAMETERS)],
-                              "smooth_targets": [Boolean()]}
+                              "smooth_targets": [Boolean()], "identity_prior": [Real(0.0)]}
 
     def __init__(self, parameters: str = "abm", smooth_targets: bool = True,
-                 input_transform: str = "auto"):
+                 input_transform: str = "auto", identity_prior: float = 0.0):
         self.parameters = parameters
         self.smooth_targets = smooth_targets
         self.input_transform = input_transform
+        self.identity_prior = identity_prior
 
     def _fit(self, scores, y, w):
         return self._fit_points(*sort_and_collapse(scores, y, w), scores)
@@ -68,5 +80,6 @@ class Beta(BaseCalibrator):
             # may round s an ulp away from predict's: the upper end stays the default, where
             # that ulp is a relative 2^-13 of 1 - s at most (the lower end has all its digits)
             clamp = (clamp[0], DEFAULT_CLAMP[1])
-        a, b, c = fit_beta_points(x, ybar, wsum, self.parameters, self.smooth_targets, clamp)
+        a, b, c = fit_beta_points(x, ybar, wsum, self.parameters, self.smooth_targets, clamp,
+                                  float(self.identity_prior))
         return BetaMap(a, b, c, clamp=clamp)

@@ -14,7 +14,7 @@ import mlcal
 from mlcal.calibrators import catalog
 from mlcal.calibrators._params import InvalidParameterError
 from mlcal.calibrators.auto import (CANDIDATE_PARAMS, DEFAULT_CANDIDATES,
-                                    DEFAULT_QUADRATIC_PRIOR, EPS, REPEAT_MAX_POINTS,
+                                    DEFAULT_BETA_PRIOR, DEFAULT_QUADRATIC_PRIOR, EPS, REPEAT_MAX_POINTS,
                                     assign_folds, coarsen, row_folds)
 from mlcal.calibrators.base import BaseCalibrator, CalibratorFormatError
 from support.synthetic import calibration_set
@@ -599,25 +599,33 @@ def bent_data(n=600, seed=5):
     return 1.0 / (1.0 + np.exp(-z)), y
 
 
-@pytest.mark.parametrize("prior", [DEFAULT_QUADRATIC_PRIOR, 3.0, None])
-def test_quadratic_candidate_cv_matches_hand_fitted_out_of_fold_probabilities(prior):
+#: the candidates whose identity prior is an auto parameter, with its default
+PRIORS = [("quadratic", "quadratic_prior", DEFAULT_QUADRATIC_PRIOR),
+          ("beta", "beta_prior", DEFAULT_BETA_PRIOR)]
+
+
+@pytest.mark.parametrize("method,parameter,default", PRIORS)
+@pytest.mark.parametrize("prior", ["default", 3.0, None])
+def test_prior_candidate_cv_matches_hand_fitted_out_of_fold_probabilities(method, parameter,
+                                                                         default, prior):
     # no ties, unit weights: every fold refitted by hand with the parameters the rule states
+    prior = default if prior == "default" else prior
     s, y = bent_data()
-    cal = mlcal.AutoCalibrator(candidates=["quadratic", "platt"], n_folds=4, seed=7,
-                               quadratic_prior=prior).fit(s, y)
+    cal = mlcal.AutoCalibrator(candidates=[method, "platt"], n_folds=4, seed=7,
+                               **{parameter: prior}).fit(s, y)
     params = {} if prior is None else {"smooth_targets": False, "identity_prior": prior}
     folds = np.empty(s.size, dtype=int)
     folds[np.argsort(s)] = assign_folds(s.size, 4, 7)
     p = np.empty(s.size)
     for f in range(4):
-        fitted = mlcal.Quadratic(**params).fit(s[folds != f], y[folds != f])
+        fitted = mlcal.get_calibrator(method, **params).fit(s[folds != f], y[folds != f])
         p[folds == f] = fitted.predict(s[folds == f])
-    row = next(r for r in cal.selection_["candidates"] if r["method"] == "quadratic")
+    row = next(r for r in cal.selection_["candidates"] if r["method"] == method)
     assert row["cv_log_loss"] == pytest.approx(log_loss(y, np.clip(p, EPS, 1 - EPS)),
                                                rel=1e-9)
-    only = mlcal.AutoCalibrator(candidates=["quadratic"], quadratic_prior=prior).fit(s, y)
+    only = mlcal.AutoCalibrator(candidates=[method], **{parameter: prior}).fit(s, y)
     assert only.selection_["chosen_params"] == params
-    assert only.map_ == mlcal.Quadratic(**params).fit(s, y).map_
+    assert only.map_ == mlcal.get_calibrator(method, **params).fit(s, y).map_
 
 
 def test_the_default_quadratic_candidate_fits_the_labels_not_smoothed_targets():
@@ -627,38 +635,50 @@ def test_the_default_quadratic_candidate_fits_the_labels_not_smoothed_targets():
     assert auto.candidate_params("quadratic") == {"smooth_targets": False,
                                                   "identity_prior": 10.0}
     assert mlcal.AutoCalibrator(quadratic_prior=None).candidate_params("quadratic") == {}
+    assert auto.beta_prior == DEFAULT_BETA_PRIOR == 100.0
+    # beta's prior is Platt on the log-odds' (both shrink toward the identity map by 100 rows)
+    assert auto.candidate_params("beta") == auto.candidate_params("platt-logit") == {
+        "smooth_targets": False, "identity_prior": 100.0}
+    assert mlcal.AutoCalibrator(beta_prior=None).candidate_params("beta") == {}
     # smoothed targets pull the fit toward 1/2: the label fit is sharper here
     sharp = auto.candidate("quadratic").fit(s, y).predict(np.array([0.999]))[0]
     soft = mlcal.Quadratic().fit(s, y).predict(np.array([0.999]))[0]
     assert sharp > soft
 
 
-def test_quadratic_candidate_stays_finite_on_separable_folds_with_the_prior():
+@pytest.mark.parametrize("method,parameter,default", PRIORS)
+def test_prior_candidate_stays_finite_on_separable_folds_with_the_prior(method, parameter,
+                                                                        default):
     s = np.linspace(0.05, 0.95, 60)
     y = (s > 0.5).astype(int)
-    with_prior = mlcal.AutoCalibrator(candidates=["quadratic", "platt"]).fit(s, y)
+    with_prior = mlcal.AutoCalibrator(candidates=[method, "platt"]).fit(s, y)
     rows = {r["method"]: r for r in with_prior.selection_["candidates"]}
-    assert rows["quadratic"]["status"] == "ok"
-    assert np.isfinite(rows["quadratic"]["cv_log_loss"])
+    assert rows[method]["status"] == "ok"
+    assert np.isfinite(rows[method]["cv_log_loss"])
     # no prior on the 0/1 labels: the maximum-likelihood fit is at infinity in every fold
-    bare = mlcal.AutoCalibrator(candidates=["quadratic", "platt"], quadratic_prior=0.0).fit(s, y)
+    bare = mlcal.AutoCalibrator(candidates=[method, "platt"], **{parameter: 0.0}).fit(s, y)
     rows = {r["method"]: r for r in bare.selection_["candidates"]}
-    assert rows["quadratic"]["status"].startswith("failed") and bare.chosen_ == "platt"
+    assert rows[method]["status"].startswith("failed") and bare.chosen_ == "platt"
 
 
-def test_documents_without_quadratic_prior_load_as_the_smoothed_candidate():
+@pytest.mark.parametrize("method,parameter,default", PRIORS)
+def test_documents_without_a_prior_parameter_load_as_the_smoothed_candidate(method, parameter,
+                                                                            default):
     s, y = bent_data(300, seed=8)
-    cal = mlcal.AutoCalibrator(candidates=["quadratic", "platt"]).fit(s, y)
+    cal = mlcal.AutoCalibrator(candidates=[method, "platt"]).fit(s, y)
     back = mlcal.load_calibrator(cal.to_json())
-    assert back.quadratic_prior == 10.0 and back.get_params() == cal.get_params()
+    assert getattr(back, parameter) == default and back.get_params() == cal.get_params()
     doc = json.loads(cal.to_json())
-    del doc["params"]["quadratic_prior"]
+    del doc["params"][parameter]
     old = mlcal.load_calibrator(json.dumps(doc))
-    assert old.quadratic_prior is None and old.candidate_params("quadratic") == {}
+    assert getattr(old, parameter) is None and old.candidate_params(method) == {}
+    others = [p for _, p, _ in PRIORS if p != parameter]     # the other one keeps its value
+    assert [getattr(old, p) for p in others] == [getattr(cal, p) for p in others]
     assert np.array_equal(old.predict(s), cal.predict(s))
 
 
+@pytest.mark.parametrize("parameter", [p for _, p, _ in PRIORS])
 @pytest.mark.parametrize("value", [-1.0, "10", float("nan")])
-def test_bad_quadratic_prior_is_named(value):
-    with pytest.raises(InvalidParameterError, match="quadratic_prior"):
-        mlcal.AutoCalibrator(quadratic_prior=value).fit(*logistic_data(100))
+def test_bad_prior_is_named(parameter, value):
+    with pytest.raises(InvalidParameterError, match=parameter):
+        mlcal.AutoCalibrator(**{parameter: value}).fit(*logistic_data(100))

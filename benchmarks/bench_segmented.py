@@ -88,6 +88,13 @@ def contenders():
             "auto", shrinkage="regression").fit(s, y, g).predict(st, gt),
         "mlcal auto cv": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
             "auto", select="cv").fit(s, y, g).predict(st, gt),
+        # shared_slope="within": a common slope on the shared logit fitted with the segment
+        # intercepts; heterogeneity_alpha: no offsets unless Cochran's test finds an effect
+        # (docs/segments.md, ninth round)
+        "mlcal auto within": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+            "auto", shared_slope="within").fit(s, y, g).predict(st, gt),
+        "mlcal auto het05": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+            "auto", heterogeneity_alpha=0.05).fit(s, y, g).predict(st, gt),
         "mlcal auto+sl cv": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
             "auto", min_rows_for_slope=200, select="cv").fit(s, y, g).predict(st, gt),
     }

@@ -116,7 +116,8 @@ from mlcal.calibrators.base import (BaseCalibrator, CalibratorFormatError,
 from mlcal.calibrators.catalog import available_calibrators, calibrator_class, get_calibrator
 from mlcal.maps import MapFormatError
 from mlcal.maps.segment_keys import SegmentKeyError, encode_rows, segment_columns_of
-from mlcal.calibrators.segment_shrinkage import (logistic_loglik, moments_regression_prior,
+from mlcal.calibrators.segment_shrinkage import (common_slope_fit, homogeneity_pvalue,
+                                                 logistic_loglik, moments_regression_prior,
                                                  moments_tau2, reml_prior, segment_offsets,
                                                  segment_slopes, shrink, shrink_integrated,
                                                  tau_posterior)
@@ -146,6 +147,11 @@ FOLD_SHARED_CHOICES = ("chosen", "repeat")
 #: what ``shrinkage`` means for a document written before the parameter existed
 LEGACY_SHRINKAGE = "reml"
 SHRINKAGE_CHOICES = ("moments", "reml", "regression")
+#: what ``shared_slope`` means for a document written before the parameter existed
+LEGACY_SHARED_SLOPE = "marginal"
+SHARED_SLOPE_CHOICES = ("marginal", "within")
+#: ``shared_slope="within"``: rounds of (prior given the slope, slope given the prior)
+WITHIN_ROUNDS = 3
 
 
 class SharedMethod(Constraint):
@@ -284,12 +290,15 @@ class SegmentedCalibrator(BaseEstimator):
         "tau": [Options(TAU_CHOICES)],
         "fold_shared": [Options(FOLD_SHARED_CHOICES)],
         "shrinkage": [Options(SHRINKAGE_CHOICES)],
+        "shared_slope": [Options(SHARED_SLOPE_CHOICES)],
+        "heterogeneity_alpha": [IsNone(), Real(0.0, 1.0, closed="neither")],
     }
 
     def __init__(self, method="auto", *, unseen: str = "shared", n_folds: int | None = 5,
                  min_rows_for_slope: int | None = None, weak_prior_sd: float = 10.0,
                  seed: int = 0, select: str = "off", tau: str = "auto",
-                 fold_shared: str = "chosen", shrinkage: str = "moments"):
+                 fold_shared: str = "chosen", shrinkage: str = "moments",
+                 shared_slope: str = "marginal", heterogeneity_alpha: float | None = None):
         self.method = method
         self.unseen = unseen
         self.n_folds = n_folds
@@ -300,6 +309,8 @@ class SegmentedCalibrator(BaseEstimator):
         self.tau = tau
         self.fold_shared = fold_shared
         self.shrinkage = shrinkage
+        self.shared_slope = shared_slope
+        self.heterogeneity_alpha = heterogeneity_alpha
 
     # -- parameters ------------------------------------------------------------------------
     @classmethod
@@ -395,6 +406,8 @@ class SegmentedCalibrator(BaseEstimator):
         self.offset_centre_, self.offset_centre_slope_ = fit["centre"], fit["centre_slope"]
         self.slope_mle_, self.slope_var_ = fit["a_hat"], fit["a_var"]
         self.slope_prior_ = fit["slope_prior"]
+        self.common_slope_ = fit["common_slope"]
+        self.no_effect_detected_ = fit["homogeneous"]
         return self
 
     def _adjust(self, l, y, w, codes, n_seg, *, slopes: bool) -> dict[str, Any]:
@@ -405,19 +418,19 @@ class SegmentedCalibrator(BaseEstimator):
         up = np.bincount(codes, weights=w * y, minlength=n_seg)
         one_class = (uw > 0) & ((up == 0) | (up == uw))
         prior_prec = np.where(one_class, 1.0 / float(self.weak_prior_sd) ** 2, 0.0)
+        common = 1.0
+        if self.shared_slope == "within":
+            common = self._within_slope(l, y, w, codes, n_seg, prior_prec, uw)
+            l = common * l
         d_hat, v = segment_offsets(l, y, w, codes, n_seg, prior_prec)
-        integrated = self.tau == "integrated" or (
-            self.tau == "auto" and int(np.isfinite(v).sum()) < INTEGRATE_BELOW)
+        integrated = self._integrated(v)
         centre_slope = 0.0
-        if self.shrinkage == "regression" and not integrated:
-            # the centre moves with the segment's mean shared logit (module notes, step 4)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                x = np.bincount(codes, weights=w * l, minlength=n_seg) / uw
-            mu, tau2, centre_slope = moments_regression_prior(d_hat, v, x)
-        elif self.shrinkage == "moments" and not integrated:
-            mu, tau2 = 0.0, moments_tau2(d_hat, v)
-        else:
-            mu, tau2 = reml_prior(d_hat, v)
+        mu, tau2, centre_slope = self._plugin_prior(d_hat, v, l, w, codes, n_seg, uw,
+                                                    integrated)
+        tested_out = not integrated and self._homogeneous(d_hat, v)
+        if tested_out:
+            # no segment effect detectable: the shared map alone (module notes, step 4)
+            mu, tau2, centre_slope = 0.0, 0.0, 0.0
         if integrated:
             posterior = tau_posterior(d_hat, v)
             offsets, factor = shrink_integrated(d_hat, v, posterior)
@@ -449,7 +462,57 @@ class SegmentedCalibrator(BaseEstimator):
                     else shrink(d2, v2, mu, tau2)
                 out["offsets"][big] = d2s[big]
                 out["big"] = big
+        out["common_slope"] = common
+        out["homogeneous"] = tested_out
+        if common != 1.0:
+            # the common within-segment slope, for the segments the adjustment applies to
+            out["slopes"] = np.where(np.isfinite(v),
+                                     np.maximum(out["slopes"] * common, MIN_SLOPE), 1.0)
         return out
+
+    def _integrated(self, v: np.ndarray) -> bool:
+        """Whether the offsets are averaged over ``tau`` (``tau``, step 4)."""
+        return self.tau == "integrated" or (
+            self.tau == "auto" and int(np.isfinite(v).sum()) < INTEGRATE_BELOW)
+
+    def _homogeneous(self, d_hat: np.ndarray, v: np.ndarray) -> bool:
+        """``heterogeneity_alpha``: True when Cochran's test does not reject equal offsets at
+        that level (step 4)."""
+        a = self.heterogeneity_alpha
+        return a is not None and not homogeneity_pvalue(d_hat, v) < float(a)
+
+    def _plugin_prior(self, d_hat, v, l, w, codes, n_seg, uw, integrated):
+        """``(centre, tau2, centre_slope)`` of the plug-in prior (``shrinkage``; REML's when
+        averaging over ``tau``, whose centre and spread are then only diagnostics)."""
+        if self.shrinkage == "regression" and not integrated:
+            # the centre moves with the segment's mean shared logit (module notes, step 4)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                x = np.bincount(codes, weights=w * l, minlength=n_seg) / uw
+            return moments_regression_prior(d_hat, v, x)
+        if self.shrinkage == "moments" and not integrated:
+            return 0.0, moments_tau2(d_hat, v), 0.0
+        mu, tau2 = reml_prior(d_hat, v)
+        return mu, tau2, 0.0
+
+    def _within_slope(self, l, y, w, codes, n_seg, prior_prec, uw) -> float:
+        """``shared_slope="within"``: the common slope on the shared logit fitted with the
+        segment intercepts (module notes, step 3b). ``WITHIN_ROUNDS`` rounds of: the
+        intercepts' prior (centre and ``tau^2`` as the offsets' plug-in prior, REML's when
+        averaging over ``tau``) from the offsets given the slope, then the slope and the
+        intercepts jointly at the posterior mode under that prior
+        (:func:`~mlcal.calibrators.segment_shrinkage.common_slope_fit`). Where no spread of
+        the offsets is found (``tau^2 = 0``, or ``heterogeneity_alpha`` finds no effect) the
+        shared map's own slope is the within-segment one and 1 is returned."""
+        a = 1.0
+        for _ in range(WITHIN_ROUNDS):
+            d_hat, v = segment_offsets(a * l, y, w, codes, n_seg, prior_prec)
+            integrated = self._integrated(v)
+            mu, tau2, _ = self._plugin_prior(d_hat, v, a * l, w, codes, n_seg, uw, integrated)
+            if not tau2 > 0.0 or (not integrated and self._homogeneous(d_hat, v)):
+                return 1.0
+            a, _ = common_slope_fit(l, y, w, codes, n_seg, mu, tau2)
+            a = max(a, MIN_SLOPE)
+        return a
 
     def _choose(self, l, y, w, codes, n_seg, folds, with_slopes: bool
                 ) -> tuple[str, dict[str, float]]:
@@ -581,8 +644,11 @@ class SegmentedCalibrator(BaseEstimator):
         # `tau` existed: they were shrunk with REML's plug-in spread; before `fold_shared`
         # existed: its folds repeated the shared method (auto choosing again in each fold);
         # before `shrinkage` existed: the plug-in prior was REML's (mu, tau^2)
+        # before `shared_slope` existed: the shared map's own slope; before
+        # `heterogeneity_alpha` existed: no test of the segment effect
         legacy = {"select": LEGACY_SELECT, "tau": LEGACY_TAU, "fold_shared": LEGACY_FOLD_SHARED,
-                  "shrinkage": LEGACY_SHRINKAGE}
+                  "shrinkage": LEGACY_SHRINKAGE, "shared_slope": LEGACY_SHARED_SLOPE,
+                  "heterogeneity_alpha": None}
         params = {**{k: v for k, v in legacy.items() if k not in params}, **params} \
             if isinstance(params, dict) and set(params) >= expected - set(legacy) else params
         if set(params) != expected:

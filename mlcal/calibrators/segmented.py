@@ -38,6 +38,22 @@ Estimation
    prior mean below. Rows whose shared probability is exactly 0 or 1 carry no information about
    an offset (no finite offset moves them) and are left out, as in
    :func:`mlcal.maps.reoffset.fit_delta`.
+3b. **The shared map's slope within segments (``shared_slope="within"``, opt-in).** The
+   shared map is fitted on all rows, ignoring the segments. Where the segments sit at
+   different heights of the score and their miscalibration goes with it (segments high on the
+   score also under-predicted), the map's slope absorbs part of that between-segment effect,
+   and within each segment the predictions are over-confident; an offset cannot correct a
+   slope. With ``"within"`` a common slope ``a`` on the shared logit is fitted with the
+   segment intercepts: ``logit p = a l_i + d_g``, ``d_g ~ N(c_g, tau^2)`` with the centre and
+   ``tau^2`` of the offsets' plug-in prior (step 4; REML's when averaging over ``tau``), at the
+   mode of the penalised likelihood
+   (:func:`mlcal.calibrators.segment_shrinkage.common_slope_fit`), alternating
+   ``WITHIN_ROUNDS`` (3) times between the prior given ``a`` and ``a`` given the prior. Since
+   every segment has its own intercept, ``a`` is the slope within the segments. Steps 3-6 then
+   run on ``a l``, and ``a`` is stored as the slope of every segment with information (times
+   its own slope where step 5 fits one): the map type and format are unchanged, and an unseen
+   segment still gets the shared map, the best guess for a segment of unknown level. Where the
+   offsets have no spread (``tau^2 = 0``, or ``heterogeneity_alpha`` finds no effect) ``a = 1``.
 4. **Empirical Bayes.** ``d_g ~ N(mu, tau^2)`` and ``d_hat_g | d_g ~ N(d_g, v_g)``, so
    marginally ``d_hat_g ~ N(mu, tau^2 + v_g)``. ``(mu, tau^2)`` are estimated by restricted
    maximum likelihood (REML; :func:`mlcal.calibrators.segment_shrinkage.reml_prior`) rather than the
@@ -76,6 +92,15 @@ Estimation
    than toward 0. Measured, it lowers the log loss there but not the worst segment (the
    segments large enough to be ranked keep most of their own estimate) and costs a little
    where offsets do not follow the scores, so it is opt-in (docs/segments.md, eighth round).
+   **A test of the segment effect (``heterogeneity_alpha``, opt-in).** The moment estimate of
+   ``tau^2`` is positive whenever Cochran's ``Q`` exceeds its degrees of freedom, which with
+   no segment effect at all happens in about half of the samples; the offsets then add
+   variance and nothing else. With ``heterogeneity_alpha`` set, the plug-in first tests equal
+   offsets by Cochran's chi-square test
+   (:func:`mlcal.calibrators.segment_shrinkage.homogeneity_pvalue`) and, unless the p-value is
+   below that level, stores the shared map alone (offsets 0, ``offset_prior_ == (0, 0)``,
+   ``no_effect_detected_``). The average over ``tau`` (few segments) is not tested: there the
+   posterior of ``tau`` already weighs how little a handful of offsets show.
 5. **Slopes (optional).** For segments with total weight ``>= min_rows_for_slope`` and both
    classes, ``(a_hat_g, b_g)`` of ``logit p = a l + b`` are fitted by maximum likelihood, and
    ``a_hat_g`` (variance from the 2x2 inverse Fisher information) is shrunk the same way
@@ -241,6 +266,17 @@ class SegmentedCalibrator(BaseEstimator):
         as). ``"regression"``: the moments of a meta-regression on the segment's mean shared
         logit, each offset shrunk toward that line (``offset_centre_``) instead of 0. Module
         notes, step 4; docs/segments.md, seventh and eighth rounds.
+    shared_slope : {"marginal", "within"}, default="marginal"
+        ``"marginal"``: the shared map as fitted on all rows (the behaviour before this
+        parameter existed, and what a document without it is read as). ``"within"``: a common
+        slope on the shared logit, fitted jointly with the segment intercepts, is stored as the
+        segments' slopes, so that within each segment the slope is the within-segment one
+        (module notes, step 3b; docs/segments.md, ninth round).
+    heterogeneity_alpha : float in (0, 1) or None, default=None
+        The level of Cochran's test of equal offsets before the plug-in shrinkage: when it
+        does not reject, the shared map alone is stored (module notes, step 4). ``None`` (the
+        behaviour before this parameter existed, and what a document without it is read as):
+        no test.
 
     Attributes
     ----------
@@ -277,6 +313,11 @@ class SegmentedCalibrator(BaseEstimator):
     cv_log_loss_ : dict or None
         The summed held-out log loss of each candidate adjustment (``select="cv"``), or None
         when nothing was chosen.
+    common_slope_ : float
+        The common within-segment slope of ``shared_slope="within"`` (1 otherwise).
+    no_effect_detected_ : bool
+        Whether ``heterogeneity_alpha``'s test found no segment effect (the shared map alone
+        stored).
     """
 
     method_name: ClassVar[str] = SEGMENTED_METHOD

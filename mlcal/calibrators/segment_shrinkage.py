@@ -423,12 +423,13 @@ def common_slope_fit(logits: np.ndarray, y: np.ndarray, w: np.ndarray, codes: np
     ``centre`` is a scalar or one value per segment; ``tau2`` must be positive. Newton's method
     on the ``1 + G`` parameters, solved through the Schur complement of the diagonal intercept
     block (one pass over the rows per iteration, whatever ``G``), with step halving on the
-    (strictly concave) objective. A segment without rows keeps ``d_g = c_g``. (Where the logit
-    hardly varies within the segments, the prior on the intercepts is what identifies ``a``,
-    through the variation between them; the intercepts are free to the extent ``tau2``
-    allows.) When the Schur complement vanishes (every logit 0), ``a`` is not identified and
-    ``(1, the intercepts given a = 1)`` is returned. Every sum is sequential (``np.bincount``) or exact: the same bits on
-    every CPU.
+    (strictly concave) objective until the steps are small (then full Newton steps: the
+    objective's rounding could not judge them). A segment without rows keeps ``d_g = c_g``.
+    (Where the logit hardly varies within the segments, the prior on the intercepts is what
+    identifies ``a``, through the variation between them; the intercepts are free to the
+    extent ``tau2`` allows.) When the Schur complement vanishes (every logit 0), ``a`` is not
+    identified and ``(1, the intercepts given a = 1)`` is returned. Every sum is sequential
+    (``np.bincount``) or exact: the same bits on every CPU.
 
     Returns
     -------
@@ -456,14 +457,22 @@ def common_slope_fit(logits: np.ndarray, y: np.ndarray, w: np.ndarray, codes: np
             break
         da = (g_a - math.fsum((h_ad * g_d / h_dd).tolist())) / schur
         dd = (g_d - h_ad * da) / h_dd
+        size = max(abs(da), float(np.abs(dd).max(initial=0.0)))
+        scale = max(1.0, abs(a), float(np.abs(d).max(initial=0.0)))
         t = 1.0
-        while t > 1e-10:
-            new = _penalised_objective(a + t * da, d + t * dd, logits, y, w, codes, c, tau2)
-            if new >= cur:
-                break
-            t *= 0.5
+        if size <= 1e-6 * scale:
+            # close to the optimum the objective changes by less than its rounding, so it
+            # cannot judge a step; Newton's full step is then quadratically convergent
+            new = _penalised_objective(a + da, d + dd, logits, y, w, codes, c, tau2)
         else:
-            break
+            while t > 1e-10:
+                new = _penalised_objective(a + t * da, d + t * dd, logits, y, w, codes, c,
+                                           tau2)
+                if new >= cur:
+                    break
+                t *= 0.5
+            else:
+                break
         moved = max(abs(t * da), float(np.abs(t * dd).max(initial=0.0)))
         a, d, cur = a + t * da, d + t * dd, new
         if moved <= 1e-12 * max(1.0, abs(a), float(np.abs(d).max(initial=0.0))):

@@ -293,12 +293,18 @@ def big(args) -> None:
             s, y, g),
     }
     for extra in args.big_extra:
-        # "name=key:value,key:value" SegmentedCalibrator parameters (strings or ints)
+        # "name=key:value,key:value" SegmentedCalibrator parameters (ints, floats or strings)
         name, _, spec = extra.partition("=")
         kw = {}
         for item in filter(None, spec.split(",")):
             k, _, v = item.partition(":")
-            kw[k] = int(v) if v.lstrip("-").isdigit() else v
+            try:
+                kw[k] = int(v)
+            except ValueError:
+                try:
+                    kw[k] = float(v)
+                except ValueError:
+                    kw[k] = v
         fits[name] = (lambda kw: lambda: mlcal.SegmentedCalibrator(**kw).fit(s, y, g))(kw)
     peers = contenders()
     # the peers last: MCGrad takes many minutes, and every mlcal figure is printed before it

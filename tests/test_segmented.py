@@ -36,6 +36,14 @@ def _loglik(l, y, w, d):
     return float(np.sum(w * (y * log_expit(z) + (1 - y) * log_expit(-z))))
 
 
+def _marginal(*args, **params):
+    """A SegmentedCalibrator whose offsets are estimated against the shared map's own logits
+    (``shared_slope="marginal"``): the tests of the offsets' estimation and shrinkage compare
+    with references on those logits (the common within-segment slope has its own tests)."""
+    params.setdefault("shared_slope", "marginal")
+    return mlcal.SegmentedCalibrator(*args, **params)
+
+
 def _in_sample_logits(cal, s):
     q = cal.shared_calibrator_.predict(s)
     return np.log(q) - np.log1p(-q)
@@ -46,7 +54,7 @@ def test_offsets_are_the_exact_likelihood_maxima_and_variances_the_curvature():
     s, y, code = _simulate([150, 400, 60, 900], [0.6, -0.4, 0.0, 0.25], seed=1)
     seg = np.array(["a", "b", "c", "d"])[code]
     w = np.random.default_rng(2).integers(1, 4, s.size).astype(float)
-    cal = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(s, y, seg, sample_weight=w)
+    cal = _marginal("platt", n_folds=None).fit(s, y, seg, sample_weight=w)
     l = _in_sample_logits(cal, s)
     for g, key in enumerate(cal.segments_):
         rows = seg == key[0]
@@ -102,7 +110,7 @@ def test_one_class_segments_get_finite_shrunk_offsets():
     s = np.concatenate([s, rng.uniform(0.2, 0.6, 12), rng.uniform(0.3, 0.7, 5)])
     y = np.concatenate([y, np.zeros(12, int), np.ones(5, int)])
     seg = np.concatenate([code.astype(str), ["neg"] * 12, ["pos"] * 5])
-    cal = mlcal.SegmentedCalibrator("platt", n_folds=None, weak_prior_sd=10.0).fit(s, y, seg)
+    cal = _marginal("platt", n_folds=None, weak_prior_sd=10.0).fit(s, y, seg)
     offsets = dict(zip([k[0] for k in cal.segments_], cal.map_.offsets))
     mle = dict(zip([k[0] for k in cal.segments_], cal.offset_mle_))
     assert all(np.isfinite(list(offsets.values())))
@@ -418,13 +426,13 @@ def test_cv_choice_finds_offsets_and_slopes_where_they_exist():
     s, y, code = _slopes_data(12, slopes=(1.0, 1.0, 1.0), offsets=(0.7, -0.6, 0.0))
     # (slopes are not offered: pooling offset segments flattens the shared map's slope, so
     # per-segment slopes would be a real, if small, improvement here)
-    cal = mlcal.SegmentedCalibrator("platt-logit", select="cv").fit(s, y, code)
+    cal = _marginal("platt-logit", select="cv").fit(s, y, code)
     assert cal.adjustment_ == "offsets" and np.all(cal.map_.slopes == 1.0)
     loss = cal.cv_log_loss_
     assert set(loss) == {"none", "offsets"}
     assert loss["offsets"] < loss["none"] - 50    # a large, real improvement
     s, y, code = _slopes_data(13)
-    cal = mlcal.SegmentedCalibrator("platt-logit", min_rows_for_slope=200, select="cv").fit(s, y, code)
+    cal = _marginal("platt-logit", min_rows_for_slope=200, select="cv").fit(s, y, code)
     assert cal.adjustment_ == "slopes"
     assert cal.map_.slopes[0] > 1.5 and cal.map_.slopes[1] < 0.7
     # the choice's held-out losses are those of maps fitted without the scored rows: the
@@ -433,7 +441,7 @@ def test_cv_choice_finds_offsets_and_slopes_where_they_exist():
     in_sample = -float(np.sum(y * np.log(q) + (1 - y) * np.log1p(-q)))
     assert in_sample < cal.cv_log_loss_["slopes"] < cal.cv_log_loss_["offsets"]
     # without cross-fitting nothing is chosen
-    ins = mlcal.SegmentedCalibrator("platt-logit", n_folds=None, select="cv").fit(s, y, code)
+    ins = _marginal("platt-logit", n_folds=None, select="cv").fit(s, y, code)
     assert ins.adjustment_ == "offsets" and ins.cv_log_loss_ is None
 
 
@@ -469,17 +477,17 @@ def _brute_force_integrated(d, v, scale=1.0):
 ])
 def test_integrated_offsets_are_the_posterior_means_over_tau(sizes, offsets):
     s, y, code = _simulate(sizes, offsets, seed=11)
-    cal = mlcal.SegmentedCalibrator("platt", n_folds=None, tau="integrated").fit(s, y, code)
+    cal = _marginal("platt", n_folds=None, tau="integrated").fit(s, y, code)
     d, v = cal.offset_mle_, cal.offset_var_
     np.testing.assert_allclose(cal.map_.offsets, _brute_force_integrated(d, v),
                                rtol=0, atol=2e-7)
     # same MLEs as the plug-in fit; only the shrinkage differs
-    plug = mlcal.SegmentedCalibrator("platt", n_folds=None, tau="plugin").fit(s, y, code)
+    plug = _marginal("platt", n_folds=None, tau="plugin").fit(s, y, code)
     np.testing.assert_array_equal(plug.offset_mle_, d)
     assert not np.array_equal(plug.map_.offsets, cal.map_.offsets)
     assert np.all((cal.offset_shrinkage_ > 0) & (cal.offset_shrinkage_ < 1))
     # the default (tau="auto") integrates with fewer than 10 informative segments
-    default = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(s, y, code)
+    default = _marginal("platt", n_folds=None).fit(s, y, code)
     np.testing.assert_array_equal(default.map_.offsets, cal.map_.offsets)
 
 
@@ -502,11 +510,11 @@ def test_integrated_offsets_approach_the_plug_in_with_many_segments():
 def test_folds_fit_the_method_auto_chose_on_all_rows():
     rng = np.random.default_rng(31)
     s, y, code = _simulate(rng.integers(60, 900, 12), rng.normal(0, 0.5, 12), seed=32)
-    cal = mlcal.SegmentedCalibrator().fit(s, y, code)
+    cal = _marginal().fit(s, y, code)
     assert cal.fold_shared == "chosen" and cal.cross_fitted_
     auto = cal.shared_calibrator_
     # the same as cross-fitting the chosen method itself (its candidate parameters included)
-    direct = mlcal.SegmentedCalibrator(auto.candidate(auto.chosen_)).fit(s, y, code)
+    direct = _marginal(auto.candidate(auto.chosen_)).fit(s, y, code)
     np.testing.assert_array_equal(direct.offset_mle_, cal.offset_mle_)
     np.testing.assert_array_equal(direct.map_.offsets, cal.map_.offsets)
     assert np.array_equal(direct.predict(s, code), cal.predict(s, code))
@@ -529,7 +537,7 @@ def test_folds_fit_the_method_auto_chose_on_all_rows():
                               bounds=(-5, 5), method="bounded", options={"xatol": 1e-10})
         assert cal.offset_mle_[g] == pytest.approx(res.x, abs=1e-6)
     # "repeat": every fold runs auto again (the earlier behaviour)
-    old = mlcal.SegmentedCalibrator(fold_shared="repeat").fit(s, y, code)
+    old = _marginal(fold_shared="repeat").fit(s, y, code)
     for f in range(cal.n_folds):
         m = mlcal.AutoCalibrator().fit(s[fold != f], y[fold != f])
         q[fold == f] = m.predict(s[fold == f])
@@ -539,8 +547,8 @@ def test_folds_fit_the_method_auto_chose_on_all_rows():
                           bounds=(-5, 5), method="bounded", options={"xatol": 1e-10})
     assert old.offset_mle_[0] == pytest.approx(res.x, abs=1e-6)
     # a method that chooses nothing fits the same either way
-    a = mlcal.SegmentedCalibrator("beta").fit(s, y, code)
-    b = mlcal.SegmentedCalibrator("beta", fold_shared="repeat").fit(s, y, code)
+    a = _marginal("beta").fit(s, y, code)
+    b = _marginal("beta", fold_shared="repeat").fit(s, y, code)
     np.testing.assert_array_equal(a.map_.offsets, b.map_.offsets)
 
 
@@ -560,7 +568,7 @@ def test_moments_shrinkage_is_dersimonian_laird_toward_the_shared_map():
     rng = np.random.default_rng(41)
     sizes = rng.integers(40, 1500, 14)
     s, y, code = _simulate(sizes, rng.normal(0.1, 0.5, 14), seed=42)
-    cal = mlcal.SegmentedCalibrator("platt").fit(s, y, code)   # 14 segments: the plug-in
+    cal = _marginal("platt").fit(s, y, code)   # 14 segments: the plug-in
     assert cal.shrinkage == "moments" and cal.tau == "auto"
     d, v = cal.offset_mle_, cal.offset_var_
     mu, tau2 = cal.offset_prior_
@@ -575,7 +583,7 @@ def test_moments_shrinkage_is_dersimonian_laird_toward_the_shared_map():
     np.testing.assert_allclose(cal.map_.offsets, tau2 / (tau2 + v) * d, rtol=0, atol=1e-15)
     np.testing.assert_allclose(cal.offset_shrinkage_, tau2 / (tau2 + v), rtol=0, atol=1e-15)
     # the same MLEs as REML's shrinkage; only the prior differs
-    reml = mlcal.SegmentedCalibrator("platt", shrinkage="reml").fit(s, y, code)
+    reml = _marginal("platt", shrinkage="reml").fit(s, y, code)
     np.testing.assert_array_equal(reml.offset_mle_, d)
     assert reml.offset_prior_[0] != 0.0 and reml.offset_prior_[1] != tau2
     assert not np.array_equal(reml.map_.offsets, cal.map_.offsets)
@@ -603,8 +611,8 @@ def test_the_plugin_prior_leaves_the_average_over_tau_unchanged(shrinkage):
     # fewer than 10 informative segments: tau="auto" averages over tau with REML's likelihood,
     # whatever the plug-in's prior (the default's moments, REML's or the regression's)
     s, y, code = _simulate([200, 500, 80, 900, 300], [0.5, -0.3, 0.2, 0.0, 0.4], seed=43)
-    a = mlcal.SegmentedCalibrator("platt").fit(s, y, code)
-    b = mlcal.SegmentedCalibrator("platt", shrinkage=shrinkage).fit(s, y, code)
+    a = _marginal("platt").fit(s, y, code)
+    b = _marginal("platt", shrinkage=shrinkage).fit(s, y, code)
     np.testing.assert_array_equal(a.map_.offsets, b.map_.offsets)
     assert a.offset_prior_ == b.offset_prior_
 
@@ -669,7 +677,7 @@ def test_regression_shrinkage_shrinks_toward_the_mean_logit_line():
     xs = rng.normal(shift[code], 1.5)
     y = (rng.random(code.size) < expit(xs + 0.8 * shift[code])).astype(int)
     s = expit(0.8 * xs)
-    cal = mlcal.SegmentedCalibrator("platt", n_folds=None, shrinkage="regression").fit(
+    cal = _marginal("platt", n_folds=None, shrinkage="regression").fit(
         s, y, code)
     l = _in_sample_logits(cal, s)
     x = np.bincount(code, weights=l) / np.bincount(code)
@@ -682,7 +690,7 @@ def test_regression_shrinkage_shrinks_toward_the_mean_logit_line():
     np.testing.assert_allclose(cal.map_.offsets, centre + tau2 / (tau2 + v) * (d - centre),
                                rtol=1e-9, atol=1e-12)
     # the same offset estimates as the other priors; only the prior differs
-    mom = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(s, y, code)
+    mom = _marginal("platt", n_folds=None).fit(s, y, code)
     np.testing.assert_array_equal(mom.offset_mle_, d)
     assert not mom.offset_centre_.any() and mom.offset_centre_slope_ == 0.0
     assert tau2 < mom.offset_prior_[1]
@@ -693,7 +701,7 @@ def test_regression_shrinkage_shrinks_toward_the_mean_logit_line():
     assert back.shrinkage == "regression" and back.to_json() == text
     assert np.array_equal(back.predict(s, code), cal.predict(s, code))
     # with slopes, the re-estimated offsets of the large segments are shrunk to the same line
-    sl = mlcal.SegmentedCalibrator("platt", n_folds=None, shrinkage="regression",
+    sl = _marginal("platt", n_folds=None, shrinkage="regression",
                                    min_rows_for_slope=800).fit(s, y, code)
     assert sl.offset_centre_slope_ == cal.offset_centre_slope_ and sl.adjustment_ == "slopes"
 
@@ -804,7 +812,7 @@ def _confounded(seed, k=30, within=0.8):
 
 def test_within_slope_recovers_the_within_segment_slope():
     s, y, code = _confounded(72)
-    marginal = mlcal.SegmentedCalibrator("platt-logit", n_folds=None).fit(s, y, code)
+    marginal = _marginal("platt-logit", n_folds=None).fit(s, y, code)
     within = mlcal.SegmentedCalibrator("platt-logit", n_folds=None,
                                        shared_slope="within").fit(s, y, code)
     assert marginal.common_slope_ == 1.0 and np.all(marginal.map_.slopes == 1.0)
@@ -924,3 +932,16 @@ def test_heterogeneity_alpha_keeps_the_shared_map_when_no_effect_is_detected():
     p4 = mlcal.SegmentedCalibrator("platt").fit(s[few], y[few], code[few])
     assert not t4.no_effect_detected_
     np.testing.assert_array_equal(t4.map_.offsets, p4.map_.offsets)
+
+
+def test_the_default_fits_the_within_slope_and_tests_the_effect():
+    # adopted in the ninth round (docs/segments.md): the defaults, and what a document written
+    # before them loads as (LATER_PARAMS above: "marginal" and None)
+    cal = mlcal.SegmentedCalibrator()
+    assert cal.shared_slope == "within" and cal.heterogeneity_alpha == 0.05
+    s, y, code = _confounded(76)
+    fit = mlcal.SegmentedCalibrator("platt-logit").fit(s, y, code)
+    pinned = mlcal.SegmentedCalibrator("platt-logit", shared_slope="within",
+                                       heterogeneity_alpha=0.05).fit(s, y, code)
+    assert fit.to_json() == pinned.to_json()
+    assert fit.common_slope_ < 1.0 and not fit.no_effect_detected_

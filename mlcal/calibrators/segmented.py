@@ -38,7 +38,7 @@ Estimation
    prior mean below. Rows whose shared probability is exactly 0 or 1 carry no information about
    an offset (no finite offset moves them) and are left out, as in
    :func:`mlcal.maps.reoffset.fit_delta`.
-3b. **The shared map's slope within segments (``shared_slope="within"``, opt-in).** The
+3b. **The shared map's slope within segments (``shared_slope="within"``, the default).** The
    shared map is fitted on all rows, ignoring the segments. Where the segments sit at
    different heights of the score and their miscalibration goes with it (segments high on the
    score also under-predicted), the map's slope absorbs part of that between-segment effect,
@@ -54,6 +54,9 @@ Estimation
    its own slope where step 5 fits one): the map type and format are unchanged, and an unseen
    segment still gets the shared map, the best guess for a segment of unknown level. Where the
    offsets have no spread (``tau^2 = 0``, or ``heterogeneity_alpha`` finds no effect) ``a = 1``.
+   Measured (docs/segments.md, ninth round): the held-out within-segment slope on the
+   confounded scenario goes from 0.973 to 0.999 (truth 1.008), and the held-out log loss is
+   lower on every simulated and real set with a segment effect.
 4. **Empirical Bayes.** ``d_g ~ N(mu, tau^2)`` and ``d_hat_g | d_g ~ N(d_g, v_g)``, so
    marginally ``d_hat_g ~ N(mu, tau^2 + v_g)``. ``(mu, tau^2)`` are estimated by restricted
    maximum likelihood (REML; :func:`mlcal.calibrators.segment_shrinkage.reml_prior`) rather than the
@@ -92,7 +95,7 @@ Estimation
    than toward 0. Measured, it lowers the log loss there but not the worst segment (the
    segments large enough to be ranked keep most of their own estimate) and costs a little
    where offsets do not follow the scores, so it is opt-in (docs/segments.md, eighth round).
-   **A test of the segment effect (``heterogeneity_alpha``, opt-in).** The moment estimate of
+   **A test of the segment effect (``heterogeneity_alpha``, 0.05 by default).** The moment estimate of
    ``tau^2`` is positive whenever Cochran's ``Q`` exceeds its degrees of freedom, which with
    no segment effect at all happens in about half of the samples; the offsets then add
    variance and nothing else. With ``heterogeneity_alpha`` set, the plug-in first tests equal
@@ -100,7 +103,10 @@ Estimation
    (:func:`mlcal.calibrators.segment_shrinkage.homogeneity_pvalue`) and, unless the p-value is
    below that level, stores the shared map alone (offsets 0, ``offset_prior_ == (0, 0)``,
    ``no_effect_detected_``). The average over ``tau`` (few segments) is not tested: there the
-   posterior of ``tau`` already weighs how little a handful of offsets show.
+   posterior of ``tau`` already weighs how little a handful of offsets show. With no segment
+   effect at all the moment spread was above 0 by chance in 15 of 40 draws, costing
+   +0.00004 nats of held-out log loss against the shared map alone; at level 0.05 the test
+   finds an effect in 1 of 40 (docs/segments.md, ninth round).
 5. **Slopes (optional).** For segments with total weight ``>= min_rows_for_slope`` and both
    classes, ``(a_hat_g, b_g)`` of ``logit p = a l + b`` are fitted by maximum likelihood, and
    ``a_hat_g`` (variance from the 2x2 inverse Fisher information) is shrunk the same way
@@ -266,13 +272,13 @@ class SegmentedCalibrator(BaseEstimator):
         as). ``"regression"``: the moments of a meta-regression on the segment's mean shared
         logit, each offset shrunk toward that line (``offset_centre_``) instead of 0. Module
         notes, step 4; docs/segments.md, seventh and eighth rounds.
-    shared_slope : {"marginal", "within"}, default="marginal"
+    shared_slope : {"marginal", "within"}, default="within"
         ``"marginal"``: the shared map as fitted on all rows (the behaviour before this
         parameter existed, and what a document without it is read as). ``"within"``: a common
         slope on the shared logit, fitted jointly with the segment intercepts, is stored as the
         segments' slopes, so that within each segment the slope is the within-segment one
         (module notes, step 3b; docs/segments.md, ninth round).
-    heterogeneity_alpha : float in (0, 1) or None, default=None
+    heterogeneity_alpha : float in (0, 1) or None, default=0.05
         The level of Cochran's test of equal offsets before the plug-in shrinkage: when it
         does not reject, the shared map alone is stored (module notes, step 4). ``None`` (the
         behaviour before this parameter existed, and what a document without it is read as):
@@ -339,7 +345,7 @@ class SegmentedCalibrator(BaseEstimator):
                  min_rows_for_slope: int | None = None, weak_prior_sd: float = 10.0,
                  seed: int = 0, select: str = "off", tau: str = "auto",
                  fold_shared: str = "chosen", shrinkage: str = "moments",
-                 shared_slope: str = "marginal", heterogeneity_alpha: float | None = None):
+                 shared_slope: str = "within", heterogeneity_alpha: float | None = 0.05):
         self.method = method
         self.unseen = unseen
         self.n_folds = n_folds

@@ -293,11 +293,15 @@ def big(args) -> None:
             s, y, g),
     }
     for extra in args.big_extra:
-        # "name=key:value,key:value" SegmentedCalibrator parameters (ints, floats or strings)
+        # "name=key:value,key:value" SegmentedCalibrator parameters (None, ints, floats or
+        # strings)
         name, _, spec = extra.partition("=")
         kw = {}
         for item in filter(None, spec.split(",")):
             k, _, v = item.partition(":")
+            if v == "None":
+                kw[k] = None
+                continue
             try:
                 kw[k] = int(v)
             except ValueError:

@@ -95,10 +95,10 @@ Estimation
    than toward 0. Measured, it lowers the log loss there but not the worst segment (the
    segments large enough to be ranked keep most of their own estimate) and costs a little
    where offsets do not follow the scores, so it is opt-in (docs/segments.md, eighth round).
-   **A test of the segment effect (``heterogeneity_alpha``, 0.05 by default).** The moment estimate of
-   ``tau^2`` is positive whenever Cochran's ``Q`` exceeds its degrees of freedom, which with
-   no segment effect at all happens in about half of the samples; the offsets then add
-   variance and nothing else. With ``heterogeneity_alpha`` set, the plug-in first tests equal
+   **A test of the segment effect (``heterogeneity_alpha``, 0.05 by default).** The moment
+   estimate of ``tau^2`` is positive whenever Cochran's ``Q`` exceeds its degrees of freedom,
+   which with no segment effect at all happens in about half of the samples; the offsets then
+   add variance and nothing else. With ``heterogeneity_alpha`` set, the plug-in first tests equal
    offsets by Cochran's chi-square test
    (:func:`mlcal.calibrators.segment_shrinkage.homogeneity_pvalue`) and, unless the p-value is
    below that level, stores the shared map alone (offsets 0, ``offset_prior_ == (0, 0)``,

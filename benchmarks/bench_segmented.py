@@ -77,6 +77,11 @@ def contenders():
             s, y, g).predict(st, gt),
         "mlcal auto off": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
             "auto", select="off").fit(s, y, g).predict(st, gt),
+        # the default of the seventh and eighth rounds (before shared_slope and
+        # heterogeneity_alpha): the rows those rounds stored as "mlcal auto off"
+        "mlcal auto old": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+            "auto", shared_slope="marginal", heterogeneity_alpha=None).fit(s, y, g).predict(
+            st, gt),
         # tau="integrated": offsets averaged over the posterior of tau (half-Cauchy prior)
         "mlcal auto int": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
             "auto", tau="integrated").fit(s, y, g).predict(st, gt),
@@ -88,6 +93,16 @@ def contenders():
             "auto", shrinkage="regression").fit(s, y, g).predict(st, gt),
         "mlcal auto cv": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
             "auto", select="cv").fit(s, y, g).predict(st, gt),
+        # shared_slope="within": a common slope on the shared logit fitted with the segment
+        # intercepts; heterogeneity_alpha: no offsets unless Cochran's test finds an effect
+        # (docs/segments.md, ninth round)
+        "mlcal auto within": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+            "auto", shared_slope="within").fit(s, y, g).predict(st, gt),
+        "mlcal auto het05": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+            "auto", heterogeneity_alpha=0.05).fit(s, y, g).predict(st, gt),
+        "mlcal auto within het05": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+            "auto", shared_slope="within", heterogeneity_alpha=0.05).fit(s, y, g).predict(
+            st, gt),
         "mlcal auto+sl cv": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
             "auto", min_rows_for_slope=200, select="cv").fit(s, y, g).predict(st, gt),
     }

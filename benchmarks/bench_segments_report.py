@@ -48,9 +48,10 @@ Each real set is split at random into thirds (base model, calibration, held out)
 ``--real-repeats`` times; the tables show means over the splits.
 
 ``--big``: one fit each at ``--big-rows`` simulated rows (offsets scenario, ``--big-segments``
-segments) of mlcal's SegmentedCalibrator (``beta`` and the default ``auto``, cross-fitted and
-in-sample), probcal and MCGrad, with the ratio of each fit time to MCGrad's (issue #30: within
-3x). MCGrad may take many minutes there; ``--big-skip mcgrad`` leaves it out.
+segments) of the global ``auto`` map, mlcal's SegmentedCalibrator (the default ``auto`` and
+``beta``, cross-fitted and in-sample; ``--big-extra`` adds others), probcal and MCGrad (last),
+with wall and CPU seconds and their ratios to MCGrad's and global ``auto``'s (issue #30: within
+3x MCGrad). MCGrad may take many minutes there; ``--big-skip mcgrad`` leaves it out.
 """
 
 from __future__ import annotations
@@ -280,33 +281,60 @@ def big(args) -> None:
 
     s, y, g, train = simulate("offsets", args.big_segments, args.big_rows, seed=0)
     print(f"\nfit time at {y.size} rows, {args.big_segments} segments (offsets scenario, "
-          f"one fit each)", flush=True)
+          f"one fit each; wall seconds and this process's CPU seconds, all threads)",
+          flush=True)
     fits = {
+        "global auto": lambda: mlcal.AutoCalibrator().fit(s, y),
+        "mlcal auto cv": lambda: mlcal.SegmentedCalibrator().fit(s, y, g),
+        "mlcal auto in-sam": lambda: mlcal.SegmentedCalibrator("auto", n_folds=None).fit(
+            s, y, g),
         "mlcal beta cv": lambda: mlcal.SegmentedCalibrator("beta").fit(s, y, g),
         "mlcal beta in-sam": lambda: mlcal.SegmentedCalibrator("beta", n_folds=None).fit(
             s, y, g),
     }
+    for extra in args.big_extra:
+        # "name=key:value,key:value" SegmentedCalibrator parameters (None, ints, floats or
+        # strings)
+        name, _, spec = extra.partition("=")
+        kw = {}
+        for item in filter(None, spec.split(",")):
+            k, _, v = item.partition(":")
+            if v == "None":
+                kw[k] = None
+                continue
+            try:
+                kw[k] = int(v)
+            except ValueError:
+                try:
+                    kw[k] = float(v)
+                except ValueError:
+                    kw[k] = v
+        fits[name] = (lambda kw: lambda: mlcal.SegmentedCalibrator(**kw).fit(s, y, g))(kw)
     peers = contenders()
+    # the peers last: MCGrad takes many minutes, and every mlcal figure is printed before it
     for name in ("probcal", "mcgrad"):
         if name in peers and name not in args.big_skip:
             # fit, then predict ten rows (the fit is the cost)
             fits[name] = (lambda run: lambda: run(s, y, g, s[:10], g[:10]))(peers[name])
-    # the slowest mlcal variants last, so the ratio to MCGrad is printed early
-    fits["mlcal auto in-sam"] = lambda: mlcal.SegmentedCalibrator("auto", n_folds=None).fit(
-        s, y, g)
-    fits["mlcal auto cv"] = lambda: mlcal.SegmentedCalibrator().fit(s, y, g)
     small = simulate("offsets", 5, 2000, seed=99)     # compile the kernels untimed
     for method in ("beta", "auto"):
         mlcal.SegmentedCalibrator(method).fit(*small[:3])
+    mlcal.AutoCalibrator().fit(*small[:2])
     times = {}
     for name, fit in fits.items():
         if name in args.big_skip:
             continue
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fit()
-        times[name] = time.perf_counter() - t0
-        ratio = times[name] / times["mcgrad"] if "mcgrad" in times else np.nan
-        print(f"{name:18} {times[name]:9.1f} s   x MCGrad {ratio:6.2f}", flush=True)
+        times[name] = (time.perf_counter() - t0, time.process_time() - c0)
+        print(f"{name:18} {times[name][0]:9.1f} s wall {times[name][1]:9.1f} s CPU", flush=True)
+    print("\nratios (wall; CPU)")
+    for name, (wall, cpu) in times.items():
+        parts = [f"{name:18} {wall:9.1f} s {cpu:9.1f} s CPU"]
+        for ref in ("mcgrad", "global auto"):
+            if ref in times:
+                parts.append(f"x {ref} {wall / times[ref][0]:6.3f}; {cpu / times[ref][1]:6.3f}")
+        print("   ".join(parts), flush=True)
 
 
 def main() -> None:
@@ -328,6 +356,8 @@ def main() -> None:
     ap.add_argument("--big-rows", type=int, default=1_000_000)
     ap.add_argument("--big-segments", type=int, default=50)
     ap.add_argument("--big-skip", nargs="*", default=[])
+    ap.add_argument("--big-extra", nargs="*", default=[],
+                    help='--big: further SegmentedCalibrator fits, "name=key:value,..."')
     ap.add_argument("--scenarios", nargs="*",
                     default=["offsets", "slopes", "confounded", "null"])
     ap.add_argument("--draws", default=None, help='e.g. "0-19" (with --json)')

@@ -3,7 +3,9 @@
 ``confounded``: per simulated draw of the confounded scenario, the default SegmentedCalibrator's
 worst held-out segment (rows, |O-E|, the truth's |O-E| on the same segment, its shrinkage
 factor) and the within-segment calibration slope of the held-out predictions (a common slope on
-``logit(p)`` with one intercept per segment, fitted by maximum likelihood) against the truth's.
+``logit(p)`` with one intercept per segment, fitted by maximum likelihood) against the truth's;
+``--variant shared_slope:within`` also fits that SegmentedCalibrator setting and compares its
+within-segment slope (string parameters only).
 
 ``real``: per split of a packaged real set (``--set diabetes`` or ``gapminder``), whether the
 segmented fit's shared map is global ``auto``'s bit for bit, the offsets' maximum-likelihood
@@ -12,7 +14,7 @@ post-hoc variants of the average over ``tau`` applied to the fit's own offset es
 flat prior on ``mu``, mlcal's, against the centre fixed at 0; half-Cauchy scale 1 or 0.5;
 midpoint quadrature on 4,000 nodes, a check, not mlcal's deterministic one), scored held out.
 
-    python benchmarks/diagnose_segment_residuals.py confounded [--draws 0-19]
+    python benchmarks/diagnose_segment_residuals.py confounded [--draws 0-19] [--variant k:v,...]
     python benchmarks/diagnose_segment_residuals.py real --set diabetes [--splits 50]
 """
 
@@ -54,8 +56,8 @@ def within_slope(y, p, g) -> float:
     return float(minimize(nll, np.r_[1.0, np.zeros(k)], jac=grad, method="L-BFGS-B").x[0])
 
 
-def confounded(draws) -> None:
-    rows = []
+def confounded(draws, variant: dict | None = None) -> None:
+    rows, var_slopes = [], []
     for r in draws:
         s, y, g, tr, truth = simulate_with_truth("confounded", 60, 20_000, r)
         te = ~tr
@@ -70,15 +72,27 @@ def confounded(draws) -> None:
                cal.offset_shrinkage_[idx[worst["label"]]], within_slope(y[te], p, g[te]),
                within_slope(y[te], truth[te], g[te]))
         rows.append(row)
+        extra = ""
+        if variant:
+            pv = mlcal.SegmentedCalibrator(**variant).fit(s[tr], y[tr], g[tr]).predict(
+                s[te], g[te])
+            var_slopes.append(within_slope(y[te], pv, g[te]))
+            extra = f"  variant {var_slopes[-1]:.3f}"
         print(f"draw {r:2d} worst {worst['label']:4} rows {row[0]:4d} |O-E| {row[1]:.4f} "
               f"(truth {row[2]:.4f}) factor {row[3]:.2f}  within-segment slope {row[4]:.3f} "
-              f"(truth {row[5]:.3f})", flush=True)
+              f"(truth {row[5]:.3f}){extra}", flush=True)
     a = np.array(rows, dtype=float)
     d = a[:, 4] - a[:, 5]
     print(f"mean worst |O-E| {a[:, 1].mean():.4f}, truth on that segment {a[:, 2].mean():.4f}, "
           f"rows {int(a[:, 0].min())}-{int(a[:, 0].max())}, factor {a[:, 3].mean():.2f}; "
           f"within-segment slope {a[:, 4].mean():.3f} (truth {a[:, 5].mean():.3f}; paired "
           f"{d.mean():+.3f} +- {d.std(ddof=1) / math.sqrt(d.size):.3f})")
+    if variant:
+        v = np.array(var_slopes)
+        dv, dd = v - a[:, 5], v - a[:, 4]
+        print(f"variant {variant}: within-segment slope {v.mean():.3f} (paired against the "
+              f"truth {dv.mean():+.3f} +- {dv.std(ddof=1) / math.sqrt(dv.size):.3f}, against "
+              f"the default {dd.mean():+.3f} +- {dd.std(ddof=1) / math.sqrt(dd.size):.3f})")
 
 
 def integrated(d, v, scale: float, centre0: bool):
@@ -149,9 +163,14 @@ def main() -> None:
     ap.add_argument("--draws", default="0-19")
     ap.add_argument("--set", default="diabetes")
     ap.add_argument("--splits", type=int, default=50)
+    ap.add_argument("--variant", default=None,
+                    help='confounded: also fit SegmentedCalibrator(**these), "key:value,..."')
     args = ap.parse_args()
     if args.what == "confounded":
-        confounded(parse_draws(args.draws))
+        variant = None
+        if args.variant:
+            variant = dict(item.partition(":")[::2] for item in args.variant.split(","))
+        confounded(parse_draws(args.draws), variant)
     else:
         real(args.set, args.splits)
 

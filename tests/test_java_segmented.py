@@ -103,7 +103,9 @@ def test_fitted_segmented_calibrators_are_bit_identical(jar, tmp_path):
         cases.append((cal.to_json(), x, seg))
         expected.append(cal.predict(x, seg))
         names.append(f"{method} {params}")
-        assert (cal.map_.slopes != 1.0).any() == bool(params)
+        # per-segment slopes only with min_rows_for_slope; otherwise every segment has the
+        # common within-segment slope (shared_slope="within", the default)
+        assert (cal.map_.slopes != cal.common_slope_).any() == bool(params)
     # hand-built: 64-bit integer keys beyond 2**53 (a double cannot hold them), the sigmoid
     # input transform, exact 0 and 1 from a step map
     big = 2 ** 62 + 1
@@ -199,11 +201,12 @@ def test_tampered_documents_python_refuses_java_refuses(jar, tmp_path):
         assert isinstance(got, str) and got.startswith("MapFormatException: "), (name, got)
         assert phrases[name] in got, (name, got)
     # and the untampered document loads in both, as do ones written before `select`, `tau`,
-    # `fold_shared` and `shrinkage` existed
+    # `fold_shared`, `shrinkage`, `shared_slope` and `heterogeneity_alpha` existed
     (tmp_path / "ok").mkdir()
     assert not isinstance(_batch(jar, tmp_path / "ok", [(cal.to_json(), x, seg)])[0], str)
-    for gone in (["shrinkage"], ["fold_shared"], ["tau"],
-                 ["select", "tau", "fold_shared", "shrinkage"]):
+    for gone in (["heterogeneity_alpha"], ["shared_slope"], ["shrinkage"], ["fold_shared"],
+                 ["tau"], ["select", "tau", "fold_shared", "shrinkage", "shared_slope",
+                           "heterogeneity_alpha"]):
         legacy = cal.to_dict()
         for name in gone:
             del legacy["params"][name]
@@ -219,6 +222,15 @@ def test_tampered_documents_python_refuses_java_refuses(jar, tmp_path):
     got = _batch(jar, tmp_path / "regression", [(reg.to_json(), x, seg)])[0]
     assert not isinstance(got, str), got
     assert_bits_equal(got, reg.predict(x, seg), "shrinkage regression")
+    # and the ninth round's parameters: a common within-segment slope (stored as the segments'
+    # slopes) and a test of the segment effect
+    within = _fit("platt", seed=4, tau="plugin", shared_slope="within",
+                  heterogeneity_alpha=0.05)
+    assert within.common_slope_ != 1.0 and not within.no_effect_detected_
+    (tmp_path / "within").mkdir()
+    got = _batch(jar, tmp_path / "within", [(within.to_json(), x, seg)])[0]
+    assert not isinstance(got, str), got
+    assert_bits_equal(got, within.predict(x, seg), "shared slope within")
 
 
 def test_command_line_reads_csv_and_json_lines_by_column_name(jar, tmp_path):

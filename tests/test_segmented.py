@@ -36,6 +36,14 @@ def _loglik(l, y, w, d):
     return float(np.sum(w * (y * log_expit(z) + (1 - y) * log_expit(-z))))
 
 
+def _marginal(*args, **params):
+    """A SegmentedCalibrator whose offsets are estimated against the shared map's own logits
+    (``shared_slope="marginal"``): the tests of the offsets' estimation and shrinkage compare
+    with references on those logits (the common within-segment slope has its own tests)."""
+    params.setdefault("shared_slope", "marginal")
+    return mlcal.SegmentedCalibrator(*args, **params)
+
+
 def _in_sample_logits(cal, s):
     q = cal.shared_calibrator_.predict(s)
     return np.log(q) - np.log1p(-q)
@@ -46,7 +54,7 @@ def test_offsets_are_the_exact_likelihood_maxima_and_variances_the_curvature():
     s, y, code = _simulate([150, 400, 60, 900], [0.6, -0.4, 0.0, 0.25], seed=1)
     seg = np.array(["a", "b", "c", "d"])[code]
     w = np.random.default_rng(2).integers(1, 4, s.size).astype(float)
-    cal = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(s, y, seg, sample_weight=w)
+    cal = _marginal("platt", n_folds=None).fit(s, y, seg, sample_weight=w)
     l = _in_sample_logits(cal, s)
     for g, key in enumerate(cal.segments_):
         rows = seg == key[0]
@@ -102,7 +110,7 @@ def test_one_class_segments_get_finite_shrunk_offsets():
     s = np.concatenate([s, rng.uniform(0.2, 0.6, 12), rng.uniform(0.3, 0.7, 5)])
     y = np.concatenate([y, np.zeros(12, int), np.ones(5, int)])
     seg = np.concatenate([code.astype(str), ["neg"] * 12, ["pos"] * 5])
-    cal = mlcal.SegmentedCalibrator("platt", n_folds=None, weak_prior_sd=10.0).fit(s, y, seg)
+    cal = _marginal("platt", n_folds=None, weak_prior_sd=10.0).fit(s, y, seg)
     offsets = dict(zip([k[0] for k in cal.segments_], cal.map_.offsets))
     mle = dict(zip([k[0] for k in cal.segments_], cal.offset_mle_))
     assert all(np.isfinite(list(offsets.values())))
@@ -418,13 +426,13 @@ def test_cv_choice_finds_offsets_and_slopes_where_they_exist():
     s, y, code = _slopes_data(12, slopes=(1.0, 1.0, 1.0), offsets=(0.7, -0.6, 0.0))
     # (slopes are not offered: pooling offset segments flattens the shared map's slope, so
     # per-segment slopes would be a real, if small, improvement here)
-    cal = mlcal.SegmentedCalibrator("platt-logit", select="cv").fit(s, y, code)
+    cal = _marginal("platt-logit", select="cv").fit(s, y, code)
     assert cal.adjustment_ == "offsets" and np.all(cal.map_.slopes == 1.0)
     loss = cal.cv_log_loss_
     assert set(loss) == {"none", "offsets"}
     assert loss["offsets"] < loss["none"] - 50    # a large, real improvement
     s, y, code = _slopes_data(13)
-    cal = mlcal.SegmentedCalibrator("platt-logit", min_rows_for_slope=200, select="cv").fit(s, y, code)
+    cal = _marginal("platt-logit", min_rows_for_slope=200, select="cv").fit(s, y, code)
     assert cal.adjustment_ == "slopes"
     assert cal.map_.slopes[0] > 1.5 and cal.map_.slopes[1] < 0.7
     # the choice's held-out losses are those of maps fitted without the scored rows: the
@@ -433,7 +441,7 @@ def test_cv_choice_finds_offsets_and_slopes_where_they_exist():
     in_sample = -float(np.sum(y * np.log(q) + (1 - y) * np.log1p(-q)))
     assert in_sample < cal.cv_log_loss_["slopes"] < cal.cv_log_loss_["offsets"]
     # without cross-fitting nothing is chosen
-    ins = mlcal.SegmentedCalibrator("platt-logit", n_folds=None, select="cv").fit(s, y, code)
+    ins = _marginal("platt-logit", n_folds=None, select="cv").fit(s, y, code)
     assert ins.adjustment_ == "offsets" and ins.cv_log_loss_ is None
 
 
@@ -469,17 +477,17 @@ def _brute_force_integrated(d, v, scale=1.0):
 ])
 def test_integrated_offsets_are_the_posterior_means_over_tau(sizes, offsets):
     s, y, code = _simulate(sizes, offsets, seed=11)
-    cal = mlcal.SegmentedCalibrator("platt", n_folds=None, tau="integrated").fit(s, y, code)
+    cal = _marginal("platt", n_folds=None, tau="integrated").fit(s, y, code)
     d, v = cal.offset_mle_, cal.offset_var_
     np.testing.assert_allclose(cal.map_.offsets, _brute_force_integrated(d, v),
                                rtol=0, atol=2e-7)
     # same MLEs as the plug-in fit; only the shrinkage differs
-    plug = mlcal.SegmentedCalibrator("platt", n_folds=None, tau="plugin").fit(s, y, code)
+    plug = _marginal("platt", n_folds=None, tau="plugin").fit(s, y, code)
     np.testing.assert_array_equal(plug.offset_mle_, d)
     assert not np.array_equal(plug.map_.offsets, cal.map_.offsets)
     assert np.all((cal.offset_shrinkage_ > 0) & (cal.offset_shrinkage_ < 1))
     # the default (tau="auto") integrates with fewer than 10 informative segments
-    default = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(s, y, code)
+    default = _marginal("platt", n_folds=None).fit(s, y, code)
     np.testing.assert_array_equal(default.map_.offsets, cal.map_.offsets)
 
 
@@ -502,11 +510,11 @@ def test_integrated_offsets_approach_the_plug_in_with_many_segments():
 def test_folds_fit_the_method_auto_chose_on_all_rows():
     rng = np.random.default_rng(31)
     s, y, code = _simulate(rng.integers(60, 900, 12), rng.normal(0, 0.5, 12), seed=32)
-    cal = mlcal.SegmentedCalibrator().fit(s, y, code)
+    cal = _marginal().fit(s, y, code)
     assert cal.fold_shared == "chosen" and cal.cross_fitted_
     auto = cal.shared_calibrator_
     # the same as cross-fitting the chosen method itself (its candidate parameters included)
-    direct = mlcal.SegmentedCalibrator(auto.candidate(auto.chosen_)).fit(s, y, code)
+    direct = _marginal(auto.candidate(auto.chosen_)).fit(s, y, code)
     np.testing.assert_array_equal(direct.offset_mle_, cal.offset_mle_)
     np.testing.assert_array_equal(direct.map_.offsets, cal.map_.offsets)
     assert np.array_equal(direct.predict(s, code), cal.predict(s, code))
@@ -529,7 +537,7 @@ def test_folds_fit_the_method_auto_chose_on_all_rows():
                               bounds=(-5, 5), method="bounded", options={"xatol": 1e-10})
         assert cal.offset_mle_[g] == pytest.approx(res.x, abs=1e-6)
     # "repeat": every fold runs auto again (the earlier behaviour)
-    old = mlcal.SegmentedCalibrator(fold_shared="repeat").fit(s, y, code)
+    old = _marginal(fold_shared="repeat").fit(s, y, code)
     for f in range(cal.n_folds):
         m = mlcal.AutoCalibrator().fit(s[fold != f], y[fold != f])
         q[fold == f] = m.predict(s[fold == f])
@@ -539,8 +547,8 @@ def test_folds_fit_the_method_auto_chose_on_all_rows():
                           bounds=(-5, 5), method="bounded", options={"xatol": 1e-10})
     assert old.offset_mle_[0] == pytest.approx(res.x, abs=1e-6)
     # a method that chooses nothing fits the same either way
-    a = mlcal.SegmentedCalibrator("beta").fit(s, y, code)
-    b = mlcal.SegmentedCalibrator("beta", fold_shared="repeat").fit(s, y, code)
+    a = _marginal("beta").fit(s, y, code)
+    b = _marginal("beta", fold_shared="repeat").fit(s, y, code)
     np.testing.assert_array_equal(a.map_.offsets, b.map_.offsets)
 
 
@@ -560,7 +568,7 @@ def test_moments_shrinkage_is_dersimonian_laird_toward_the_shared_map():
     rng = np.random.default_rng(41)
     sizes = rng.integers(40, 1500, 14)
     s, y, code = _simulate(sizes, rng.normal(0.1, 0.5, 14), seed=42)
-    cal = mlcal.SegmentedCalibrator("platt").fit(s, y, code)   # 14 segments: the plug-in
+    cal = _marginal("platt").fit(s, y, code)   # 14 segments: the plug-in
     assert cal.shrinkage == "moments" and cal.tau == "auto"
     d, v = cal.offset_mle_, cal.offset_var_
     mu, tau2 = cal.offset_prior_
@@ -575,7 +583,7 @@ def test_moments_shrinkage_is_dersimonian_laird_toward_the_shared_map():
     np.testing.assert_allclose(cal.map_.offsets, tau2 / (tau2 + v) * d, rtol=0, atol=1e-15)
     np.testing.assert_allclose(cal.offset_shrinkage_, tau2 / (tau2 + v), rtol=0, atol=1e-15)
     # the same MLEs as REML's shrinkage; only the prior differs
-    reml = mlcal.SegmentedCalibrator("platt", shrinkage="reml").fit(s, y, code)
+    reml = _marginal("platt", shrinkage="reml").fit(s, y, code)
     np.testing.assert_array_equal(reml.offset_mle_, d)
     assert reml.offset_prior_[0] != 0.0 and reml.offset_prior_[1] != tau2
     assert not np.array_equal(reml.map_.offsets, cal.map_.offsets)
@@ -603,8 +611,8 @@ def test_the_plugin_prior_leaves_the_average_over_tau_unchanged(shrinkage):
     # fewer than 10 informative segments: tau="auto" averages over tau with REML's likelihood,
     # whatever the plug-in's prior (the default's moments, REML's or the regression's)
     s, y, code = _simulate([200, 500, 80, 900, 300], [0.5, -0.3, 0.2, 0.0, 0.4], seed=43)
-    a = mlcal.SegmentedCalibrator("platt").fit(s, y, code)
-    b = mlcal.SegmentedCalibrator("platt", shrinkage=shrinkage).fit(s, y, code)
+    a = _marginal("platt").fit(s, y, code)
+    b = _marginal("platt", shrinkage=shrinkage).fit(s, y, code)
     np.testing.assert_array_equal(a.map_.offsets, b.map_.offsets)
     assert a.offset_prior_ == b.offset_prior_
 
@@ -669,7 +677,7 @@ def test_regression_shrinkage_shrinks_toward_the_mean_logit_line():
     xs = rng.normal(shift[code], 1.5)
     y = (rng.random(code.size) < expit(xs + 0.8 * shift[code])).astype(int)
     s = expit(0.8 * xs)
-    cal = mlcal.SegmentedCalibrator("platt", n_folds=None, shrinkage="regression").fit(
+    cal = _marginal("platt", n_folds=None, shrinkage="regression").fit(
         s, y, code)
     l = _in_sample_logits(cal, s)
     x = np.bincount(code, weights=l) / np.bincount(code)
@@ -682,7 +690,7 @@ def test_regression_shrinkage_shrinks_toward_the_mean_logit_line():
     np.testing.assert_allclose(cal.map_.offsets, centre + tau2 / (tau2 + v) * (d - centre),
                                rtol=1e-9, atol=1e-12)
     # the same offset estimates as the other priors; only the prior differs
-    mom = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(s, y, code)
+    mom = _marginal("platt", n_folds=None).fit(s, y, code)
     np.testing.assert_array_equal(mom.offset_mle_, d)
     assert not mom.offset_centre_.any() and mom.offset_centre_slope_ == 0.0
     assert tau2 < mom.offset_prior_[1]
@@ -693,7 +701,7 @@ def test_regression_shrinkage_shrinks_toward_the_mean_logit_line():
     assert back.shrinkage == "regression" and back.to_json() == text
     assert np.array_equal(back.predict(s, code), cal.predict(s, code))
     # with slopes, the re-estimated offsets of the large segments are shrunk to the same line
-    sl = mlcal.SegmentedCalibrator("platt", n_folds=None, shrinkage="regression",
+    sl = _marginal("platt", n_folds=None, shrinkage="regression",
                                    min_rows_for_slope=800).fit(s, y, code)
     assert sl.offset_centre_slope_ == cal.offset_centre_slope_ and sl.adjustment_ == "slopes"
 
@@ -702,7 +710,9 @@ def test_regression_shrinkage_shrinks_toward_the_mean_logit_line():
 # legacy one, the legacy value a document without the parameter loads with, a bad value)
 LATER_PARAMS = [("select", "cv", "off", "always"), ("tau", "integrated", "plugin", "reml"),
                 ("fold_shared", "chosen", "repeat", "auto"),
-                ("shrinkage", "moments", "reml", "dl")]
+                ("shrinkage", "moments", "reml", "dl"),
+                ("shared_slope", "within", "marginal", "pooled"),
+                ("heterogeneity_alpha", 0.05, None, 1.5)]
 
 
 @pytest.mark.parametrize("k", range(len(LATER_PARAMS)))
@@ -729,3 +739,209 @@ def test_a_document_without_a_later_parameter_loads_with_the_legacy_value(fitted
         mlcal.load_calibrator(bad)
     with pytest.raises(mlcal.calibrators._params.InvalidParameterError, match=f"'{name}'"):
         mlcal.SegmentedCalibrator(**{name: "ml"}).fit(s, np.arange(s.size) % 2, seg)
+
+
+# -- the shared map's slope fitted with segment intercepts (shared_slope="within") ----------
+def _penalised_negloglik(theta, l, y, w, code, centre, tau2):
+    a, d = theta[0], theta[1:]
+    z = a * l + d[code]
+    return -(np.sum(w * (y * log_expit(z) + (1 - y) * log_expit(-z)))
+             - np.sum((d - centre) ** 2) / (2 * tau2))
+
+
+@pytest.mark.parametrize("centre", [0.0, "array"])
+def test_common_slope_fit_is_the_penalised_likelihood_maximum(centre):
+    from mlcal.calibrators.segment_shrinkage import common_slope_fit
+
+    rng = np.random.default_rng(71)
+    k = 7
+    sizes = rng.integers(20, 300, k)
+    code = np.repeat(np.arange(k), sizes)
+    l = rng.normal(0.3 * rng.normal(size=k)[code], 1.2)
+    y = (rng.random(code.size) < expit(0.8 * l + rng.normal(0, 0.6, k)[code])).astype(float)
+    w = rng.integers(1, 4, code.size).astype(float)
+    c = np.zeros(k) if centre == 0.0 else rng.normal(0, 0.2, k)
+    n_seg = k + 1                         # one segment without rows: it keeps its centre
+    cc = np.append(c, 0.35) if centre != 0.0 else 0.0
+    a, d = common_slope_fit(l, y, w, code, n_seg, cc, 0.3)
+    ref = minimize(_penalised_negloglik, np.r_[1.0, np.zeros(k)],
+                   args=(l, y, w, code, c, 0.3), method="BFGS",
+                   options={"gtol": 1e-10, "maxiter": 10_000})
+    assert a == pytest.approx(ref.x[0], abs=1e-6)
+    np.testing.assert_allclose(d[:k], ref.x[1:], atol=1e-6)
+    assert d[k] == (0.35 if centre != 0.0 else 0.0)
+    # with every intercept free (a huge tau2) it is the fixed-effects logistic regression:
+    # the slope is estimated within segments, unaffected by where the segments sit
+    a_free, d_free = common_slope_fit(l, y, w, code, k, 0.0, 1e8)
+    ref = minimize(_penalised_negloglik, np.r_[1.0, np.zeros(k)],
+                   args=(l, y, w, code, np.zeros(k), 1e8), method="BFGS",
+                   options={"gtol": 1e-10, "maxiter": 10_000})
+    assert a_free == pytest.approx(ref.x[0], abs=1e-5)
+    with pytest.raises(ValueError, match="positive tau2"):
+        common_slope_fit(l, y, w, code, k, 0.0, 0.0)
+
+
+def test_common_slope_fit_without_variation_within_segments():
+    from mlcal.calibrators.segment_shrinkage import common_slope_fit
+
+    # every logit 0: the slope is not identified; intercepts alone with a = 1
+    code = np.repeat(np.arange(4), 50)
+    l = np.zeros(code.size)
+    y = (np.arange(code.size) % 3 == 0).astype(float)
+    w = np.ones(code.size)
+    a, d = common_slope_fit(l, y, w, code, 4, 0.0, 0.5)
+    assert a == 1.0
+    for g in range(4):
+        rows = code == g
+        res = minimize_scalar(lambda t: -(_loglik(l[rows], y[rows], w[rows], t) - t * t / 1.0),
+                              bounds=(-5, 5), method="bounded", options={"xatol": 1e-11})
+        assert d[g] == pytest.approx(res.x, abs=1e-7)
+
+
+def _confounded(seed, k=30, within=0.8):
+    """Segments that sit at different heights of the score with offsets that go with it: the
+    shared map fitted on all rows gets a steeper slope than the one within segments."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(200, 1500, k)
+    shift = rng.normal(0.0, 0.8, k)
+    code = np.repeat(np.arange(k), sizes)
+    xs = rng.normal(shift[code], 1.0)
+    y = (rng.random(code.size) < expit(within * xs + 0.8 * shift[code])).astype(int)
+    return expit(xs), y, code
+
+
+def test_within_slope_recovers_the_within_segment_slope():
+    s, y, code = _confounded(72)
+    marginal = _marginal("platt-logit", n_folds=None).fit(s, y, code)
+    within = mlcal.SegmentedCalibrator("platt-logit", n_folds=None,
+                                       shared_slope="within").fit(s, y, code)
+    assert marginal.common_slope_ == 1.0 and np.all(marginal.map_.slopes == 1.0)
+    # the shared map (linear in logit(s)) fitted on all rows has a slope that absorbs the
+    # between-segment effect (the truth within segments is 0.8); times the common slope it
+    # is the within-segment one again
+    l = _in_sample_logits(within, s)
+    slope_shared = np.polyfit(np.log(s / (1 - s)), l, 1)[0]
+    assert slope_shared > 0.9
+    assert within.common_slope_ < 0.95
+    assert slope_shared * within.common_slope_ == pytest.approx(0.8, abs=0.04)
+    # independent reference: the fixed-effects logistic regression on the shared logits
+    # (every segment its own intercept) has nearly the same slope (the prior is weak here)
+    from scipy.optimize import minimize as _min
+    k = int(code.max()) + 1
+    ref = _min(_penalised_negloglik, np.r_[1.0, np.zeros(k)],
+               args=(l, y.astype(float), np.ones(s.size), code, np.zeros(k), 1e8),
+               method="BFGS", options={"gtol": 1e-9, "maxiter": 10_000})
+    assert within.common_slope_ == pytest.approx(ref.x[0], abs=0.01)
+    # stored as every seen segment's slope, the offsets estimated and shrunk given it
+    np.testing.assert_array_equal(within.map_.slopes, np.full(k, within.common_slope_))
+    from mlcal.calibrators.segment_shrinkage import moments_tau2, segment_offsets
+    d, v = segment_offsets(within.common_slope_ * l, y.astype(float), np.ones(s.size), code,
+                           k, np.zeros(k))
+    np.testing.assert_array_equal(within.offset_mle_, d)
+    tau2 = moments_tau2(d, v)
+    np.testing.assert_allclose(within.map_.offsets, tau2 / (tau2 + v) * d, rtol=0, atol=1e-15)
+    # the map: expit(a logit f(s) + d_g); an unseen segment keeps the shared map
+    p = within.predict(s[:50], code[:50])
+    np.testing.assert_allclose(p, expit(within.common_slope_ * l[:50]
+                                        + within.map_.offsets[code[:50]]), rtol=1e-12)
+    unseen = within.predict(s[:5], np.full(5, 999))
+    np.testing.assert_array_equal(unseen, within.shared_calibrator_.predict(s[:5]))
+    # written and read back bit for bit
+    text = within.to_json()
+    assert json.loads(text)["params"]["shared_slope"] == "within"
+    back = mlcal.load_calibrator(text)
+    assert back.shared_slope == "within" and back.to_json() == text
+    assert np.array_equal(back.predict(s, code), within.predict(s, code))
+
+
+def test_within_slope_is_one_without_a_segment_effect():
+    # no spread of the offsets (tau2 = 0): the shared map's slope is the within one
+    rng = np.random.default_rng(73)
+    code = np.repeat(np.arange(12), 400)
+    x = rng.normal(0, 1.5, code.size)
+    y = (rng.random(code.size) < expit(x)).astype(int)
+    s = expit(0.7 * x)
+    a = mlcal.SegmentedCalibrator("platt", n_folds=None).fit(s, y, code)
+    b = mlcal.SegmentedCalibrator("platt", n_folds=None, shared_slope="within").fit(s, y, code)
+    if a.offset_prior_[1] == 0.0:
+        assert b.common_slope_ == 1.0
+        np.testing.assert_array_equal(a.map_.offsets, b.map_.offsets)
+    # with the test of the effect the offsets are gone, and the slope with them
+    c = mlcal.SegmentedCalibrator("platt", n_folds=None, shared_slope="within",
+                                  heterogeneity_alpha=0.05).fit(s, y, code)
+    assert c.no_effect_detected_ and c.common_slope_ == 1.0
+    assert np.all(c.map_.slopes == 1.0) and np.all(c.map_.offsets == 0.0)
+
+
+# -- a test of the segment effect (heterogeneity_alpha) ------------------------------------
+def test_homogeneity_pvalue_is_cochrans_chi_square_test():
+    from scipy.stats import chi2
+
+    from mlcal.calibrators.segment_shrinkage import homogeneity_pvalue
+
+    rng = np.random.default_rng(74)
+    d, v = rng.normal(0, 0.3, 15), rng.uniform(0.01, 0.2, 15)
+    v[4] = np.inf                              # no information: left out
+    keep = np.isfinite(v)
+    W = np.diag(1.0 / v[keep])
+    w = np.diag(W)
+    q = d[keep] @ (W - np.outer(w, w) / w.sum()) @ d[keep]
+    assert homogeneity_pvalue(d, v) == pytest.approx(chi2.sf(q, keep.sum() - 1), rel=1e-10)
+    assert homogeneity_pvalue(np.array([0.2]), np.array([0.1])) == 1.0
+    assert homogeneity_pvalue(np.array([0.2, 1.0]), np.array([0.1, np.inf])) == 1.0
+    # under the hypothesis (equal true offsets) the p-value is uniform: about 5 % below 0.05
+    draws = rng.normal(0.3, np.sqrt(v[keep]), (4000, keep.sum()))
+    p = np.array([homogeneity_pvalue(t, v[keep]) for t in draws])
+    assert abs(np.mean(p < 0.05) - 0.05) < 0.012 and abs(np.mean(p < 0.5) - 0.5) < 0.03
+
+
+def test_heterogeneity_alpha_keeps_the_shared_map_when_no_effect_is_detected():
+    from mlcal.calibrators.segment_shrinkage import homogeneity_pvalue
+
+    rng = np.random.default_rng(75)
+    code = np.repeat(np.arange(20), 300)
+    x = rng.normal(0, 1.5, code.size)
+    s = expit(0.7 * x)
+    found = {True: 0, False: 0}
+    for seed in range(6):
+        y = (np.random.default_rng(seed).random(code.size) < expit(x)).astype(int)
+        plain = mlcal.SegmentedCalibrator("platt").fit(s, y, code)
+        tested = mlcal.SegmentedCalibrator("platt", heterogeneity_alpha=0.05).fit(s, y, code)
+        np.testing.assert_array_equal(plain.offset_mle_, tested.offset_mle_)
+        p = homogeneity_pvalue(plain.offset_mle_, plain.offset_var_)
+        assert tested.no_effect_detected_ == (not p < 0.05)
+        found[tested.no_effect_detected_] += 1
+        if tested.no_effect_detected_:
+            assert np.all(tested.map_.offsets == 0.0) and tested.offset_prior_ == (0.0, 0.0)
+            # (through logit and back: equal to rounding)
+            np.testing.assert_allclose(tested.predict(s, code),
+                                       tested.shared_calibrator_.predict(s), rtol=1e-13)
+        else:
+            np.testing.assert_array_equal(tested.map_.offsets, plain.map_.offsets)
+    assert found[True] >= 4                     # no effect: rarely detected
+    # a real effect is detected and the fit is the default's bit for bit
+    y = (rng.random(code.size) < expit(x + rng.normal(0, 0.5, 20)[code])).astype(int)
+    plain = mlcal.SegmentedCalibrator("platt").fit(s, y, code)
+    tested = mlcal.SegmentedCalibrator("platt", heterogeneity_alpha=0.05).fit(s, y, code)
+    assert not tested.no_effect_detected_
+    assert tested.to_dict()["map"] == plain.to_dict()["map"]
+    # with fewer than 10 segments the offsets are averaged over tau: no test
+    few = code < 4
+    t4 = mlcal.SegmentedCalibrator("platt", heterogeneity_alpha=0.5).fit(
+        s[few], y[few], code[few])
+    p4 = mlcal.SegmentedCalibrator("platt").fit(s[few], y[few], code[few])
+    assert not t4.no_effect_detected_
+    np.testing.assert_array_equal(t4.map_.offsets, p4.map_.offsets)
+
+
+def test_the_default_fits_the_within_slope_and_tests_the_effect():
+    # adopted in the ninth round (docs/segments.md): the defaults, and what a document written
+    # before them loads as (LATER_PARAMS above: "marginal" and None)
+    cal = mlcal.SegmentedCalibrator()
+    assert cal.shared_slope == "within" and cal.heterogeneity_alpha == 0.05
+    s, y, code = _confounded(76)
+    fit = mlcal.SegmentedCalibrator("platt-logit").fit(s, y, code)
+    pinned = mlcal.SegmentedCalibrator("platt-logit", shared_slope="within",
+                                       heterogeneity_alpha=0.05).fit(s, y, code)
+    assert fit.to_json() == pinned.to_json()
+    assert fit.common_slope_ < 1.0 and not fit.no_effect_detected_

@@ -136,7 +136,8 @@ def method_table() -> dict[str, dict[str, Any]]:
         "offset_stage": False, "monotone": False, "unit_interval": False, "extras": [],
         "param_names": sorted(SegmentedCalibrator._get_param_names()),
         # parameters added after the format: a document written before may lack them
-        "optional_params": ["select", "tau", "fold_shared", "shrinkage"],
+        "optional_params": ["select", "tau", "fold_shared", "shrinkage", "shared_slope",
+                            "heterogeneity_alpha"],
         "params": {k: [c.spec() for c in v]
                    for k, v in sorted(SegmentedCalibrator.document_constraints().items())}}
     table["multicalibration"] = multicalibration_entry()

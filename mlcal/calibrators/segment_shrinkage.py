@@ -378,3 +378,120 @@ def shrink_integrated(estimates: np.ndarray, variances: np.ndarray,
         factor += np.bincount(cols, weights=(w * b).ravel(), minlength=g)
         means += np.bincount(cols, weights=(w * post).ravel(), minlength=g)
     return means, factor
+
+
+def homogeneity_pvalue(estimates: np.ndarray, variances: np.ndarray) -> float:
+    """The p-value of Cochran's test that the ``theta_g`` of ``theta_hat_g ~ N(theta_g, v_g)``
+    are all equal (no between-segment spread, ``tau2 = 0``).
+
+    With weights ``w_g = 1 / v_g`` and the fixed-effect mean ``m = sum w theta_hat / sum w``,
+    ``Q = sum w (theta_hat - m)^2`` is chi-square with ``k - 1`` degrees of freedom under that
+    hypothesis (``k`` informative segments); the p-value is its upper tail at ``Q``. This is the
+    statistic whose excess over ``k - 1`` the DerSimonian--Laird moment estimate
+    (:func:`moments_tau2`) turns into ``tau2``: the moment estimate is positive whenever
+    ``Q > k - 1``, which with no spread at all happens in about half of the samples.
+    Segments with an infinite variance are left out; with fewer than two informative segments
+    nothing can be tested and the p-value is 1. ``Q`` is summed exactly (``math.fsum``).
+    """
+    from scipy.special import chdtrc
+
+    keep = np.isfinite(variances)
+    t, v = np.asarray(estimates, dtype=np.float64)[keep], np.asarray(variances)[keep]
+    if t.size < 2:
+        return 1.0
+    w = 1.0 / v
+    m = math.fsum((w * t).tolist()) / math.fsum(w.tolist())
+    q = math.fsum((w * (t - m) ** 2).tolist())
+    return float(chdtrc(t.size - 1, q))
+
+
+def _penalised_objective(a: float, d: np.ndarray, logits, y, w, codes, centre, tau2) -> float:
+    z = a * logits + d[codes]
+    return logistic_loglik(z, y, w) - math.fsum(((d - centre) ** 2).tolist()) / (2.0 * tau2)
+
+
+def common_slope_fit(logits: np.ndarray, y: np.ndarray, w: np.ndarray, codes: np.ndarray,
+                     n_segments: int, centre, tau2: float
+                     ) -> tuple[float, np.ndarray]:
+    """The common slope ``a`` and segment intercepts ``d_g`` maximising the penalised
+    log-likelihood ``sum_i w_i [y_i z_i - log(1 + e^{z_i})] - sum_g (d_g - c_g)^2 / (2 tau2)``
+    with ``z_i = a l_i + d_{g(i)}``: a logistic regression on the shared logit with random
+    segment intercepts ``d_g ~ N(c_g, tau2)``, at its posterior mode. Because every segment
+    has its own intercept, ``a`` is fitted on the variation of the logit *within* the segments:
+    the between-segment part of the miscalibration goes into the ``d_g``, not into ``a``.
+
+    ``centre`` is a scalar or one value per segment; ``tau2`` must be positive. Newton's method
+    on the ``1 + G`` parameters, solved through the Schur complement of the diagonal intercept
+    block (one pass over the rows per iteration, whatever ``G``), with step halving on the
+    (strictly concave) objective until the steps are small (then full Newton steps: the
+    objective's rounding could not judge them). A segment without rows keeps ``d_g = c_g``.
+    (Where the logit hardly varies within the segments, the prior on the intercepts is what
+    identifies ``a``, through the variation between them; the intercepts are free to the
+    extent ``tau2`` allows.) When the Schur complement vanishes (every logit 0), ``a`` is not
+    identified and ``(1, the intercepts given a = 1)`` is returned. Every sum is sequential
+    (``np.bincount``) or exact: the same bits on every CPU.
+
+    Returns
+    -------
+    a : float
+    d : ndarray of shape (n_segments,)
+    """
+    if not tau2 > 0.0:
+        raise ValueError(f"common_slope_fit needs a positive tau2, got {tau2!r}")
+    c = np.broadcast_to(np.asarray(centre, dtype=np.float64), (n_segments,)).copy()
+    prec = 1.0 / tau2
+    a, d = 1.0, c.copy()
+    cur = _penalised_objective(a, d, logits, y, w, codes, c, tau2)
+    identified = True
+    for _ in range(100):
+        p = det_expit_array(np.ascontiguousarray(a * logits + d[codes]))
+        r, q = w * (y - p), w * (p * (1.0 - p))
+        g_a = _total(r * logits)
+        g_d = np.bincount(codes, weights=r, minlength=n_segments) - prec * (d - c)
+        h_aa = _total(q * logits * logits)
+        h_ad = np.bincount(codes, weights=q * logits, minlength=n_segments)
+        h_dd = np.bincount(codes, weights=q, minlength=n_segments) + prec
+        schur = h_aa - math.fsum((h_ad * h_ad / h_dd).tolist())
+        if not schur > 1e-12 * max(h_aa, 1e-300):
+            identified = False
+            break
+        da = (g_a - math.fsum((h_ad * g_d / h_dd).tolist())) / schur
+        dd = (g_d - h_ad * da) / h_dd
+        size = max(abs(da), float(np.abs(dd).max(initial=0.0)))
+        scale = max(1.0, abs(a), float(np.abs(d).max(initial=0.0)))
+        t = 1.0
+        if size <= 1e-6 * scale:
+            # close to the optimum the objective changes by less than its rounding, so it
+            # cannot judge a step; Newton's full step is then quadratically convergent
+            new = _penalised_objective(a + da, d + dd, logits, y, w, codes, c, tau2)
+        else:
+            while t > 1e-10:
+                new = _penalised_objective(a + t * da, d + t * dd, logits, y, w, codes, c,
+                                           tau2)
+                if new >= cur:
+                    break
+                t *= 0.5
+            else:
+                break
+        moved = max(abs(t * da), float(np.abs(t * dd).max(initial=0.0)))
+        a, d, cur = a + t * da, d + t * dd, new
+        if moved <= 1e-12 * max(1.0, abs(a), float(np.abs(d).max(initial=0.0))):
+            break
+    if not identified and a == 1.0:
+        # intercepts alone (a = 1): per segment a one-dimensional concave problem
+        return 1.0, _intercepts_given_slope(logits, y, w, codes, n_segments, c, prec)
+    return float(a), d
+
+
+def _intercepts_given_slope(logits, y, w, codes, n_segments, c, prec) -> np.ndarray:
+    d = c.copy()
+    for _ in range(200):
+        p = det_expit_array(np.ascontiguousarray(logits + d[codes]))
+        g = np.bincount(codes, weights=w * (y - p), minlength=n_segments) - prec * (d - c)
+        h = np.bincount(codes, weights=w * (p * (1.0 - p)), minlength=n_segments) + prec
+        step = np.clip(g / h, -_MAX_STEP, _MAX_STEP)
+        d = d + step
+        if float(np.abs(step).max(initial=0.0)) <= _TOL * max(1.0, float(np.abs(d).max(
+                initial=0.0))):
+            break
+    return d

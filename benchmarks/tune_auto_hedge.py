@@ -42,7 +42,11 @@ Rules (weights on the members' log-odds):
     PYTHONPATH=. nice python benchmarks/tune_auto_hedge.py \
         --suite tune /tmp/rankclamp/tune.pkl /tmp/autobin_peers.json 0 "200 1000" 2 \
         --suite fresh /tmp/rankclamp/fresh.pkl /tmp/autorobust_fresh_peers.json 2 "300 600" 4 \
-        --summary-json benchmarks/results/auto_hedge/summary.json
+        --cache /tmp/hedge_cache --summary-json benchmarks/results/auto_hedge/summary.json
+
+``--cache DIR`` keeps the members' held-out log-odds (a pickle this script writes; the rebuild
+of the tasks is the slow part). The hedge as one map is checked on every task: the
+:func:`combined_map` of equal weights per family against the members' averaged log-odds.
 """
 
 from __future__ import annotations
@@ -92,6 +96,35 @@ def map_log_odds(m, scores: np.ndarray) -> np.ndarray:
     raise TypeError(f"not a logit-family map: {type(m).__name__}")
 
 
+def combined_map(maps, weights, family, margins):
+    """The one map whose log-odds is the ``weights`` average of the members' ``maps``:
+    ``QuadraticMap`` (family "quadratic"; on margins ``on="margin"``) or ``BetaMap`` (family
+    "beta", probabilities only). Temperature and Platt on the log-odds contribute ``(k, 0, c)``
+    to a QuadraticMap and ``(k, k, c)`` to a BetaMap; every member must share the clamp."""
+    a = b = c = 0.0
+    for name, w in weights.items():
+        m = maps[name]
+        if isinstance(m, SigmoidMap):
+            co = (-m.a, 0.0, -m.b)
+        elif isinstance(m, BetaMap):
+            if family != "beta" and m.a != m.b:
+                raise ValueError(f"{name}: a BetaMap with a != b is not in the quadratic family")
+            co = (m.a, m.b if family == "beta" else 0.0, m.c)
+        else:
+            co = (m.a, m.b, m.c)
+        a, b, c = a + w * co[0], b + w * co[1], c + w * co[2]
+    if margins:
+        if family == "beta":
+            raise ValueError("the beta family is not offered on margins")
+        return QuadraticMap(a, b, c, on="margin")
+    clamps = {maps[n].clamp for n in weights}
+    if len(clamps) != 1:
+        raise ValueError(f"the members' clamps differ: {clamps}")
+    clamp = clamps.pop()
+    return BetaMap(a, b, c, clamp=clamp) if family == "beta" else QuadraticMap(a, b, c,
+                                                                                clamp=clamp)
+
+
 def held_members(task, record):
     """Each member fitted on the task's calibration rows as ``auto`` refits it: its held-out
     log-odds; the data floor; whether the scores are margins. Checked: the member's held-out
@@ -100,11 +133,12 @@ def held_members(task, record):
     s = np.asarray(task.s_cal, dtype=float)
     order = np.argsort(s, kind="stable")
     s, z = s[order], np.asarray(task.y_cal, dtype=float)[order]
-    eta = {}
+    eta, maps = {}, {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name in MEMBERS:
             cal = auto.candidate(name).fit(s, z)
+            maps[name] = cal.map_
             eta[name] = map_log_odds(cal.map_, task.s_test)
             floor = data_floor(np.ones_like(s))
             p = np.clip(det_expit_array(eta[name]), floor, 1.0 - floor)
@@ -115,7 +149,18 @@ def held_members(task, record):
                 raise SystemExit(f"{task.name} N={task.n_cal}: refit {name} {ll:.9f}, "
                                  f"collection {record['held'][name][0]:.9f}")
     margins = not (s.min() >= 0.0 and s.max() <= 1.0)
-    return {"eta": eta, "floor": data_floor(np.ones_like(s)), "margins": margins,
+    # the hedge is one canonical map: equal weights per family, combined coefficients against
+    # the members' averaged log-odds on the held-out scores (largest |difference| / max(1, |eta|))
+    combined_error = 0.0
+    for family, members in FAMILIES.items():
+        if margins and family == "beta":
+            continue
+        w = {n: 1.0 / len(members) for n in members}
+        mix = sum(v * eta[n] for n, v in w.items())
+        got = map_log_odds(combined_map(maps, w, family, margins), task.s_test)
+        combined_error = max(combined_error,
+                             float(np.max(np.abs(got - mix) / np.maximum(1.0, np.abs(mix)))))
+    return {"eta": eta, "combined_error": combined_error, "floor": data_floor(np.ones_like(s)), "margins": margins,
             "auc_before": roc_auc_score(task.y_test, task.s_test)}
 
 
@@ -251,7 +296,7 @@ def prepare(name, pkl, peers, skip, sizes, seeds, cache=None):
                      for t in tasks]
             with open(f"{cache}/{name}.pkl", "wb") as fh:
                 pickle.dump((light, members), fh)
-    suite["weights"] = {}
+    suite["weights"], suite["members"] = {}, members
     for i, (task, d) in enumerate(zip(tasks, recs)):
         hm = members[i]
         for j in range(B.N_SEEDS):
@@ -330,6 +375,9 @@ def main(argv=None):
                                       for k in means),
             "brier_not_worse": all(means[k]["brier"] <= base_means[k]["brier"] for k in means),
             "auc_ok": all(means[k]["auc_change"] >= -0.002 for k in means)}
+    err = max(hm["combined_error"] for suite in suites.values() for hm in suite["members"])
+    print(f"\nthe hedge as one map (equal weights per family, every task): largest relative "
+          f"difference of its log-odds to the members' average {err:.1e}")
     adoptable = [lab for lab, v in summary.items() if lab != default[0] and v["keeps_all_won"]
                  and v["wins_lost"] > 0 and v["log_loss_not_worse"] and v["brier_not_worse"]
                  and v["auc_ok"]]

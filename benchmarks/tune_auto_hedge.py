@@ -160,8 +160,8 @@ def held_members(task, record):
         got = map_log_odds(combined_map(maps, w, family, margins), task.s_test)
         combined_error = max(combined_error,
                              float(np.max(np.abs(got - mix) / np.maximum(1.0, np.abs(mix)))))
-    return {"eta": eta, "combined_error": combined_error, "floor": data_floor(np.ones_like(s)), "margins": margins,
-            "auc_before": roc_auc_score(task.y_test, task.s_test)}
+    return {"eta": eta, "combined_error": combined_error, "floor": data_floor(np.ones_like(s)),
+            "margins": margins, "auc_before": roc_auc_score(task.y_test, task.s_test)}
 
 
 def held_figures(task, hm, weights):

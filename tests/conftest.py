@@ -11,6 +11,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# OpenMP threads (XGBoost, LightGBM, scikit-learn's histogram trees) that wait at a barrier
+# sleep instead of spinning: the suite runs one xdist worker per core, so a spinning thread burns
+# the core its sibling thread (or the other worker) needs. XGBoost with 2 threads took 40x the CPU
+# seconds of 1 thread at load average 12 (10.7 against 0.27 s), 0.29 s with this setting; beside
+# one other busy process (CI's two workers) the gap is small (0.35-0.40 against 0.31-0.33 s).
+# Results do not change (the same work in the same threads); set here, before any test module
+# loads an OpenMP runtime (it reads the variable once), and inherited by every subprocess the
+# tests start (examples, docs pages, servers). An explicit setting wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 # modules that start servers, processes, virtual environments or whole pipelines: marked
 # ``integration`` so that ``pytest -m "not integration"`` is a fast inner loop (the full suite,
 # README's test command, still runs them)

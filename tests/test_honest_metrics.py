@@ -17,6 +17,9 @@ from mlcal.mlflow import calibrate_and_log, log_calibration  # noqa: E402
 from support.mlflow_store import sqlite_store  # noqa: E402
 
 FAST_REQS = ["scikit-learn", "numpy", "pandas"]
+# these tests read the metrics, tags and params; the diagrams and the HTML report (a few CPU
+# seconds per run) are checked in test_report_mlflow.py and test_multiclass_mlflow.py
+QUIET = {"pip_requirements": FAST_REQS, "html_report": False}
 
 
 @pytest.mark.parametrize("n_pos,n_neg,fraction", [(30, 90, 0.25), (7, 101, 0.25), (50, 50, 0.3),
@@ -67,7 +70,7 @@ def _run(run_id):
 
 def test_default_holds_out_a_quarter_and_logs_the_metrics_of_the_logged_model(store, binary):
     base, X, y = binary
-    result = calibrate_and_log(base, X, y, calibrator="platt", pip_requirements=FAST_REQS)
+    result = calibrate_and_log(base, X, y, calibrator="platt", **QUIET)
     run = _run(result.run_id)
     fit_rows, held = holdout_split(y, 0.25, 0)
     assert run.data.tags["mlcal.metrics_source"] == "held-out"
@@ -87,13 +90,13 @@ def test_default_holds_out_a_quarter_and_logs_the_metrics_of_the_logged_model(st
 def test_holdout_zero_is_tagged_in_sample_and_an_evaluation_set_held_out(store, binary):
     base, X, y = binary
     inside = calibrate_and_log(base, X, y, calibrator="platt", holdout=0,
-                               pip_requirements=FAST_REQS)
+                               **QUIET)
     run = _run(inside.run_id)
     assert run.data.tags["mlcal.metrics_source"] == "in-sample"
     assert run.data.tags["mlcal.eval_rows"] == "800"
     assert run.data.params["mlcal.evaluated_on"] == "calibration set"
     separate = calibrate_and_log(base, X[:500], y[:500], calibrator="platt", X_eval=X[500:],
-                                 y_eval=y[500:], pip_requirements=FAST_REQS)
+                                 y_eval=y[500:], **QUIET)
     run = _run(separate.run_id)
     assert run.data.tags["mlcal.metrics_source"] == "held-out"
     assert run.data.tags["mlcal.eval_rows"] == "300"
@@ -102,13 +105,13 @@ def test_holdout_zero_is_tagged_in_sample_and_an_evaluation_set_held_out(store, 
 
 def test_default_method_is_auto_and_too_few_rows_is_refused_before_any_run(store, binary):
     base, X, y = binary
-    result = calibrate_and_log(base, X, y, pip_requirements=FAST_REQS)
+    result = calibrate_and_log(base, X, y, **QUIET)
     run = _run(result.run_id)
     assert run.data.params["mlcal.method"] == "auto"
     assert run.data.tags["mlcal.auto_chosen"] == result.model.calibrator_.chosen_
     n_runs = len(mlflow.search_runs(search_all_experiments=True))
     with pytest.raises(ValueError, match="fewer than 20"):
-        calibrate_and_log(base, X[:60], y[:60], pip_requirements=FAST_REQS)
+        calibrate_and_log(base, X[:60], y[:60], **QUIET)
     assert len(mlflow.search_runs(search_all_experiments=True)) == n_runs
 
 
@@ -117,11 +120,11 @@ def test_log_calibration_tags_the_source_it_is_told(store):
     p = rng.random(300)
     y = (rng.random(300) < p).astype(float)
     with mlflow.start_run() as run:
-        log_calibration(y, p, p)
+        log_calibration(y, p, p, html_report=False)
     assert _run(run.info.run_id).data.tags["mlcal.metrics_source"] == "held-out"
     assert _run(run.info.run_id).data.tags["mlcal.eval_rows"] == "300"
     with mlflow.start_run() as run:
-        log_calibration(y, p, p, metrics_source="in-sample", prefix="cal_")
+        log_calibration(y, p, p, metrics_source="in-sample", prefix="cal_", html_report=False)
     tags = _run(run.info.run_id).data.tags
     assert tags["mlcal.cal_metrics_source"] == "in-sample" and tags["mlcal.cal_eval_rows"] == "300"
     with mlflow.start_run():
@@ -137,7 +140,7 @@ def test_multiclass_default_holds_out_rows_of_every_class_and_tags_auto(store):
                                n_classes=3, random_state=2)
     names = np.array(["ant", "bee", "cat"])[y]
     base = LogisticRegression(C=0.02).fit(X[:400], names[:400])
-    result = calibrate_and_log(base, X[400:], names[400:], pip_requirements=FAST_REQS)
+    result = calibrate_and_log(base, X[400:], names[400:], **QUIET)
     run = _run(result.run_id)
     assert run.data.tags["mlcal.metrics_source"] == "held-out"
     assert run.data.tags["mlcal.eval_rows"] == str(holdout_split(names[400:])[1].size)

@@ -37,6 +37,22 @@ def test_calibrate_and_log_logs_the_report_and_mlcal_report_writes_it(sqlite_tra
     page = mlflow.artifacts.load_text(f"runs:/{run.info.run_id}/calibration/"
                                       "calibration_report.html")
     assert run.info.run_id in page and not EXTERNAL.search(page)
+    # html_report=False (binary and multiclass): the same metrics, JSON report and model, no
+    # diagrams and no HTML report
+    from sklearn.naive_bayes import GaussianNB
+
+    y3 = np.digitize(X[:, 0] + rng.normal(size=1200), [-0.5, 0.5])
+    for base_k, labels in ((base, y), (GaussianNB().fit(X[:400], y3[:400]), y3)):
+        with mlflow.start_run() as bare:
+            quiet = calibrate_and_log(base_k, X[400:800], labels[400:800],
+                                      calibrator="platt" if base_k is base else "temperature",
+                                      X_eval=X[800:], y_eval=labels[800:], html_report=False)
+        arts = {a.path.rsplit("/", 1)[-1] for a in mlflow.MlflowClient().list_artifacts(
+            bare.info.run_id, "calibration")}
+        assert "calibration_report.json" in arts and not {
+            "calibration_report.html", "reliability_corp.png"} & arts, arts
+        assert "log_loss_after" in mlflow.MlflowClient().get_run(bare.info.run_id).data.metrics
+        assert quiet.model_uri
 
     data = tmp_path / "holdout.csv"
     frame = pd.DataFrame(X[800:], columns=["f0", "f1", "f2"]).assign(label=y[800:])

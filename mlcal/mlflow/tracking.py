@@ -271,7 +271,7 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="auto", X_eval
                       segments=None, segment_columns=None,
                       min_segment_rows: float = DEFAULT_MIN_SEGMENT_ROWS,
                       model_segment_columns=None, model_feature_columns=None,
-                      **log_model_kwargs) -> CalibrationRun:
+                      html_report: bool = True, **log_model_kwargs) -> CalibrationRun:
     """Fit a :class:`CalibratedModel`, evaluate it, and log metrics, plots and the model.
 
     Uses the active run, or starts (and ends) one named ``run_name``. The run gets the params
@@ -314,8 +314,11 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="auto", X_eval
     name, registered_model_name, signature, input_example, **log_model_kwargs
         Passed to :func:`mlcal.mlflow.log_model`. The input example defaults to the first 5
         rows of ``X_cal`` (an array becomes columns ``f0, f1, ...``).
-    prefix, n_bins, strategy
-        Passed to :func:`log_calibration`.
+    prefix, n_bins, strategy, html_report
+        Passed to :func:`log_calibration` (multiclass:
+        :func:`~mlcal.mlflow.tracking_multiclass.log_multiclass_calibration`); with
+        ``html_report=False`` the diagrams and the HTML report are not logged (the metrics,
+        the JSON report and the model are).
     segments : array-like or DataFrame, optional
         Segment keys of the rows of ``X_eval`` (or, without ``X_eval``, of ``X_cal``: the
         held-out rows' keys are taken): the per-segment metrics of the evaluation rows are
@@ -412,7 +415,8 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="auto", X_eval
 
             report = log_multiclass_calibration(y01, p_before, p_after, prefix=prefix,
                                                 calibrator=cal, classes=model.classes_,
-                                                n_bins=n_bins, strategy=strategy)
+                                                n_bins=n_bins, strategy=strategy,
+                                                html_report=html_report)
             tag_metrics_source(source, y01.size, prefix)
             report["metrics_source"] = source
             _log_segments(report, y01, p_after, segments, prefix, ARTIFACT_DIR,
@@ -421,7 +425,8 @@ def calibrate_and_log(base_estimator, X_cal, y_cal, *, calibrator="auto", X_eval
             report = log_calibration(y01, p_before, p_after, prefix=prefix, calibrator=cal,
                                      map_data=map_data, n_bins=n_bins, strategy=strategy,
                                      metrics_source=source, segments=segments,
-                                     min_segment_rows=min_segment_rows)
+                                     min_segment_rows=min_segment_rows,
+                                     html_report=html_report)
         report["evaluated_on"] = evaluated_on
         report["n_rows"] = {"given": n_rows, "fit": int(np.asarray(y_cal).shape[0]),
                             "metrics": int(y01.size)}

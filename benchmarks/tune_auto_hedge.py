@@ -253,26 +253,67 @@ def gain_se(cv, weights, pick):
     """How much lower the out-of-fold log loss of the log-odds mixture ``weights`` is than the
     pick's, in paired SE of the per-unit difference (the default rule's SE)."""
     eta = sum(w * oof_log_odds(cv, n) for n, w in weights.items())
+    return _gain_z(cv, eta, pick)
+
+
+def _gain_z(cv, eta, pick):
+    """Out-of-fold log loss of the pick minus that of log-odds ``eta``, in paired SE; the
+    pick's losses recomputed from its log-odds as the mixture's are (the collected losses
+    differ from those in the last bits, which on a mixture equal to the pick would be a
+    difference of pure rounding, divided by its own tiny SE)."""
+    q = oof_log_odds(cv, pick)
     lp, ln = np.logaddexp(0.0, -eta), np.logaddexp(0.0, eta)
-    qp, qn = cv.losses[pick]
+    qp, qn = np.logaddexp(0.0, -q), np.logaddexp(0.0, q)
     pos, neg = cv.weights
     d = float(pos @ (qp - lp) + neg @ (qn - ln)) / cv.total
     se = _paired_se([qp - lp, qn - ln], cv.weights, cv.total)
     return np.inf if se == 0.0 and d > 0 else (0.0 if se == 0.0 else d / se)
 
 
-def hedge_rule(kind, m, when, family=None, keep=0.0, criterion="log-loss", gain=None):
+def crossfit_gain_se(cv, family, pick, criterion="log-loss", k=5):
+    """:func:`gain_se` of the stacked mixture with its weights cross-fitted: the out-of-fold
+    units (in score order) dealt to ``k`` groups by index, each group's mixture log-odds from
+    weights stacked on the other groups, against the pick's out-of-fold log loss in paired
+    SE (an honest estimate of the hedge's gain, where :func:`gain_se` on the stacked weights
+    is optimistic)."""
+    L = np.column_stack([oof_log_odds(cv, n) for n in family])
+    pos, neg = cv.weights
+    group = np.arange(L.shape[0]) % k
+    eta = np.empty(L.shape[0])
+    scale = (1.0 / cv.ll[cv.ll_best], 1.0 / cv.br[cv.br_best])
+    for g in range(k):
+        tr = group != g
+        total = float(pos[tr].sum() + neg[tr].sum())
+        res = minimize(mixture_loss, np.full(len(family), 1.0 / len(family)),
+                       args=(L[tr], pos[tr], neg[tr], total, criterion, scale), jac=True,
+                       method="SLSQP", bounds=[(0.0, 1.0)] * len(family),
+                       constraints=[{"type": "eq", "fun": lambda w: np.sum(w) - 1.0,
+                                     "jac": lambda w: np.ones_like(w)}],
+                       options={"ftol": 1e-12, "maxiter": 200})
+        w = np.clip(res.x, 0.0, None)
+        eta[~tr] = L[~tr] @ (w / w.sum())
+    return _gain_z(cv, eta, pick)
+
+
+def hedge_rule(kind, m, when, family=None, keep=0.0, criterion="log-loss", gain=None,
+               honest=None):
     """A hedge rule: ``kind`` "stack" or "equal", band ``m`` SE, ``when`` "always" or
     "band>=2"; ``family``: only that family for a pick in both; ``keep``: that share of the
     weight stays on the pick; ``criterion``: what the stacking minimises (:func:`stack`);
     ``gain``: hedge only when the mixture's out-of-fold log loss is lower than the pick's by
-    more than ``gain`` paired SE (:func:`gain_se`). Returns ``rule(cv, margins) -> weights or
-    None`` (None: the default pick)."""
+    more than ``gain`` paired SE (:func:`gain_se`); ``honest``: the same with the stacked
+    weights cross-fitted (:func:`crossfit_gain_se`, stacking only). Returns
+    ``rule(cv, margins) -> weights or None`` (None: the default pick)."""
     def rule(cv, margins):
         w = choose(cv, margins)
-        if w is None or gain is None:
+        if w is None or (gain is None and honest is None):
             return w
-        return w if gain_se(cv, w, cv.ll_band(0.25)[0]) > gain else None
+        pick = cv.ll_band(0.25)[0]
+        if gain is not None and not gain_se(cv, w, pick) > gain:
+            return None
+        if honest is not None and not crossfit_gain_se(cv, tuple(w), pick, criterion) > honest:
+            return None
+        return w
 
     def choose(cv, margins):
         band = cv.ll_band(0.25)
@@ -328,7 +369,11 @@ RULES = ([(f"stack, {when}", hedge_rule("stack", 0.25, when)) for when in ("alwa
             for c in ("log-loss", "sum") for g in (0.1, 0.25, 0.5, 1.0)]
          + [(f"equal over the band, {m:g} SE, gain > {g:g} SE",
              hedge_rule("equal", m, "band>=2", gain=g)) for m in (0.5, 1.0)
-            for g in (0.1, 0.25, 0.5, 1.0)])
+            for g in (0.1, 0.25, 0.5, 1.0)]
+         # only when the cross-fitted stacked mixture beats the pick by more than g SE
+         + [(f"stack on {c}, always, cross-fitted gain > {g:g} SE",
+             hedge_rule("stack", 0.25, "always", criterion=c, honest=g))
+            for c in ("log-loss", "sum") for g in (0.0, 0.25, 0.5)])
 
 
 # -- evaluation with tune_auto_brier's helpers -------------------------------------------------

@@ -37,7 +37,27 @@ Rules (weights on the members' log-odds):
 * ``equal``: equal weights over the members of the pick's family within ``m`` paired SE of the
   lowest CV log loss (the band of the default rule);
 * applied ``always`` when ``auto``'s pick is parametric, or only when at least two members are
-  in the band (``band>=2``).
+  in the band (``band>=2``);
+* stacking on the out-of-fold Brier of the mixture, or on log loss over the lowest CV log loss
+  plus Brier over the lowest CV Brier (``sum``), with the same variants;
+* ``gain > g SE``: hedged only when the mixture's out-of-fold log loss is lower than the pick's
+  by more than ``g`` paired SE of the per-unit difference (the weights are fitted on the same
+  out-of-fold predictions, so a small gain is optimistic).
+
+``--beta-candidate NAME`` makes a collected candidate ``auto``'s beta (its CV losses and
+held-out figures replace the collection's ``beta`` after the peers' table is refreshed, so the
+table's ``beta`` entry stays the registered default): since ``beta_prior`` (docs/auto.md, "A
+regularised beta candidate") ``AutoCalibrator()`` fits beta as
+``beta:smooth_targets=false,identity_prior=100``, collected in /tmp/regbeta/{tune,fresh}.pkl;
+the members' refits (``AutoCalibrator().candidate("beta")``) are then checked against that
+candidate's held-out log loss. The replay on top of ``beta_prior`` (docs/auto.md, "The hedge
+on top of beta_prior")::
+
+    PYTHONPATH=. nice python benchmarks/tune_auto_hedge.py \
+        --suite tune /tmp/regbeta/tune.pkl /tmp/autobin_peers.json 0 "200 1000" 2 \
+        --suite fresh /tmp/regbeta/fresh.pkl /tmp/autorobust_fresh_peers.json 2 "300 600" 4 \
+        --beta-candidate "beta:smooth_targets=false,identity_prior=100" --cache /tmp/hedge2/cache \
+        --summary-json benchmarks/results/auto_hedge/on_beta_prior.json
 
     PYTHONPATH=. nice python benchmarks/tune_auto_hedge.py \
         --suite tune /tmp/rankclamp/tune.pkl /tmp/autobin_peers.json 0 "200 1000" 2 \
@@ -64,6 +84,7 @@ from scipy.optimize import minimize
 from sklearn.metrics import roc_auc_score
 
 from mlcal._solvers.detmath import det_expit_array
+from mlcal.calibrators.auto import _paired_se
 from mlcal.calibrators.auto import AutoCalibrator
 from mlcal.calibrators.output_floor import data_floor
 from mlcal.maps import BetaMap, QuadraticMap, SigmoidMap, apply_input_transform
@@ -179,29 +200,42 @@ def oof_log_odds(cv, name):
     return ln - lp
 
 
-def mixture_loss(w, L, pos, neg, total):
-    """Out-of-fold log loss of the log-odds mixture ``L @ w`` and its gradient."""
+def mixture_loss(w, L, pos, neg, total, criterion="log-loss", scale=(1.0, 1.0)):
+    """Out-of-fold loss of the log-odds mixture ``L @ w`` and its gradient: log loss
+    (``criterion="log-loss"``), Brier (``"brier"``) or ``scale[0]`` log loss + ``scale[1]``
+    Brier (``"sum"``)."""
     eta = L @ w
-    loss = (pos @ np.logaddexp(0.0, -eta) + neg @ np.logaddexp(0.0, eta)) / total
     q = 1.0 / (1.0 + np.exp(-eta))
-    g = L.T @ (neg * q - pos * (1.0 - q)) / total
+    loss, g = 0.0, np.zeros_like(w)
+    if criterion in ("log-loss", "sum"):
+        f = scale[0] if criterion == "sum" else 1.0
+        loss += f * (pos @ np.logaddexp(0.0, -eta) + neg @ np.logaddexp(0.0, eta)) / total
+        g += f * (L.T @ (neg * q - pos * (1.0 - q))) / total
+    if criterion in ("brier", "sum"):
+        f = scale[1] if criterion == "sum" else 1.0
+        loss += f * (pos @ (1.0 - q) ** 2 + neg @ q ** 2) / total
+        g += f * (L.T @ (2.0 * (neg * q - pos * (1.0 - q)) * q * (1.0 - q))) / total
     return loss, g
 
 
-def stack(cv, family):
-    """Convex weights of ``family``'s members minimising the out-of-fold log loss of their
-    log-odds mixture (SLSQP on the simplex, from equal weights); the loss at the optimum."""
+def stack(cv, family, criterion="log-loss"):
+    """Convex weights of ``family``'s members minimising the out-of-fold ``criterion``
+    (:func:`mixture_loss`; ``"sum"``: log loss over the lowest CV log loss plus Brier over the
+    lowest CV Brier) of their log-odds mixture (SLSQP on the simplex, from equal weights); the
+    loss at the optimum."""
     L = np.column_stack([oof_log_odds(cv, n) for n in family])
     pos, neg = cv.weights
+    scale = (1.0 / cv.ll[cv.ll_best], 1.0 / cv.br[cv.br_best])
     k = len(family)
-    res = minimize(mixture_loss, np.full(k, 1.0 / k), args=(L, pos, neg, cv.total), jac=True,
+    res = minimize(mixture_loss, np.full(k, 1.0 / k),
+                   args=(L, pos, neg, cv.total, criterion, scale), jac=True,
                    method="SLSQP", bounds=[(0.0, 1.0)] * k,
                    constraints=[{"type": "eq", "fun": lambda w: np.sum(w) - 1.0,
                                  "jac": lambda w: np.ones_like(w)}],
                    options={"ftol": 1e-12, "maxiter": 200})
     w = np.clip(res.x, 0.0, None)
     w /= w.sum()
-    return dict(zip(family, w)), mixture_loss(w, L, pos, neg, cv.total)[0]
+    return dict(zip(family, w)), mixture_loss(w, L, pos, neg, cv.total, criterion, scale)[0]
 
 
 def families_for(pick, margins):
@@ -215,12 +249,73 @@ def families_for(pick, margins):
     return fams
 
 
-def hedge_rule(kind, m, when, family=None, keep=0.0):
+def gain_se(cv, weights, pick):
+    """How much lower the out-of-fold log loss of the log-odds mixture ``weights`` is than the
+    pick's, in paired SE of the per-unit difference (the default rule's SE)."""
+    eta = sum(w * oof_log_odds(cv, n) for n, w in weights.items())
+    return _gain_z(cv, eta, pick)
+
+
+def _gain_z(cv, eta, pick):
+    """Out-of-fold log loss of the pick minus that of log-odds ``eta``, in paired SE; the
+    pick's losses recomputed from its log-odds as the mixture's are (the collected losses
+    differ from those in the last bits, which on a mixture equal to the pick would be a
+    difference of pure rounding, divided by its own tiny SE)."""
+    q = oof_log_odds(cv, pick)
+    lp, ln = np.logaddexp(0.0, -eta), np.logaddexp(0.0, eta)
+    qp, qn = np.logaddexp(0.0, -q), np.logaddexp(0.0, q)
+    pos, neg = cv.weights
+    d = float(pos @ (qp - lp) + neg @ (qn - ln)) / cv.total
+    se = _paired_se([qp - lp, qn - ln], cv.weights, cv.total)
+    return np.inf if se == 0.0 and d > 0 else (0.0 if se == 0.0 else d / se)
+
+
+def crossfit_gain_se(cv, family, pick, criterion="log-loss", k=5):
+    """:func:`gain_se` of the stacked mixture with its weights cross-fitted: the out-of-fold
+    units (in score order) dealt to ``k`` groups by index, each group's mixture log-odds from
+    weights stacked on the other groups, against the pick's out-of-fold log loss in paired
+    SE (an honest estimate of the hedge's gain, where :func:`gain_se` on the stacked weights
+    is optimistic)."""
+    L = np.column_stack([oof_log_odds(cv, n) for n in family])
+    pos, neg = cv.weights
+    group = np.arange(L.shape[0]) % k
+    eta = np.empty(L.shape[0])
+    scale = (1.0 / cv.ll[cv.ll_best], 1.0 / cv.br[cv.br_best])
+    for g in range(k):
+        tr = group != g
+        total = float(pos[tr].sum() + neg[tr].sum())
+        res = minimize(mixture_loss, np.full(len(family), 1.0 / len(family)),
+                       args=(L[tr], pos[tr], neg[tr], total, criterion, scale), jac=True,
+                       method="SLSQP", bounds=[(0.0, 1.0)] * len(family),
+                       constraints=[{"type": "eq", "fun": lambda w: np.sum(w) - 1.0,
+                                     "jac": lambda w: np.ones_like(w)}],
+                       options={"ftol": 1e-12, "maxiter": 200})
+        w = np.clip(res.x, 0.0, None)
+        eta[~tr] = L[~tr] @ (w / w.sum())
+    return _gain_z(cv, eta, pick)
+
+
+def hedge_rule(kind, m, when, family=None, keep=0.0, criterion="log-loss", gain=None,
+               honest=None):
     """A hedge rule: ``kind`` "stack" or "equal", band ``m`` SE, ``when`` "always" or
     "band>=2"; ``family``: only that family for a pick in both; ``keep``: that share of the
-    weight stays on the pick. Returns ``rule(cv, margins) -> weights or None`` (None: the
-    default pick)."""
+    weight stays on the pick; ``criterion``: what the stacking minimises (:func:`stack`);
+    ``gain``: hedge only when the mixture's out-of-fold log loss is lower than the pick's by
+    more than ``gain`` paired SE (:func:`gain_se`); ``honest``: the same with the stacked
+    weights cross-fitted (:func:`crossfit_gain_se`, stacking only). Returns
+    ``rule(cv, margins) -> weights or None`` (None: the default pick)."""
     def rule(cv, margins):
+        w = choose(cv, margins)
+        if w is None or (gain is None and honest is None):
+            return w
+        pick = cv.ll_band(0.25)[0]
+        if gain is not None and not gain_se(cv, w, pick) > gain:
+            return None
+        if honest is not None and not crossfit_gain_se(cv, tuple(w), pick, criterion) > honest:
+            return None
+        return w
+
+    def choose(cv, margins):
         band = cv.ll_band(0.25)
         pick = band[0]
         fams = families_for(pick, margins)
@@ -234,7 +329,7 @@ def hedge_rule(kind, m, when, family=None, keep=0.0):
                                      any(n in FAMILIES[f] for f in fams)) < 2:
             return None
         if kind == "stack":
-            fits = [stack(cv, FAMILIES[f]) for f in fams]
+            fits = [stack(cv, FAMILIES[f], criterion) for f in fams]
             w = min(fits, key=lambda r: r[1])[0]
             return {n: (1.0 - keep) * v + (keep if n == pick else 0.0) for n, v in w.items()}
         # equal weights over the band's members of one family (the one whose band members'
@@ -255,7 +350,30 @@ RULES = ([(f"stack, {when}", hedge_rule("stack", 0.25, when)) for when in ("alwa
          + [(f"stack, always, {f} family for temperature/Platt picks",
              hedge_rule("stack", 0.25, "always", family=f)) for f in FAMILIES]
          + [(f"stack, always, {k:g} kept on the pick", hedge_rule("stack", 0.25, "always",
-                                                               keep=k)) for k in (0.25, 0.5)])
+                                                               keep=k)) for k in (0.25, 0.5)]
+         # stacking on CV Brier, or on log loss + Brier (each over the lowest CV value)
+         + [(f"stack on {c}, {when}", hedge_rule("stack", 0.25, when, criterion=c))
+            for c in ("brier", "sum") for when in ("always", "band>=2")]
+         + [(f"stack on {c}, band>=2 at {m:g} SE", hedge_rule("stack", m, "band>=2",
+                                                               criterion=c))
+            for c in ("brier", "sum") for m in (0.5, 1.0)]
+         + [(f"stack on {c}, always, {k:g} kept on the pick",
+             hedge_rule("stack", 0.25, "always", keep=k, criterion=c))
+            for c in ("brier", "sum") for k in (0.25, 0.5)]
+         + [(f"stack on {c}, always, {f} family for temperature/Platt picks",
+             hedge_rule("stack", 0.25, "always", family=f, criterion=c))
+            for c in ("brier", "sum") for f in FAMILIES]
+         # only when the hedge's out-of-fold log loss beats the pick's by more than g SE
+         + [(f"stack on {c}, always, gain > {g:g} SE",
+             hedge_rule("stack", 0.25, "always", criterion=c, gain=g))
+            for c in ("log-loss", "sum") for g in (0.1, 0.25, 0.5, 1.0)]
+         + [(f"equal over the band, {m:g} SE, gain > {g:g} SE",
+             hedge_rule("equal", m, "band>=2", gain=g)) for m in (0.5, 1.0)
+            for g in (0.1, 0.25, 0.5, 1.0)]
+         # only when the cross-fitted stacked mixture beats the pick by more than g SE
+         + [(f"stack on {c}, always, cross-fitted gain > {g:g} SE",
+             hedge_rule("stack", 0.25, "always", criterion=c, honest=g))
+            for c in ("log-loss", "sum") for g in (0.0, 0.25, 0.5)])
 
 
 # -- evaluation with tune_auto_brier's helpers -------------------------------------------------
@@ -270,12 +388,30 @@ def kept_task_objects(tasks, skip):
     return out
 
 
-def prepare(name, pkl, peers, skip, sizes, seeds, cache=None):
-    """The suite (tune_auto_brier.load_suite), its tasks rebuilt and the members' held-out
-    log-odds; every rule's weights and held-out figures per (task, fold seed), stored as extra
-    ``held`` entries so tune_auto_brier.evaluate ranks them."""
+def as_auto_beta(suite, beta):
+    """Make the collected candidate ``beta`` (e.g. ``beta:smooth_targets=false,
+    identity_prior=100``, how ``AutoCalibrator()`` fits beta since ``beta_prior``) auto's
+    ``beta`` in place: its CV losses and held-out figures replace the record's ``beta`` after
+    the peers' table was refreshed (the table's ``beta`` entry stays the registered default),
+    and the CV statistics are recomputed."""
+    for d in suite["recs"]:
+        if beta not in d["held"]:
+            raise SystemExit(f"--beta-candidate: {beta} not collected")
+        d["held"]["beta"] = d["held"][beta]
+        for r in d["reps"]:
+            r["cv"]["beta"] = r["cv"][beta]
+    suite["cv"] = [[B.CV(d, j) for j in range(B.N_SEEDS)] for d in suite["recs"]]
+
+
+def prepare(name, pkl, peers, skip, sizes, seeds, cache=None, beta=None):
+    """The suite (tune_auto_brier.load_suite; with ``beta``, :func:`as_auto_beta`), its tasks
+    rebuilt and the members' held-out log-odds; every rule's weights and held-out figures per
+    (task, fold seed), stored as extra ``held`` entries so tune_auto_brier.evaluate ranks
+    them."""
     skip = int(skip)
     suite = B.load_suite(pkl, peers, skip)
+    if beta:
+        as_auto_beta(suite, beta)
     recs = suite["recs"]
     if cache and os.path.exists(f"{cache}/{name}.pkl"):
         with open(f"{cache}/{name}.pkl", "rb") as fh:   # written below by this script
@@ -326,8 +462,12 @@ def main(argv=None):
                     help="keep the members' held-out log-odds per suite in DIR (a pickle this "
                          "script writes and reads back; the rebuild of the tasks is the slow "
                          "part)")
+    ap.add_argument("--beta-candidate", metavar="NAME",
+                    help="the collected candidate that is auto's beta (e.g. "
+                         "'beta:smooth_targets=false,identity_prior=100' since beta_prior; "
+                         "default: the collection's 'beta')")
     args = ap.parse_args(argv)
-    suites = {a[0]: prepare(*a, cache=args.cache) for a in args.suite}
+    suites = {a[0]: prepare(*a, cache=args.cache, beta=args.beta_candidate) for a in args.suite}
     names = list(suites)
     default = B.RULES[0]
     base_cells, base_means = B.evaluate(suites, *default)

@@ -103,6 +103,10 @@ def contenders():
         "mlcal auto within het05": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
             "auto", shared_slope="within", heterogeneity_alpha=0.05).fit(s, y, g).predict(
             st, gt),
+        # every segment with both classes gets a slope, shrunk toward the others' by the
+        # slopes' REML prior (docs/segments.md, tenth round)
+        "mlcal auto sl2": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+            "auto", min_rows_for_slope=2).fit(s, y, g).predict(st, gt),
         "mlcal auto+sl cv": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
             "auto", min_rows_for_slope=200, select="cv").fit(s, y, g).predict(st, gt),
     }

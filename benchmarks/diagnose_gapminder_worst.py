@@ -39,13 +39,14 @@ import os
 import sys
 
 import numpy as np
-from scipy.special import expit
+from scipy.optimize import minimize
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import mlcal  # noqa: E402
 from bench_segmented import log_loss  # noqa: E402
 from bench_segments_report import load_records, parse_draws, real_draws, save_records  # noqa: E402
+from mlcal.metrics import segment_report  # noqa: E402
 
 MIN_ROWS = 30
 PLUGIN = {"tau": "plugin", "shrinkage": "moments", "heterogeneity_alpha": None}
@@ -57,6 +58,10 @@ VARIANTS = {
     "plugin": PLUGIN,
     "probcal-like": {"method": "beta", "n_folds": None, "shared_slope": "marginal", **PLUGIN},
     "segcv": None,
+    # per-segment slopes (shrunk) for the segments with at least 100 calibration rows: a
+    # diagnostic of the within-segment slopes, not a candidate default (the threshold is
+    # gapminder's segment size)
+    "slopes100": {"min_rows_for_slope": 100},
 }
 
 
@@ -109,9 +114,37 @@ def split_record(r: int, s, y, g, fit, test, variants: dict, with_probcal: bool)
     for name, (p, info) in preds.items():
         info["oe"] = [float(np.mean(yt[gt == k]) - np.mean(p[gt == k])) if np.any(gt == k)
                       else float("nan") for k in labels]
+        eces = {x["label"]: x["ece"] for x in segment_report(yt, p, gt, min_segment_rows=1).eligible}
+        info["ece"] = [float(eces.get(k, float("nan"))) for k in labels]
+        info["held_slope"] = [held_out_slope(yt[gt == k], p[gt == k]) for k in labels]
         info["log_loss"] = log_loss(yt, p)
         rec["fits"][name] = info
     return rec
+
+
+def held_out_slope(y, p) -> float:
+    """The held-out calibration slope of one segment: logistic regression of ``y`` on
+    ``logit(p)`` with an intercept (nan with one class or fewer than 30 rows)."""
+    if y.size < MIN_ROWS or y.min() == y.max():
+        return float("nan")
+    p = np.clip(p, 1e-12, 1 - 1e-12)
+    x = np.log(p) - np.log1p(-p)
+
+    def nll(th):
+        z = th[0] + th[1] * x
+        return float(np.sum(np.logaddexp(0.0, z) - y * z))
+
+    return float(minimize(nll, np.array([0.0, 1.0]), method="BFGS").x[1])
+
+
+def nanmedian(a: np.ndarray) -> np.ndarray:
+    return np.array([np.median(c[np.isfinite(c)]) if np.isfinite(c).any() else np.nan
+                     for c in a.T])
+
+
+def worst_ece(rec: dict, name: str) -> tuple[float, str]:
+    ece = rec["fits"][name]["ece"]
+    return max((e, k) for e, k, n in zip(ece, rec["segments"], rec["rows"]) if n >= MIN_ROWS)
 
 
 def worst(rec: dict, name: str) -> tuple[float, str]:
@@ -159,6 +192,19 @@ def summarize(path: str) -> None:
         print(f"{'':14} off " + " ".join(f"{k[:4]} {a:+.3f}" for k, a in zip(labels, off.mean(0)))
               + "  slope " + " ".join(f"{a:.3f}" for a in sl.mean(0))
               + "  mle " + " ".join(f"{a:+.3f}" for a in mle.mean(0)))
+    if all("ece" in r["fits"][m] for r in recs for m in names):
+        print("\nworst ECE (10 bins) and per segment mean ECE / median held-out slope "
+              "(logistic regression of y on logit p within the segment)")
+        we = {m: np.array([worst_ece(r, m)[0] for r in recs]) for m in names}
+        for m in names:
+            ece = np.array([r["fits"][m]["ece"] for r in recs])
+            hs = np.array([r["fits"][m]["held_slope"] for r in recs])
+            line = f"{m:14} worst ECE {we[m].mean():.4f}"
+            if m != "default":
+                line += f" (- default {paired(we[m], we['default'])})"
+            line += "  " + " ".join(f"{k[:4]} {a:.4f}/{b:.2f}" for k, a, b in
+                                    zip(labels, np.nanmean(ece, 0), nanmedian(hs)))
+            print(line)
     chosen = {}
     for r in recs:
         c = r["fits"]["default"]["chosen"]
@@ -170,7 +216,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", required=True)
     ap.add_argument("--splits", default="0-49")
-    ap.add_argument("--variants", nargs="*", default=[v for v in VARIANTS if v != "segcv"])
+    ap.add_argument("--variants", nargs="*", default=[v for v in VARIANTS if v not in ("segcv", "slopes100")])
     ap.add_argument("--no-probcal", action="store_true")
     ap.add_argument("--summarize", action="store_true")
     args = ap.parse_args()

@@ -23,12 +23,17 @@ offset's maximum-likelihood estimate and variance; probcal: ``delta_hat_``, ``se
   shared predictions plus offsets estimated on the other folds) instead of ``auto``'s choice by
   the shared map's own loss; then the default fit with that map.
 
+``slopes100`` (``min_rows_for_slope=100``) is a diagnostic of the within-segment slopes only.
+``segcv`` and ``slopes100`` run only when named in ``--variants``.
+
 Results are saved per split to ``--json`` (resumable); ``--summarize`` prints, over the splits
 every fit has, the mean worst |O-E| (segments with at least 30 held-out rows), its paired
-difference to probcal's and to the default's, how often each segment is the worst, and the
-mean fitted offsets per segment.
+difference to probcal's and to the default's, how often each segment is the worst, the mean
+fitted offsets per segment, and the worst ECE with each segment's mean ECE and median held-out
+calibration slope.
 
-    python benchmarks/diagnose_gapminder_worst.py --json out.json [--splits 0-199] [--summarize]
+    python benchmarks/diagnose_gapminder_worst.py --json out.json [--splits 0-199]
+        [--variants default marginal slopes100] [--no-probcal] [--summarize]
 """
 
 from __future__ import annotations
@@ -114,7 +119,8 @@ def split_record(r: int, s, y, g, fit, test, variants: dict, with_probcal: bool)
     for name, (p, info) in preds.items():
         info["oe"] = [float(np.mean(yt[gt == k]) - np.mean(p[gt == k])) if np.any(gt == k)
                       else float("nan") for k in labels]
-        eces = {x["label"]: x["ece"] for x in segment_report(yt, p, gt, min_segment_rows=1).eligible}
+        eces = {x["label"]: x["ece"]
+                for x in segment_report(yt, p, gt, min_segment_rows=1).eligible}
         info["ece"] = [float(eces.get(k, float("nan"))) for k in labels]
         info["held_slope"] = [held_out_slope(yt[gt == k], p[gt == k]) for k in labels]
         info["log_loss"] = log_loss(yt, p)
@@ -166,7 +172,8 @@ def summarize(path: str) -> None:
 
     def paired(a, b):
         d = a - b
-        return f"{d.mean():+.5f} +- {d.std(ddof=1) / math.sqrt(d.size):.5f} ({int((d < 0).sum())}/{d.size})"
+        se = d.std(ddof=1) / math.sqrt(d.size)
+        return f"{d.mean():+.5f} +- {se:.5f} ({int((d < 0).sum())}/{d.size})"
 
     print(f"{'fit':14} {'worst|O-E|':>10} {'log loss':>9}  {'- probcal':>26}  {'- default':>26}"
           "  worst segment (count)")
@@ -176,7 +183,9 @@ def summarize(path: str) -> None:
         for r in recs:
             cnt[worst(r, m)[1]] = cnt.get(worst(r, m)[1], 0) + 1
         line = f"{m:14} {ref[m].mean():10.5f} {ll.mean():9.5f}  "
-        line += f"{paired(ref[m], ref['probcal']) if 'probcal' in ref and m != 'probcal' else '':>26}  "
+        vs_probcal = paired(ref[m], ref["probcal"]) if "probcal" in ref and m != "probcal" \
+            else ""
+        line += f"{vs_probcal:>26}  "
         line += f"{paired(ref[m], ref['default']) if m != 'default' else '':>26}  "
         line += ", ".join(f"{k} {v}" for k, v in sorted(cnt.items()))
         print(line)
@@ -216,7 +225,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", required=True)
     ap.add_argument("--splits", default="0-49")
-    ap.add_argument("--variants", nargs="*", default=[v for v in VARIANTS if v not in ("segcv", "slopes100")])
+    ap.add_argument("--variants", nargs="*",
+                    default=[v for v in VARIANTS if v not in ("segcv", "slopes100")])
     ap.add_argument("--no-probcal", action="store_true")
     ap.add_argument("--summarize", action="store_true")
     args = ap.parse_args()

@@ -48,9 +48,11 @@ def day_batch(rng: np.random.Generator, rows: int, base_rate: float) -> pd.DataF
     return frame
 
 
-def make_champion(rng: np.random.Generator, cal_rows: int, max_ece: float) -> None:
+def make_champion(rng: np.random.Generator, cal_rows: int, max_ece: float,
+                  reports: bool = True) -> None:
     """Fit a deliberately over-regularised logistic model, Platt-calibrate it on held-out rows
-    (``calibrate_and_log`` logs, registers version 1), and promote it through the gate."""
+    (``calibrate_and_log`` logs, registers version 1), and promote it through the gate;
+    ``reports=False`` logs neither HTML report (the calibration's, the gate's)."""
     import mlcal.mlflow
     from mlcal.mlflow.gate import promote
     from sklearn.linear_model import LogisticRegression
@@ -62,8 +64,9 @@ def make_champion(rng: np.random.Generator, cal_rows: int, max_ece: float) -> No
     mlcal.mlflow.calibrate_and_log(
         base, cal[COLUMNS], cal["y"], calibrator="platt", X_eval=evaluation[COLUMNS],
         y_eval=evaluation["y"], registered_model_name=NAME, run_name="champion",
-        pip_requirements=mlcal.mlflow.get_default_pip_requirements())
-    decision = promote(NAME, "1", max_ece=max_ece, data=hold, settle_seconds=0.0)
+        pip_requirements=mlcal.mlflow.get_default_pip_requirements(), html_report=reports)
+    decision = promote(NAME, "1", max_ece=max_ece, data=hold, settle_seconds=0.0,
+                       report=reports)
     if not decision.promoted:
         raise SystemExit("the first champion did not pass the gate:\n" + decision.explain())
 
@@ -78,7 +81,8 @@ def action(result) -> str:
 
 
 def run_month(workdir: Path, *, days: int, rows: int, shift_day: int, shifted_rate: float,
-              seed: int, max_ece: float, gate_min_rows: int | None, diagrams: str) -> dict:
+              seed: int, max_ece: float, gate_min_rows: int | None, diagrams: str,
+              reports: bool = True) -> dict:
     """Champion, then ``days`` batches through the loop; returns the table and the outcome."""
     import mlflow
 
@@ -92,7 +96,7 @@ def run_month(workdir: Path, *, days: int, rows: int, shift_day: int, shifted_ra
     mlflow.set_experiment(experiment_id=mlflow.create_experiment(
         "monitor-month", artifact_location=(workdir / "artifacts").as_uri()))
     rng = np.random.default_rng(seed)
-    make_champion(rng, 20000, max_ece)
+    make_champion(rng, 20000, max_ece, reports)
     table = []
     for day in range(1, days + 1):
         path = workdir / f"day{day:02d}.parquet"
@@ -100,6 +104,7 @@ def run_month(workdir: Path, *, days: int, rows: int, shift_day: int, shifted_ra
         result = run_batch(state_path=str(workdir / "state.json"),
                            model_uri=f"models:/{NAME}@champion", frame=read_batch(str(path)),
                            label_column="y", max_ece=max_ece, gate_min_rows=gate_min_rows,
+                           gate_options=None if reports else {"report": False},
                            diagrams=diagrams)
         s = result.step
         table.append({"day": day, "version": result.model_version, "batch": s.batch,
@@ -218,6 +223,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--gate-min-rows", type=int, default=None)
     ap.add_argument("--diagrams", choices=["batch", "alarm", "off"], default="batch",
                     help="CORP reliability diagrams the loop logs (mlcal monitor --diagrams)")
+    ap.add_argument("--no-reports", dest="reports", action="store_false",
+                    help="log no HTML reports: neither the champion run's calibration report "
+                         "nor the gates' reports (mlcal monitor --no-gate-report); the "
+                         "metrics, models and decisions are the same")
     ap.add_argument("--figures", default=None, help="draw the metric charts (PNG) into this "
                                                     "directory, e.g. docs/img")
     ap.add_argument("--json", default=None, help="write the table and outcome here")
@@ -225,7 +234,7 @@ def main(argv: list[str] | None = None) -> dict:
     settings = dict(days=args.days, rows=args.rows, shift_day=args.shift_day,
                     shifted_rate=args.shifted_rate,
                     seed=args.seed, max_ece=args.max_ece, gate_min_rows=args.gate_min_rows,
-                    diagrams=args.diagrams)
+                    diagrams=args.diagrams, reports=args.reports)
     if args.dir is None:
         with tempfile.TemporaryDirectory(prefix="mlcal-month-") as tmp:
             out = run_month(Path(tmp), **settings)

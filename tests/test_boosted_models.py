@@ -220,7 +220,7 @@ def test_cli_calibrates_native_probabilities_of_flavour_logged_models(data, base
                        (lgb_uri, lb.predict(data["X_te"]))):
         code, out, err = _calibrate_cli(["--model-uri", uri, "--data", str(cal_csv),
                                          "--eval-data", str(ev_csv), "--method", "isotonic",
-                                         "--tracking-uri", store["uri"]])
+                                         "--tracking-uri", store["uri"], "--no-html-report"])
         assert code == 0, err
         model = mlcal.mlflow.load_model(out.split("model URI: ")[1].split()[0])
         assert model.calibrator_.map_.size > 5

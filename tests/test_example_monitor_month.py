@@ -3,7 +3,9 @@ rows, the base rate moving from 0.2 to 0.35 on day 6), its outcome checked again
 MLflow store it leaves behind: no alarm before the shift, an alarm after it recommending a
 re-offset, a candidate the gate refuses leaves the alias alone, the next one is registered,
 passed by the gate and holds @champion, the offset it carries is close to the true log-odds
-shift, and the loop's metrics are in MLflow with steps 1..N, equal to the printed table."""
+shift, and the loop's metrics are in MLflow with steps 1..N, equal to the printed table. It runs
+with ``--no-reports`` (no test opens them): tests/test_examples.py runs the script with its HTML
+reports, test_monitor_loop.py checks a loop candidate's gate report."""
 
 import json
 import subprocess
@@ -31,7 +33,7 @@ def month(tmp_path_factory):
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--dir", str(work / "store"), "--days", str(DAYS),
          "--rows", "800", "--shift-day", str(SHIFT_DAY), "--shifted-rate", "0.35",
-         "--diagrams", "alarm", "--figures", str(figures),
+         "--diagrams", "alarm", "--no-reports", "--figures", str(figures),
          "--json", str(out_json)],
         cwd=work, capture_output=True, text=True, timeout=600,
         env={**__import__("os").environ, "PYTHONPATH": str(SCRIPT.parents[1])})

@@ -159,7 +159,7 @@ def test_cli_calibrate_takes_pos_label_and_tags_in_sample_metrics(store, binary,
     csv = tmp_path / "cal.csv"
     X.assign(label=y).to_csv(csv, index=False)
     args = ["calibrate", "--model-uri", str(model_dir), "--data", str(csv), "--label-column",
-            "label", "--method", "platt"]
+            "label", "--method", "platt", "--no-html-report"]
     assert main(args + ["--pos-label", "no"]) == 2
     assert "positive class is 'yes'" in capsys.readouterr().err
     assert main(args + ["--pos-label", "maybe"]) == 2
@@ -172,3 +172,9 @@ def test_cli_calibrate_takes_pos_label_and_tags_in_sample_metrics(store, binary,
     run = _run(out.split("run id: ")[1].split()[0])
     assert run.data.tags["mlcal.metrics_source"] == "in-sample"
     assert run.data.tags["mlcal.eval_rows"] == "800"
+    # --no-html-report: the metrics and the JSON report are logged, the CORP diagram and the
+    # HTML report are not (the default logs them: test_mlflow_flavor.py's CLI test)
+    assert "log_loss_after" in run.data.metrics
+    arts = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id, "calibration")}
+    assert "calibration/calibration_report.json" in arts and not {
+        "calibration/calibration_report.html", "calibration/reliability_corp.png"} & arts, arts

@@ -439,6 +439,10 @@ def test_cli_calibrate_logs_registers_and_bundles_mlcal(data, store, tmp_path):
     assert f"{len(held)} of the 600 rows" in text and "held out" in text
     assert run.data.tags["mlcal.method"] == "platt"
     assert "ece_improvement" in run.data.metrics
+    # by default the CLI logs the CORP diagram and the HTML report (--no-html-report skips
+    # them: test_honest_metrics.py)
+    arts = {a.path for a in mlflow.MlflowClient().list_artifacts(run_id, "calibration")}
+    assert {"calibration/calibration_report.html", "calibration/reliability_corp.png"} <= arts
     loaded = load_model(model_uri)
     expected = CalibratedModel(data["base"], "platt").fit(data["X_cal"].iloc[fit_rows],
                                                           data["y_cal"][fit_rows])

@@ -18,7 +18,7 @@ from sklearn.linear_model import LogisticRegression  # noqa: E402
 import mlcal.mlflow as mlcal_mlflow  # noqa: E402
 from mlcal import CalibratedModel, Platt  # noqa: E402
 from mlcal.cli import main  # noqa: E402
-from mlcal.mlflow.gate import promote  # noqa: E402
+from support.gate import promote_without_report  # noqa: E402
 
 NAME = "loop-clf"
 COLS = ["x1", "x2"]
@@ -46,7 +46,8 @@ def champion(rng):
     with mlflow.start_run():
         mlcal_mlflow.log_model(model, name="model", registered_model_name=NAME,
                                pip_requirements=["mlcal"])
-    decision = promote(NAME, "1", max_ece=0.08, data=hold, settle_seconds=0.0)
+    # the setup's own promotion logs no HTML gate report (the candidates' gates in the loop do)
+    decision = promote_without_report(NAME, "1", max_ece=0.08, data=hold, settle_seconds=0.0)
     assert decision.promoted, decision.explain()
     return model
 
@@ -88,14 +89,19 @@ def test_prevalence_shift_alarms_builds_a_reoffset_candidate_and_only_the_gate_m
     assert "ALARM" in out and "recommendation re-offset" in out and "REFUSED" in out
     assert registered_versions(client) == [1, 2] and holder(client) == "1"
     assert client.get_model_version(NAME, "2").tags["mlcal.gate.result"] == "refused"
+    # the gate logged its HTML report to the candidate's run (the default)
+    gate_arts = client.list_artifacts(client.get_model_version(NAME, "2").run_id, "gate")
+    assert [a.path.startswith("gate/gate_report_champion_") for a in gate_arts] == [True]
     # the candidate is the champion with an offset close to the true shift
     cand = mlcal_mlflow.load_model(f"models:/{NAME}/2")
     assert cand.calibrator_.map_.kind == "offset"
     assert 1.0 < cand.calibrator_.map_.delta < 2.0
 
     # next shifted batch under the real gate: a new candidate, promoted; the alias moves
-    assert feed(tmp_path, batch(rng, offset=1.5), 4) == 3
+    # (--no-gate-report: the same decision, no HTML gate report on the candidate's run)
+    assert feed(tmp_path, batch(rng, offset=1.5), 4, "--no-gate-report") == 3
     assert registered_versions(client) == [1, 2, 3] and holder(client) == "3"
+    assert client.list_artifacts(client.get_model_version(NAME, "3").run_id, "gate") == []
     run_tags = client.get_run(client.get_model_version(NAME, "3").run_id).data.tags
     assert run_tags["mlcal.monitor.recommendation"] == "re-offset"
     # fitted on the earlier half of the rows since the change, gated on the later half
@@ -143,7 +149,7 @@ def test_slope_change_recommends_and_builds_a_refit(sqlite_tracking, tmp_path, c
     assert codes[-1] == 5, out
     assert "recommendation re-fit" in out and "no candidate built" in out
     assert registered_versions(client) == [1]
-    assert feed(tmp_path, batch(rng, slope=2.5), 5) in (3, 4)
+    assert feed(tmp_path, batch(rng, slope=2.5), 5, "--no-gate-report") in (3, 4)
     assert registered_versions(client) == [1, 2]
     version = client.get_model_version(NAME, "2")
     assert client.get_run(version.run_id).data.tags["mlcal.monitor.recommendation"] == "re-fit"

@@ -210,8 +210,10 @@ def test_cli_json_history_and_exit_codes(registry, models, tmp_path, capsys):
     holdout.to_csv(csv, index=False)
     v_good, v_coarse = register(good, holdout), register(coarse, holdout)
     base = ["promote", "--model-name", NAME, "--data", str(csv)]
+    # --no-report where the decision is the point; the promoted call keeps the default and
+    # logs its HTML gate report (checked below)
     assert main(base + ["--version", str(v_good), "--max-ece", "0.001", "--min-rows",
-                        "100"]) == 1
+                        "100", "--no-report"]) == 1
     assert "REFUSED" in capsys.readouterr().out
     # the default minimum is derived from --max-ece: 0.001 would need 960,365 rows
     assert main(base + ["--version", str(v_good), "--max-ece", "0.001"]) == 2
@@ -222,7 +224,11 @@ def test_cli_json_history_and_exit_codes(registry, models, tmp_path, capsys):
     assert out["result"] == "promoted" and out["criteria"][0]["name"] == "ece"
     assert out["criteria"][0]["value"] == pytest.approx(scores(good, holdout)["ece"])
     assert out["policy"]["max_log_loss_increase"] == 0.01
-    assert main(base + ["--version", str(v_coarse), "--max-ece", "0.5", "--json"]) == 1
+    run_id = registry.get_model_version(NAME, str(v_good)).run_id
+    (report,) = [a.path for a in registry.list_artifacts(run_id, "gate")]
+    assert report.startswith("gate/gate_report_champion_") and report.endswith(".html")
+    assert main(base + ["--version", str(v_coarse), "--max-ece", "0.5", "--json",
+                        "--no-report"]) == 1
     out = json.loads(capsys.readouterr().out)
     assert {c["name"]: c["passed"] for c in out["criteria"]}["brier_vs_holder"] is False
     # every decision kept, oldest first, readable from the CLI

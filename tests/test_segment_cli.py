@@ -1,5 +1,7 @@
 """Issue #30 item 4: ``mlcal calibrate --segment-columns`` logs the per-segment table of the
-held-out rows (a real CLI run on a sqlite store; the segment column is not a model feature)."""
+held-out rows (a real CLI run on a sqlite store; the segment column is not a model feature).
+The runs here skip the HTML report (``--no-html-report``): none is opened; a segmented model's
+report is checked in test_segmented_flavor.py, the CLI's default report in test_mlflow_flavor.py."""
 
 import numpy as np
 import pandas as pd
@@ -26,7 +28,8 @@ def test_cli_calibrate_logs_segments_of_the_held_out_rows(sqlite_tracking, tmp_p
     mlflow.sklearn.save_model(base, str(model_dir), pip_requirements=["scikit-learn"])
     csv = tmp_path / "cal.csv"
     X[600:].assign(region=region[600:], y=y[600:]).to_csv(csv, index=False)
-    args = ["calibrate", "--model-uri", str(model_dir), "--data", str(csv), "--method", "platt"]
+    args = ["calibrate", "--model-uri", str(model_dir), "--data", str(csv), "--method", "platt",
+            "--no-html-report"]
 
     runs = len(mlflow.search_runs())
     assert main(args + ["--segment-columns", "region,country"]) == 2
@@ -73,7 +76,7 @@ def test_cli_calibrate_fits_a_segmented_model(sqlite_tracking, tmp_path, capsys)
     csv = tmp_path / "cal.csv"
     cal.to_csv(csv, index=False)
     args = ["calibrate", "--model-uri", str(model_dir), "--data", str(csv), "--method",
-            "platt-logit"]
+            "platt-logit", "--no-html-report"]
 
     assert main(args + ["--segmented"]) == 2
     assert "--segmented needs --segment-columns" in capsys.readouterr().err
@@ -125,7 +128,7 @@ def test_cli_calibrate_fits_a_multicalibration_model(sqlite_tracking, tmp_path, 
     csv = tmp_path / "cal.csv"
     cal.to_csv(csv, index=False)
     args = ["calibrate", "--model-uri", str(model_dir), "--data", str(csv),
-            "--feature-columns", "region,age"]
+            "--feature-columns", "region,age", "--no-html-report"]
 
     assert main(args + ["--method", "platt"]) == 2
     assert "--feature-columns fits a multicalibration model" in capsys.readouterr().err

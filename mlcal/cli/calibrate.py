@@ -137,7 +137,8 @@ def run(args) -> int:
                                    threshold=args.threshold, name=args.name,
                                    registered_model_name=args.register, run_name=args.run_name,
                                    input_example=frame[cols].iloc[:5],
-                                   base_format=args.base_format, **evaluation)
+                                   base_format=args.base_format,
+                                   html_report=args.html_report, **evaluation)
     except MlflowException as exc:
         raise ValueError(exc.message) from None
     cal_ = result.model.calibrator_
@@ -240,6 +241,10 @@ def register(sub) -> None:
                         "(XGBoost/LightGBM/CatBoost in their own MLflow flavour, scikit-learn "
                         "models as skops trusting their own types), native, skops, "
                         "cloudpickle or pickle (default auto)")
+    p.add_argument("--no-html-report", dest="html_report", action="store_false",
+                   help="log the metrics, the JSON report, the reliability diagram and map "
+                        "plots and the model, but not the CORP diagram and the HTML "
+                        "calibration report (they take a few seconds to draw)")
     p.add_argument("--output-column", default=None,
                    help="for non-scikit-learn base models: the pyfunc output column holding "
                         "the score")

@@ -75,6 +75,8 @@ def run(args) -> int:
     gate_options = {}
     if args.confidence is not None:
         gate_options["confidence"] = args.confidence
+    if not args.gate_report:
+        gate_options["report"] = False
     try:
         result = run_batch(state_path=args.state, model_uri=args.model_uri, frame=frame,
                            label_column=args.label_column, score_column=args.score_column,
@@ -135,6 +137,9 @@ def register(sub) -> None:
                         "--max-ece 0.05)")
     p.add_argument("--confidence", type=float, default=None,
                    help="gate on paired bootstrap intervals at this confidence")
+    p.add_argument("--no-gate-report", dest="gate_report", action="store_false",
+                   help="the gate of a candidate logs no HTML gate report to the candidate's "
+                        "run (gate/gate_report_<alias>_<time>.html; mlcal promote --no-report)")
     p.add_argument("--diagrams", choices=["batch", "alarm", "off"], default="batch",
                    help="CORP reliability diagrams logged to the run under monitor/: 'batch' "
                         "(default) every batch plus the window at an alarm or when a window "

@@ -1,0 +1,152 @@
+"""Binary ``auto`` with beta calibration shrunk toward temperature scaling (issue 26, the tree
+log-loss cells; docs/auto.md, "What structured scaling does on trees").
+
+probmetrics' structured matrix scaling (SMS) on two classes is a beta map on the
+temperature-scaled, uniform-mixed probabilities with a ridge toward that temperature map. Its
+nearest relative among mlcal's map kinds is beta calibration with ``identity_prior=K`` rows of
+pseudo-data labelled with the temperature-scaling fit (``prior_center="temperature"``), one
+:class:`~mlcal.maps.BetaMap`. This script replays ``auto``'s selection on two collections of
+``tune_auto_rule.py`` (``--groups linear trees --fold-seeds 3 --repeated --save``, extended with
+``--add-candidates 'beta:smooth_targets=false,prior_center="temperature",identity_prior=K'``)
+and ranks each rule's pick against the peers' per-task tables (``variant_ranks``, the logit
+family's entries refreshed), per fold seed 0 / 1 / 2:
+
+* the temperature-centred beta in place of auto's beta, after it, first, or in place of
+  temperature scaling (default rule: listed order, 0.25 paired SE);
+* an anchor rule: the temperature-centred beta whenever its CV log loss is within ``m`` paired
+  SE of the lowest, else the default rule's pick;
+* the candidates as fixed methods, and the held-out oracle.
+
+The default is ``auto`` as released (``beta_prior=100``). Prints, per rule, the 24 cells
+(2 suites x 2 groups x 2 metrics x 3 fold seeds) against the default and the adoption test
+(keep every won cell, win a lost one, no group's mean log loss or Brier worse, AUC change
+>= -0.002), and writes ``--out``/summary.json and cells.md.
+
+    PYTHONPATH=. python benchmarks/tune_auto_smsbin.py --tune /tmp/smsbin/tune2.pkl \\
+        --fresh /tmp/smsbin/fresh2.pkl --out benchmarks/results/auto_smsbin
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import pickle
+import sys
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+import tune_auto_rule as T  # noqa: E402
+from mlcal.calibrators.auto import select_preferred  # noqa: E402
+
+K100 = "beta:smooth_targets=false,identity_prior=100"   # auto's beta candidate (beta_prior=100)
+TB = 'beta:smooth_targets=false,prior_center="temperature",identity_prior='
+DEFAULT = "default (beta_prior=100)"
+DEF = [K100 if n == "beta" else n for n in T.DEFAULT_8]
+SUITES = {"tuning": ("/tmp/autobin_peers.json", 0), "fresh": ("/tmp/autorobust_fresh_peers.json", 2)}
+METS = ("log_loss", "brier")
+
+
+def choose(record, names, criterion, se_rule, _orig=T.choose_rule):
+    """``T.choose_rule`` plus ``"anchor"``: ``names[0]`` when within ``se_rule`` paired SE of
+    the lowest CV log loss, else the default rule (0.25 SE, listed order) on ``names[1:]``."""
+    if criterion != "anchor":
+        return _orig(record, names, criterion, se_rule)
+    results, weights = T.combine(record["reps"], 1, names)
+    if (not isinstance(results[names[0]], str)
+            and select_preferred(names, results, weights, se_rule)["chosen"] == names[0]):
+        return names[0]
+    return select_preferred(names[1:], results, weights, 0.25)["chosen"]
+
+
+def rules(ks):
+    out = [(DEFAULT, DEF, "log-loss", 0.25)]
+    for k in ks:
+        v = f"{TB}{k}"
+        out += [(f"toward T, K={k}, replaces beta", [v if n == K100 else n for n in DEF], "log-loss", 0.25),
+                (f"toward T, K={k}, after beta",
+                 [m for n in DEF for m in ([n, v] if n == K100 else [n])], "log-loss", 0.25),
+                (f"toward T, K={k}, first", [v] + DEF, "log-loss", 0.25),
+                (f"toward T, K={k}, replaces temperature",
+                 [v if n == "temperature" else n for n in DEF], "log-loss", 0.25)]
+        out += [(f"anchor toward T, K={k}, {m:g} SE", [v] + DEF, "anchor", m)
+                for m in (0.25, 0.5, 1.0, 1.5, 2.0)]
+    nop = [n for n in DEF if n != "platt"]
+    out += [("without platt", nop, "log-loss", 0.25), ("platt listed last", nop + ["platt"], "log-loss", 0.25)]
+    out += [(f"fixed toward T, K={k}", [f"{TB}{k}"], "fixed", 0.0) for k in ks]
+    out += [("fixed beta K=100 (auto's)", [K100], "fixed", 0.0), ("oracle", DEF, "oracle", 0.0)]
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tune", required=True, help="the tuning suite's collection (pickle)")
+    ap.add_argument("--fresh", required=True, help="the fresh suite's collection (pickle)")
+    ap.add_argument("--k", type=int, nargs="+", default=[3, 10, 30, 100, 300])
+    ap.add_argument("--out", default=None, help="directory for summary.json and cells.md")
+    args = ap.parse_args(argv)
+    T.choose_rule = choose
+    sums = {}
+    for suite, path in (("tuning", args.tune), ("fresh", args.fresh)):
+        with open(path, "rb") as fh:
+            data = pickle.load(fh)   # a collection this project's tune_auto_rule.py wrote
+        ks = [k for k in args.k if f"{TB}{k}" in data[0]["held"]]
+        pj, skip = SUITES[suite]
+        with contextlib.redirect_stdout(io.StringIO()):
+            sums[suite] = T.variant_ranks(data, pj, ["linear", "trees"], rules=rules(ks),
+                                          skip_splits=skip, refresh=True)
+    lines = report(sums)
+    print("\n".join(lines))
+    if args.out:
+        with open(f"{args.out}/summary.json", "w") as fh:
+            json.dump(sums, fh, indent=1)
+        with open(f"{args.out}/cells.md", "w") as fh:
+            fh.write("\n".join(lines) + "\n")
+
+
+def report(sums):
+    def cells(label):
+        return {(s, g, met, j): tuple(ab) for s in sums for g in ("linear", "trees")
+                for met in METS for j, ab in enumerate(sums[s][f"{label} | {g}"]["cells"][met])}
+
+    def means(label):
+        return {(s, g): tuple(sums[s][f"{label} | {g}"][k] for k in ("log_loss", "brier", "auc"))
+                for s in sums for g in ("linear", "trees")}
+
+    base, bm = cells(DEFAULT), means(DEFAULT)
+    labels = list(dict.fromkeys(v["label"] for v in sums["tuning"].values()))
+    out = ["| rule | tuning first | fresh first | total | lost -> won | won -> lost | mean log loss worse | mean Brier worse | passes |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    fmt = lambda ks: "; ".join(f"{k[0]} {k[1]} {k[2].replace('_', ' ')} s{k[3]}" for k in ks) or "-"  # noqa: E731
+    for label in labels:
+        if not all(f"{label} | {g}" in sums[s] for s in sums for g in ("linear", "trees")):
+            continue
+        c, m = cells(label), means(label)
+        first = {s: sum(c[k][0] < c[k][1] for k in c if k[0] == s) for s in sums}
+        gained = [k for k in c if c[k][0] < c[k][1] and not base[k][0] < base[k][1]]
+        lost = [k for k in c if not c[k][0] < c[k][1] and base[k][0] < base[k][1]]
+        llw = [f"{k[0]} {k[1]} {m[k][0] - bm[k][0]:+.5f}" for k in m if m[k][0] > bm[k][0] + 1e-12]
+        brw = [f"{k[0]} {k[1]} {m[k][1] - bm[k][1]:+.5f}" for k in m if m[k][1] > bm[k][1] + 1e-12]
+        ok = bool(gained) and not lost and not llw and not brw and min(v[2] for v in m.values()) >= -0.002
+        out.append(f"| {label} | {first['tuning']} | {first['fresh']} | {sum(first.values())} | "
+                   f"{fmt(gained)} | {fmt(lost)} | {', '.join(llw) or '-'} | {', '.join(brw) or '-'} | "
+                   f"{'yes' if ok else 'no'} |")
+    for label in [lb for lb in labels if lb.startswith(("anchor toward T, K=100, 1 SE", "toward T, K=30, first"))]:
+        c, m = cells(label), means(label)
+        out += ["", f"Per cell, default -> {label} (auto's rank v the best other entry's, fold seeds 0 / 1 / 2)", "",
+                "| suite | group | metric | default | rule | first |", "|---|---|---|---|---|---|"]
+        for s in sums:
+            for g in ("linear", "trees"):
+                for met in METS:
+                    ks = [(s, g, met, j) for j in range(3)]
+                    f = lambda cc: " / ".join(f"{cc[k][0]:.2f} v {cc[k][1]:.2f}" for k in ks)  # noqa: E731
+                    out.append(f"| {s} | {g} | {met.replace('_', ' ')} | {f(base)} | {f(c)} | "
+                               f"{sum(base[k][0] < base[k][1] for k in ks)} -> {sum(c[k][0] < c[k][1] for k in ks)} |")
+        out += ["", "| suite | group | log loss | Brier | AUC change |", "|---|---|---|---|---|"]
+        out += [f"| {k[0]} | {k[1]} | {bm[k][0]:.5f} -> {m[k][0]:.5f} | {bm[k][1]:.5f} -> {m[k][1]:.5f} | "
+                f"{bm[k][2]:+.5f} -> {m[k][2]:+.5f} |" for k in bm]
+    return out
+
+
+if __name__ == "__main__":
+    main()

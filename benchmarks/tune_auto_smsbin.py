@@ -45,6 +45,8 @@ DEFAULT = "default (beta_prior=100)"
 DEF = [K100 if n == "beta" else n for n in T.DEFAULT_8]
 SUITES = {"tuning": ("/tmp/autobin_peers.json", 0), "fresh": ("/tmp/autorobust_fresh_peers.json", 2)}
 METS = ("log_loss", "brier")
+#: the rules whose 24 cells are printed one by one
+DETAIL = ("toward T, K=300, first", "anchor toward T, K=300, 0.5 SE", "anchor toward T, K=100, 1 SE")
 
 
 def choose(record, names, criterion, se_rule, _orig=T.choose_rule):
@@ -131,7 +133,7 @@ def report(sums):
         out.append(f"| {label} | {first['tuning']} | {first['fresh']} | {sum(first.values())} | "
                    f"{fmt(gained)} | {fmt(lost)} | {', '.join(llw) or '-'} | {', '.join(brw) or '-'} | "
                    f"{'yes' if ok else 'no'} |")
-    for label in [lb for lb in labels if lb.startswith(("anchor toward T, K=100, 1 SE", "toward T, K=30, first"))]:
+    for label in [lb for lb in labels if lb in DETAIL]:
         c, m = cells(label), means(label)
         out += ["", f"Per cell, default -> {label} (auto's rank v the best other entry's, fold seeds 0 / 1 / 2)", "",
                 "| suite | group | metric | default | rule | first |", "|---|---|---|---|---|---|"]

@@ -15,6 +15,8 @@ family's entries refreshed), per fold seed 0 / 1 / 2:
   temperature scaling (default rule: listed order, 0.25 paired SE);
 * an anchor rule: the temperature-centred beta whenever its CV log loss is within ``m`` paired
   SE of the lowest, else the default rule's pick;
+* the same anchor guarded: the default rule wherever the calibration scores are margins or
+  saturate beyond the default clamp (what ``auto`` knows at fit time, :func:`guarded`);
 * the candidates as fixed methods, and the held-out oracle.
 
 The default is ``auto`` as released (``beta_prior=100``). Prints, per rule, the 24 cells
@@ -41,6 +43,7 @@ from scipy.stats import rankdata
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 import tune_auto_rule as T  # noqa: E402
 from mlcal.calibrators.auto import select_preferred  # noqa: E402
+from mlcal.maps.binary import DEFAULT_CLAMP, data_clamp  # noqa: E402
 
 K100 = "beta:smooth_targets=false,identity_prior=100"   # auto's beta candidate (beta_prior=100)
 TB = 'beta:smooth_targets=false,prior_center="temperature",identity_prior='
@@ -49,12 +52,28 @@ DEF = [K100 if n == "beta" else n for n in T.DEFAULT_8]
 SUITES = {"tuning": ("/tmp/autobin_peers.json", 0), "fresh": ("/tmp/autorobust_fresh_peers.json", 2)}
 METS = ("log_loss", "brier")
 #: the rules whose 24 cells are printed one by one
-DETAIL = ("toward T, K=300, first", "anchor toward T, K=300, 0.5 SE", "anchor toward T, K=100, 1 SE")
+DETAIL = ("toward T, K=300, first", "anchor toward T, K=300, 0.5 SE", "anchor toward T, K=100, 1 SE",
+          "anchor toward T, K=300, 0.5 SE, not on margins or saturated scores")
+
+
+def guarded(record):
+    """What ``auto`` knows at fit time: the calibration scores are margins (some outside
+    [0, 1]), or probabilities saturated beyond the default clamp (the data-taken clamp is
+    wider: naive Bayes)."""
+    x = record["reps"][0]["x"]
+    if x.min() < 0.0 or x.max() > 1.0:
+        return True
+    return data_clamp(x) != DEFAULT_CLAMP
 
 
 def choose(record, names, criterion, se_rule, _orig=T.choose_rule):
     """``T.choose_rule`` plus ``"anchor"``: ``names[0]`` when within ``se_rule`` paired SE of
-    the lowest CV log loss, else the default rule (0.25 SE, listed order) on ``names[1:]``."""
+    the lowest CV log loss, else the default rule (0.25 SE, listed order) on ``names[1:]``;
+    ``"anchor-guarded"``: the same, but the default rule wherever :func:`guarded`."""
+    if criterion == "anchor-guarded":
+        if guarded(record):
+            return _orig(record, names[1:], "log-loss", 0.25)
+        criterion = "anchor"
     if criterion != "anchor":
         return _orig(record, names, criterion, se_rule)
     results, weights = T.combine(record["reps"], 1, names)
@@ -76,6 +95,8 @@ def rules(ks):
                  [v if n == "temperature" else n for n in DEF], "log-loss", 0.25)]
         out += [(f"anchor toward T, K={k}, {m:g} SE", [v] + DEF, "anchor", m)
                 for m in (0.25, 0.5, 1.0, 1.5, 2.0)]
+        out += [(f"anchor toward T, K={k}, {m:g} SE, not on margins or saturated scores",
+                 [v] + DEF, "anchor-guarded", m) for m in (0.25, 0.5, 1.0)]
     nop = [n for n in DEF if n != "platt"]
     out += [("without platt", nop, "log-loss", 0.25), ("platt listed last", nop + ["platt"], "log-loss", 0.25)]
     out += [(f"fixed toward T, K={k}", [f"{TB}{k}"], "fixed", 0.0) for k in ks]

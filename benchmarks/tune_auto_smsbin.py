@@ -26,6 +26,15 @@ The default is ``auto`` as released (``beta_prior=100``). Prints, per rule, the 
 
     PYTHONPATH=. python benchmarks/tune_auto_smsbin.py --tune /tmp/smsbin/tune2.pkl \\
         --fresh /tmp/smsbin/fresh2.pkl --out benchmarks/results/auto_smsbin
+
+The check on unseen tasks (:func:`unseen_tasks`), in three steps (the second in the peers'
+environment; a pm-beta column, if betacal is there, must be dropped to keep the 17 entries):
+
+    PYTHONPATH=. python benchmarks/tune_auto_smsbin.py --unseen-collect /tmp/unseen.pkl
+    PYTHONPATH=. /work/peers/bin/python benchmarks/tune_auto_smsbin.py \\
+        --unseen-peers /tmp/unseen_peers.json
+    PYTHONPATH=. python benchmarks/tune_auto_smsbin.py --unseen-rank /tmp/unseen.pkl \\
+        /tmp/unseen_peers.json
 """
 
 from __future__ import annotations
@@ -144,14 +153,83 @@ def gap(suite, data):
     return out
 
 
+#: the entries of the peers' tables (bench_quality.py --peers --methods ...), auto included
+UNSEEN_METHODS = ["auto", "beta", "platt-logit", "temperature", "platt", "isotonic", "venn-abers",
+                  "spline+bs", "elite+bs", "histogram+bs", "pm-svs", "pm-sms", "pm-ts-mix",
+                  "pm-quadratic", "nc-logistic", "nc-beta", "sk-isotonic", "uncalibrated"]
+
+
+def unseen_tasks():
+    """Tasks neither suite holds: breast cancer and digits splits 4-5 (split seeds 4 and 5),
+    make_classification at 400 and 800 calibration rows."""
+    from bench_quality import real_tasks
+    seen = {}
+    for t in real_tasks([400, 800], 6, ("linear", "trees")):
+        seen[t.name] = seen.get(t.name, 0) + 1
+        if t.name.startswith("mc-") or seen[t.name] > 4:
+            yield t
+
+
+def unseen_collect(path, k=300):
+    """auto's candidates and the temperature-centred beta (``k`` rows) on :func:`unseen_tasks`
+    (``tune_auto_rule.collect``, 3 fold seeds), pickled to ``path``."""
+    data = T.collect(list(unseen_tasks()), tuple(DEF) + (f"{TB}{k}",), 3)
+    with open(path, "wb") as fh:
+        pickle.dump(data, fh)
+
+
+def unseen_peers(path):
+    """The peers' per-task table on :func:`unseen_tasks` (run in the peers' environment)."""
+    from bench_quality import run_task
+    rows = [{"task": t.name, "n_cal": t.n_cal, "results": run_task(t, UNSEEN_METHODS)}
+            for t in unseen_tasks()]
+    with open(path, "w") as fh:
+        json.dump(rows, fh, indent=1)
+
+
+def unseen_rank(collection, table, k=300):
+    """The default, the (guarded) anchors and the fixed variant ranked on the unseen tasks."""
+    with open(collection, "rb") as fh:
+        data = pickle.load(fh)   # written by unseen_collect
+    v = f"{TB}{k}"
+    rules = [(DEFAULT, DEF, "log-loss", 0.25)]
+    for m in (0.25, 0.5, 1.0):
+        rules += [(f"guarded anchor K={k}, {m:g} SE", [v] + DEF, "anchor-guarded", m),
+                  (f"anchor K={k}, {m:g} SE", [v] + DEF, "anchor", m)]
+    rules += [(f"fixed K={k} toward T", [v], "fixed", 0.0), ("oracle", DEF, "oracle", 0.0)]
+    with contextlib.redirect_stdout(io.StringIO()):
+        summ = T.variant_ranks(data, table, ["linear", "trees"], rules=rules, refresh=False)
+    for label, *_ in rules:
+        for g in ("linear", "trees"):
+            x = summ[f"{label} | {g}"]
+            f = lambda c: " / ".join(f"{a:.2f} v {b:.2f}" for a, b in c)  # noqa: E731
+            print(f"| {label} | {g} | {f(x['cells']['log_loss'])} | {f(x['cells']['brier'])} | "
+                  f"{x['first']} | {x['log_loss']:.5f} | {x['brier']:.5f} | {x['auc']:+.5f} |")
+    return summ
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tune", required=True, help="the tuning suite's collection (pickle)")
-    ap.add_argument("--fresh", required=True, help="the fresh suite's collection (pickle)")
+    ap.add_argument("--tune", help="the tuning suite's collection (pickle)")
+    ap.add_argument("--fresh", help="the fresh suite's collection (pickle)")
+    ap.add_argument("--unseen-collect", metavar="PKL",
+                    help="collect the unseen tasks' candidates to PKL and stop")
+    ap.add_argument("--unseen-peers", metavar="JSON",
+                    help="the peers' table of the unseen tasks to JSON (peers' venv) and stop")
+    ap.add_argument("--unseen-rank", nargs=2, metavar=("PKL", "JSON"),
+                    help="rank the rules on the unseen tasks and stop")
     ap.add_argument("--k", type=int, nargs="+", default=[3, 10, 30, 100, 300])
     ap.add_argument("--out", default=None, help="directory for summary.json and cells.md")
     args = ap.parse_args(argv)
     T.choose_rule = choose
+    if args.unseen_collect:
+        return unseen_collect(args.unseen_collect)
+    if args.unseen_peers:
+        return unseen_peers(args.unseen_peers)
+    if args.unseen_rank:
+        return unseen_rank(*args.unseen_rank)
+    if not (args.tune and args.fresh):
+        ap.error("--tune and --fresh are required")
     sums = {}
     gaps = ["| cell | total | temperature picks | Platt-on-score picks | flexible picks | "
             "other parametric picks | auto minus the best own candidate |",

@@ -159,3 +159,72 @@ def test_bad_values_are_refused_and_documents_round_trip():
     old = cal.to_json().replace('"identity_prior": 20.0, ', "")
     assert '"identity_prior"' not in old
     assert mlcal.load_calibrator(old).get_params()["identity_prior"] == 0.0
+
+
+def temperature_center(s, y, w, prior, clamp):
+    """The temperature-scaling slope ``k >= 0`` minimising sum_i w_i CE(y_i, k l_i) + prior /
+    W * sum_i w_i CE(s_i, k l_i) on the clamped log-odds ``l`` (scipy), and its probabilities."""
+    sc = np.clip(s, *clamp)
+    lo = np.log(sc) - np.log1p(-sc)
+    total = np.sum(w)
+
+    def f(v):
+        eta = v[0] * lo
+        ce = lambda t: -(t * log_expit(eta) + (1 - t) * log_expit(-eta))   # noqa: E731
+        return np.sum(w * ce(y)) + prior / total * np.sum(w * ce(sc))
+
+    k = minimize(f, [1.0], method="L-BFGS-B", bounds=[(0, None)],
+                 options={"ftol": 1e-15, "gtol": 1e-11}).x[0]
+    return k, 1.0 / (1.0 + np.exp(-k * lo))
+
+
+@pytest.mark.parametrize("parameters", ["abm", "am", "ab"])
+@pytest.mark.parametrize("prior", [5.0, 100.0])
+def test_prior_toward_temperature_scaling_matches_scipy(parameters, prior):
+    """``prior_center="temperature"``: the pseudo-rows are labelled with the temperature fit's
+    probabilities (that fit shrunk toward the identity by the same prior), so the objective is
+    the cross-entropy plus ``prior / W`` times the cross-entropy against those probabilities."""
+    s, y, w = data(300, seed=5, weights="fractional")
+    m = mlcal.get_calibrator("beta", parameters=parameters, identity_prior=prior,
+                             smooth_targets=False, prior_center="temperature"
+                             ).fit(s, y, sample_weight=w).map_
+    k, q = temperature_center(s, y, w, prior, m.clamp)
+    sc = np.clip(s, *m.clamp)
+    l1, l2 = np.log(sc), -np.log1p(-sc)
+    total = np.sum(w)
+
+    def f(v):
+        a, b, c = unpack(v, parameters)
+        eta = a * l1 + b * l2 + c
+        ce = lambda t: -(t * log_expit(eta) + (1 - t) * log_expit(-eta))   # noqa: E731
+        return np.sum(w * ce(y)) + prior / total * np.sum(w * ce(q))
+
+    x0 = {"abm": [1.0, 1.0, 0.0], "am": [1.0, 0.0], "ab": [1.0, 1.0]}[parameters]
+    bounds = {"abm": [(0, None), (0, None), (None, None)], "am": [(0, None), (None, None)],
+              "ab": [(0, None), (0, None)]}[parameters]
+    res = minimize(f, x0, method="L-BFGS-B", bounds=bounds,
+                   options={"ftol": 1e-15, "gtol": 1e-11, "maxiter": 10_000})
+    assert (m.a, m.b, m.c) == pytest.approx(unpack(res.x, parameters), rel=1e-5, abs=1e-7)
+    # not the identity-centred fit: the data are far from calibrated (k is not 1)
+    assert abs(k - 1.0) > 0.05
+    ident = mlcal.get_calibrator("beta", parameters=parameters, identity_prior=prior,
+                                 smooth_targets=False).fit(s, y, sample_weight=w).map_
+    assert abs(ident.a - m.a) + abs(ident.b - m.b) + abs(ident.c - m.c) > 1e-3
+
+
+def test_prior_center_is_validated_and_documents_round_trip():
+    s, y = data(200, seed=6)
+    with pytest.raises(InvalidParameterError, match="prior_center"):
+        mlcal.get_calibrator("beta", prior_center="platt").fit(s, y)
+    # without a prior the centre does not matter: the plain fit, bit for bit
+    plain = mlcal.get_calibrator("beta", smooth_targets=False).fit(s, y).map_
+    other = mlcal.get_calibrator("beta", smooth_targets=False,
+                                 prior_center="temperature").fit(s, y).map_
+    assert (plain.a, plain.b, plain.c) == (other.a, other.b, other.c)
+    cal = mlcal.get_calibrator("beta", identity_prior=20.0, smooth_targets=False,
+                               prior_center="temperature").fit(s, y)
+    back = mlcal.load_calibrator(cal.to_json())
+    assert back.get_params()["prior_center"] == "temperature" and back.map_ == cal.map_
+    old = cal.to_json().replace('"prior_center": "temperature", ', "")
+    assert '"prior_center"' not in old
+    assert mlcal.load_calibrator(old).get_params()["prior_center"] == "identity"

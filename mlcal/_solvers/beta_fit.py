@@ -92,14 +92,36 @@ def fit_beta(s: np.ndarray, y: np.ndarray, w: np.ndarray, parameters: str, smoot
                            identity_prior)
 
 
+#: where the pseudo-rows of beta calibration's ``identity_prior`` take their labels: the base
+#: model's own probabilities, or its temperature-scaled ones (``"temperature"``)
+PRIOR_CENTERS = ("identity", "temperature")
+
+
 def fit_beta_points(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray, parameters: str,
                     smooth: bool, clamp: tuple[float, float] = DEFAULT_CLAMP,
-                    identity_prior: float = 0.0) -> tuple[float, float, float]:
-    """:func:`fit_beta` on the collapsed points (``sort_and_collapse``'s output)."""
+                    identity_prior: float = 0.0,
+                    prior_center: str = "identity") -> tuple[float, float, float]:
+    """:func:`fit_beta` on the collapsed points (``sort_and_collapse``'s output).
+
+    ``prior_center="temperature"``: the ``identity_prior`` pseudo-rows are labelled with the
+    probabilities of the temperature-scaling fit (slope ``k >= 0`` on the clamped log-odds, no
+    intercept, fitted first on the same targets and the same prior toward the identity), so the
+    fit is shrunk toward that map, ``a = b = k``, ``c = 0`` (in every variant's family),
+    rather than toward the identity."""
+    if prior_center not in PRIOR_CENTERS:
+        raise ValueError(f"prior_center must be one of {PRIOR_CENTERS}, got {prior_center!r}")
     x, t, wsum, start = point_targets(x, ybar, wsum, smooth)
-    if identity_prior > 0.0:
-        t = identity_prior_targets(t, wsum, np.clip(x, clamp[0], clamp[1]), identity_prior)
     l1, l2 = log_features(x, clamp)
+    if identity_prior > 0.0:
+        base = np.clip(x, clamp[0], clamp[1])
+        if prior_center == "temperature":
+            ident = identity_prior_targets(t, wsum, base, identity_prior)
+            coef, _, _, ok = fit_nonnegative((l1 + l2)[:, None], ident, wsum, intercept=False,
+                                             with_loss=False)
+            if not ok:
+                raise separable_error("beta calibration")
+            base = det_expit_array(float(coef[0]) * (l1 + l2))
+        t = identity_prior_targets(t, wsum, base, identity_prior)
     if parameters == "abm":
         coef, c, _, ok = fit_nonnegative(np.column_stack((l1, l2)), t, wsum, intercept=True,
                                          start_intercept=start, with_loss=False)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from mlcal._solvers.beta_fit import BETA_PARAMETERS, fit_beta_points
+from mlcal._solvers.beta_fit import BETA_PARAMETERS, PRIOR_CENTERS, fit_beta_points
 from mlcal._solvers.ties import sort_and_collapse
 from mlcal.calibrators._params import Boolean, Options, Real
 from mlcal.calibrators.base import BaseCalibrator
@@ -50,6 +50,14 @@ class Beta(BaseCalibrator):
         finite on separable labels (``smooth_targets=False`` included), and the prior fades
         as the calibration set grows; as ``m`` grows the map tends to the identity. 0: no
         prior (the plain fit).
+    prior_center : {"identity", "temperature"}, default="identity"
+        The map ``identity_prior`` shrinks toward. ``"identity"``: the base model's own
+        probabilities (above). ``"temperature"``: the temperature-scaling fit ``a = b = k``,
+        ``c = 0`` (slope ``k >= 0`` on the clamped log-odds, fitted first on the same targets
+        with the same prior toward the identity), whose probabilities label the pseudo-rows
+        instead: the fit is shrunk toward temperature scaling, as structured matrix scaling
+        (Berta et al. 2026) shrinks toward its temperature pre-step. No effect without
+        ``identity_prior``.
 
     Attributes
     ----------
@@ -60,14 +68,17 @@ class Beta(BaseCalibrator):
     monotone = True   # a, b >= 0
     requires_unit_interval = True
     _parameter_constraints = {"parameters": [Options(BETA_PARAMETERS)],
-                              "smooth_targets": [Boolean()], "identity_prior": [Real(0.0)]}
+                              "smooth_targets": [Boolean()], "identity_prior": [Real(0.0)],
+                              "prior_center": [Options(PRIOR_CENTERS)]}
 
     def __init__(self, parameters: str = "abm", smooth_targets: bool = True,
-                 input_transform: str = "auto", identity_prior: float = 0.0):
+                 input_transform: str = "auto", identity_prior: float = 0.0,
+                 prior_center: str = "identity"):
         self.parameters = parameters
         self.smooth_targets = smooth_targets
         self.input_transform = input_transform
         self.identity_prior = identity_prior
+        self.prior_center = prior_center
 
     def _fit(self, scores, y, w):
         return self._fit_points(*sort_and_collapse(scores, y, w), scores)
@@ -81,5 +92,5 @@ class Beta(BaseCalibrator):
             # that ulp is a relative 2^-13 of 1 - s at most (the lower end has all its digits)
             clamp = (clamp[0], DEFAULT_CLAMP[1])
         a, b, c = fit_beta_points(x, ybar, wsum, self.parameters, self.smooth_targets, clamp,
-                                  float(self.identity_prior))
+                                  float(self.identity_prior), self.prior_center)
         return BetaMap(a, b, c, clamp=clamp)

@@ -574,6 +574,13 @@ class SegmentedCalibrator(BaseEstimator):
             mu, tau2, _ = self._plugin_prior(d_hat, v, al, w, codes, n_seg, uw, integrated)
             if not tau2 > 0.0 or (not integrated and self._homogeneous(d_hat, v)):
                 return 1.0, at_one
+            if joint is None:
+                # the first round from a = 1 and the intercepts' posterior means given it (the
+                # offsets shrunk toward the centre), near the mode
+                c = np.broadcast_to(np.asarray(mu, dtype=np.float64), (n_seg,))
+                with np.errstate(invalid="ignore"):
+                    b = np.where(np.isfinite(v), tau2 / (tau2 + v), 0.0)
+                joint = (1.0, c + b * (d_hat - c))
             joint = common_slope_fit(l, y, w, codes, n_seg, mu, tau2, start=joint)
             a = max(joint[0], MIN_SLOPE)
         return a, at_one

@@ -82,4 +82,19 @@ def warmup(methods: list[str] | None = None, *, all_variants: bool = True,
         seconds[name] = time.perf_counter() - start
         if progress is not None and seconds[name] >= quiet_below:
             progress(f"  {name:<10} ready in {seconds[name]:6.2f} s")
+    if methods is None and all_variants:
+        _warm_segment_kernels()
     return seconds
+
+
+def _warm_segment_kernels() -> None:
+    """The row passes of SegmentedCalibrator's solvers (mlcal._solvers.segment_kernels), with
+    the argument types of its fits: float64 rows, int64 segment codes."""
+    from mlcal._solvers.segment_kernels import loglik_sum, offset_sums, slope_sums
+
+    rng = np.random.default_rng(0)
+    logits, y, w = rng.normal(size=50), (rng.random(50) < 0.5) * 1.0, np.ones(50)
+    codes, d = np.arange(50, dtype=np.int64) % 3, np.zeros(3)
+    offset_sums(logits, d, codes, w, y, 3)
+    slope_sums(1.0, logits, d, codes, w, y, 3)
+    loglik_sum(1.0, logits, d, codes, w, y)

@@ -16,6 +16,7 @@ from scipy.optimize import brentq
 
 from mlcal._solvers.detmath import (det_exp_array, det_expit_array, det_log, det_log1p_array,
                                     det_log_array)
+from mlcal._solvers.segment_kernels import loglik_sum, offset_sums, slope_sums
 
 _MAX_ITER = 200
 #: a Newton step moves an offset by at most this much (the search is also bracketed)
@@ -24,8 +25,8 @@ _TOL = 2.0 ** -45
 
 
 def segment_offsets(logits: np.ndarray, y: np.ndarray, w: np.ndarray, codes: np.ndarray,
-                    n_segments: int, prior_precision: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray]:
+                    n_segments: int, prior_precision: np.ndarray,
+                    start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per segment ``g`` the offset ``d_g`` maximising
     ``sum_{i in g} w_i [y_i (l_i + d) - log(1 + exp(l_i + d))] - prior_precision_g d^2 / 2``
     and its variance ``1 / (sum w p (1 - p) + prior_precision_g)`` at the optimum.
@@ -34,9 +35,17 @@ def segment_offsets(logits: np.ndarray, y: np.ndarray, w: np.ndarray, codes: np.
     ``prior_precision``; a segment without information (no row, or one class and no prior)
     gets ``d = 0`` and an infinite variance. Safeguarded Newton: each segment keeps a bracket
     ``[lo, hi]`` of its root (the gradient is decreasing in ``d``), steps are capped at
-    ``_MAX_STEP`` and a step leaving the bracket bisects it.
+    ``_MAX_STEP`` and a step leaving the bracket bisects it. Newton starts from 0, or from
+    ``start`` (finite, one value per segment: a nearby solution, such as the offsets for a
+    slightly different ``logits``, saves iterations; the optimum is the same to the
+    tolerance, not to the last bit). Every sum is sequential (the same bits on every CPU).
     """
-    d = np.zeros(n_segments)
+    if start is None:
+        d = np.zeros(n_segments)
+    else:
+        d = np.array(start, dtype=np.float64).reshape(n_segments)
+        if not np.isfinite(d).all():
+            raise ValueError("segment_offsets: start must be finite")
     lo = np.full(n_segments, -np.inf)
     hi = np.full(n_segments, np.inf)
     info = np.bincount(codes, weights=w, minlength=n_segments)
@@ -48,24 +57,28 @@ def segment_offsets(logits: np.ndarray, y: np.ndarray, w: np.ndarray, codes: np.
     for _ in range(_MAX_ITER):
         if not active.any():
             break
-        p = det_expit_array(np.ascontiguousarray(logits + d[codes]))
-        g = np.bincount(codes, weights=w * (y - p), minlength=n_segments) - prior_precision * d
-        h = np.bincount(codes, weights=w * (p * (1.0 - p)), minlength=n_segments) \
-            + prior_precision
+        g, h = offset_sums(logits, d, codes, w, y, n_segments)
+        g = g - prior_precision * d
+        h = h + prior_precision
         lo = np.where(active & (g > 0), np.maximum(lo, d), lo)
         hi = np.where(active & (g < 0), np.minimum(hi, d), hi)
         with np.errstate(divide="ignore", invalid="ignore"):
             step = np.clip(g / h, -_MAX_STEP, _MAX_STEP)
-        new = d + np.where(np.isfinite(step), step, 0.0)
-        outside = (new <= lo) | (new >= hi)
+        step = np.where(np.isfinite(step), step, 0.0)
+        new = d + step
+        # a Newton step below the tolerance has converged: near the root the gradient's sign
+        # is rounding noise, and the bracket end just set at ``d`` (or a previous iterate on
+        # the other side by that noise) must not send it to the bracket's midpoint, far from
+        # the root it is at (each such bisection costs a pass over the rows)
+        small = np.abs(step) <= _TOL * np.maximum(1.0, np.abs(d))
+        outside = ((new <= lo) | (new >= hi)) & ~small
         with np.errstate(invalid="ignore"):   # -inf + inf where a side is open: not used
             mid = np.where(np.isfinite(lo) & np.isfinite(hi), 0.5 * (lo + hi), new)
         new = np.where(outside, mid, new)
         done = (g == 0) | (np.abs(new - d) <= _TOL * np.maximum(1.0, np.abs(d)))
         d = np.where(active, new, d)
         active &= ~done
-    p = det_expit_array(np.ascontiguousarray(logits + d[codes]))
-    h = np.bincount(codes, weights=w * (p * (1.0 - p)), minlength=n_segments) + prior_precision
+    h = offset_sums(logits, d, codes, w, y, n_segments)[1] + prior_precision
     with np.errstate(divide="ignore"):
         var = np.where(solvable & (h > 0), 1.0 / h, np.inf)
     return np.where(solvable, d, 0.0), var
@@ -406,12 +419,14 @@ def homogeneity_pvalue(estimates: np.ndarray, variances: np.ndarray) -> float:
 
 
 def _penalised_objective(a: float, d: np.ndarray, logits, y, w, codes, centre, tau2) -> float:
-    z = a * logits + d[codes]
-    return logistic_loglik(z, y, w) - math.fsum(((d - centre) ** 2).tolist()) / (2.0 * tau2)
+    # logistic_loglik(a * logits + d[codes], y, w) in one pass (the same bits)
+    return loglik_sum(a, logits, d, codes, w, y) \
+        - math.fsum(((d - centre) ** 2).tolist()) / (2.0 * tau2)
 
 
 def common_slope_fit(logits: np.ndarray, y: np.ndarray, w: np.ndarray, codes: np.ndarray,
-                     n_segments: int, centre, tau2: float
+                     n_segments: int, centre, tau2: float,
+                     start: tuple[float, np.ndarray] | None = None
                      ) -> tuple[float, np.ndarray]:
     """The common slope ``a`` and segment intercepts ``d_g`` maximising the penalised
     log-likelihood ``sum_i w_i [y_i z_i - log(1 + e^{z_i})] - sum_g (d_g - c_g)^2 / (2 tau2)``
@@ -429,7 +444,13 @@ def common_slope_fit(logits: np.ndarray, y: np.ndarray, w: np.ndarray, codes: np
     identifies ``a``, through the variation between them; the intercepts are free to the
     extent ``tau2`` allows.) When the Schur complement vanishes (every logit 0), ``a`` is not
     identified and ``(1, the intercepts given a = 1)`` is returned. Every sum is sequential
-    (``np.bincount``) or exact: the same bits on every CPU.
+    (one pass over the rows in row order, as ``np.bincount``) or exact: the same bits on every
+    CPU.
+
+    Newton starts from ``(1, centre)``, or from ``start = (a, d)`` (a nearby solution, such
+    as the one for a slightly different prior: fewer iterations, and the same optimum to the
+    tolerance, not to the last bit; should ``a`` not be identified there, the fit starts
+    again from ``(1, centre)``).
 
     Returns
     -------
@@ -440,17 +461,24 @@ def common_slope_fit(logits: np.ndarray, y: np.ndarray, w: np.ndarray, codes: np
         raise ValueError(f"common_slope_fit needs a positive tau2, got {tau2!r}")
     c = np.broadcast_to(np.asarray(centre, dtype=np.float64), (n_segments,)).copy()
     prec = 1.0 / tau2
-    a, d = 1.0, c.copy()
-    cur = _penalised_objective(a, d, logits, y, w, codes, c, tau2)
+    if start is None:
+        a, d = 1.0, c.copy()
+    else:
+        a = float(start[0])
+        d = np.array(start[1], dtype=np.float64).reshape(n_segments)
+        if not (math.isfinite(a) and np.isfinite(d).all()):
+            raise ValueError("common_slope_fit: start must be finite")
+    # the objective at (a, d), evaluated only when a step is to be judged by it (once the
+    # steps are small, full Newton steps are taken without it): None while not evaluated
+    cur = None
     identified = True
+    stepped = False
     for _ in range(100):
-        p = det_expit_array(np.ascontiguousarray(a * logits + d[codes]))
-        r, q = w * (y - p), w * (p * (1.0 - p))
-        g_a = _total(r * logits)
-        g_d = np.bincount(codes, weights=r, minlength=n_segments) - prec * (d - c)
-        h_aa = _total(q * logits * logits)
-        h_ad = np.bincount(codes, weights=q * logits, minlength=n_segments)
-        h_dd = np.bincount(codes, weights=q, minlength=n_segments) + prec
+        # sum r l, sum q l l and per segment sum r, sum q l, sum q (r = w (y - p), q = w p
+        # (1 - p)) in one pass over the rows
+        g_a, g_d, h_aa, h_ad, h_dd = slope_sums(a, logits, d, codes, w, y, n_segments)
+        g_d = g_d - prec * (d - c)
+        h_dd = h_dd + prec
         schur = h_aa - math.fsum((h_ad * h_ad / h_dd).tolist())
         if not schur > 1e-12 * max(h_aa, 1e-300):
             identified = False
@@ -463,8 +491,10 @@ def common_slope_fit(logits: np.ndarray, y: np.ndarray, w: np.ndarray, codes: np
         if size <= 1e-6 * scale:
             # close to the optimum the objective changes by less than its rounding, so it
             # cannot judge a step; Newton's full step is then quadratically convergent
-            new = _penalised_objective(a + da, d + dd, logits, y, w, codes, c, tau2)
+            new = None
         else:
+            if cur is None:
+                cur = _penalised_objective(a, d, logits, y, w, codes, c, tau2)
             while t > 1e-10:
                 new = _penalised_objective(a + t * da, d + t * dd, logits, y, w, codes, c,
                                            tau2)
@@ -475,8 +505,11 @@ def common_slope_fit(logits: np.ndarray, y: np.ndarray, w: np.ndarray, codes: np
                 break
         moved = max(abs(t * da), float(np.abs(t * dd).max(initial=0.0)))
         a, d, cur = a + t * da, d + t * dd, new
+        stepped = True
         if moved <= 1e-12 * max(1.0, abs(a), float(np.abs(d).max(initial=0.0))):
             break
+    if not identified and not stepped and start is not None:
+        return common_slope_fit(logits, y, w, codes, n_segments, centre, tau2)
     if not identified and a == 1.0:
         # intercepts alone (a = 1): per segment a one-dimensional concave problem
         return 1.0, _intercepts_given_slope(logits, y, w, codes, n_segments, c, prec)

@@ -113,6 +113,12 @@ Estimation
    toward its own REML prior mean, giving ``a_g*`` (at least ``MIN_SLOPE``). Given ``a_g*``,
    the offset of such a segment is re-estimated with the slope fixed (step 3 on ``a_g* l``) and
    shrunk with the offset prior of step 4. Segments below the threshold keep ``a = 1``.
+   **A test of the slopes (``slope_alpha``).** With ``slope_alpha`` set, Cochran's test
+   (:func:`mlcal.calibrators.segment_shrinkage.homogeneity_pvalue`) is run on the ``a_hat_g``
+   and their variances first, and unless it rejects equal slopes at that level the slopes
+   are dropped: the fit stored is exactly the fit without slopes (``slopes_tested_out_``).
+   Slopes shrunk toward their REML mean still add a parameter per segment; where the slopes
+   do not differ they only add variance (docs/segments.md, tenth and eleventh rounds).
 6. **Choice (``select="cv"``, opt-in).** Shrinkage minimises the error averaged over segments, but
    any adjustment also costs variance: with few segments (two sexes, say) and a small effect
    the REML variance is unreliable and the offsets can lose to the shared map alone, and slopes
@@ -283,6 +289,17 @@ class SegmentedCalibrator(BaseEstimator):
         does not reject, the shared map alone is stored (module notes, step 4). ``None`` (the
         behaviour before this parameter existed, and what a document without it is read as):
         no test.
+    slope_alpha : float in (0, 1) or None, default=None
+        With ``min_rows_for_slope``: the level of Cochran's test of equal slopes
+        (:func:`~mlcal.calibrators.segment_shrinkage.homogeneity_pvalue` on the slope
+        segments' maximum-likelihood slopes ``slope_mle_`` and variances ``slope_var_``).
+        The slopes are stored only when the test rejects equal slopes at that level;
+        otherwise the fit is exactly the fit without slopes (``min_rows_for_slope=None``),
+        ``slopes_tested_out_`` is True and ``slope_mle_``/``slope_var_`` keep the tested
+        estimates (module notes, step 5; docs/segments.md, eleventh round). With
+        ``select="cv"`` each fold applies the same test. ``None`` (the behaviour before this
+        parameter existed, and what a document without it is read as): no test, the slopes
+        are always stored.
 
     Attributes
     ----------
@@ -324,6 +341,12 @@ class SegmentedCalibrator(BaseEstimator):
     no_effect_detected_ : bool
         Whether ``heterogeneity_alpha``'s test found no segment effect (the shared map alone
         stored).
+    slope_pvalue_ : float or None
+        The p-value of ``slope_alpha``'s test of equal slopes on all rows (None when no test
+        ran: ``slope_alpha`` or ``min_rows_for_slope`` None, or no segment large enough).
+    slopes_tested_out_ : bool
+        Whether ``slope_alpha``'s test did not reject equal slopes, so that the fit without
+        slopes was stored.
     """
 
     method_name: ClassVar[str] = SEGMENTED_METHOD
@@ -339,13 +362,15 @@ class SegmentedCalibrator(BaseEstimator):
         "shrinkage": [Options(SHRINKAGE_CHOICES)],
         "shared_slope": [Options(SHARED_SLOPE_CHOICES)],
         "heterogeneity_alpha": [IsNone(), Real(0.0, 1.0, closed="neither")],
+        "slope_alpha": [IsNone(), Real(0.0, 1.0, closed="neither")],
     }
 
     def __init__(self, method="auto", *, unseen: str = "shared", n_folds: int | None = 5,
                  min_rows_for_slope: int | None = None, weak_prior_sd: float = 10.0,
                  seed: int = 0, select: str = "off", tau: str = "auto",
                  fold_shared: str = "chosen", shrinkage: str = "moments",
-                 shared_slope: str = "within", heterogeneity_alpha: float | None = 0.05):
+                 shared_slope: str = "within", heterogeneity_alpha: float | None = 0.05,
+                 slope_alpha: float | None = None):
         self.method = method
         self.unseen = unseen
         self.n_folds = n_folds
@@ -358,6 +383,7 @@ class SegmentedCalibrator(BaseEstimator):
         self.shrinkage = shrinkage
         self.shared_slope = shared_slope
         self.heterogeneity_alpha = heterogeneity_alpha
+        self.slope_alpha = slope_alpha
 
     # -- parameters ------------------------------------------------------------------------
     @classmethod
@@ -455,6 +481,8 @@ class SegmentedCalibrator(BaseEstimator):
         self.slope_prior_ = fit["slope_prior"]
         self.common_slope_ = fit["common_slope"]
         self.no_effect_detected_ = fit["homogeneous"]
+        self.slope_pvalue_ = fit["slope_pvalue"]
+        self.slopes_tested_out_ = fit["slopes_tested_out"]
         return self
 
     def _adjust(self, l, y, w, codes, n_seg, *, slopes: bool) -> dict[str, Any]:
@@ -491,12 +519,22 @@ class SegmentedCalibrator(BaseEstimator):
                "prior": (0.0 if np.ndim(mu) else float(mu), float(tau2)),
                "slopes": np.ones(n_seg), "offsets": offsets, "a_hat": np.full(n_seg, np.nan),
                "a_var": np.full(n_seg, np.nan), "slope_prior": None,
-               "big": np.empty(0, dtype=np.int64)}
+               "big": np.empty(0, dtype=np.int64), "slope_pvalue": None,
+               "slopes_tested_out": False}
         if slopes and self.min_rows_for_slope is not None:
             big = np.flatnonzero((uw >= self.min_rows_for_slope) & ~one_class & (uw > 0))
             if big.size:
                 a, _, va = segment_slopes(l, y, w, codes, big, d_hat)
                 out["a_hat"][big], out["a_var"][big] = a, va
+                if self.slope_alpha is not None:
+                    # slope_alpha: the slopes only when Cochran's test finds them unequal;
+                    # else the fit without slopes, left as it is (module notes, step 5)
+                    p = self._slope_pvalue(out["a_hat"], out["a_var"])
+                    out["slope_pvalue"] = p
+                    if not p < float(self.slope_alpha):
+                        out["slopes_tested_out"] = True
+                        big = big[:0]
+            if big.size:
                 a_mu, a_tau2 = reml_prior(a, va)
                 a_star, _ = shrink(a, va, a_mu, a_tau2)
                 a_star = np.where(np.isfinite(va), a_star, 1.0)
@@ -516,6 +554,13 @@ class SegmentedCalibrator(BaseEstimator):
             out["slopes"] = np.where(np.isfinite(v),
                                      np.maximum(out["slopes"] * common, MIN_SLOPE), 1.0)
         return out
+
+    @staticmethod
+    def _slope_pvalue(a_hat: np.ndarray, a_var: np.ndarray) -> float:
+        """``slope_alpha``: the p-value of Cochran's test of equal slopes on the segments with
+        a slope (``nan`` elsewhere; a slope without a finite variance is left out)."""
+        var = np.where(np.isfinite(a_var), a_var, np.inf)
+        return homogeneity_pvalue(np.nan_to_num(a_hat), var)
 
     def _integrated(self, v: np.ndarray) -> bool:
         """Whether the offsets are averaged over ``tau`` (``tau``, step 4)."""
@@ -692,10 +737,11 @@ class SegmentedCalibrator(BaseEstimator):
         # existed: its folds repeated the shared method (auto choosing again in each fold);
         # before `shrinkage` existed: the plug-in prior was REML's (mu, tau^2)
         # before `shared_slope` existed: the shared map's own slope; before
-        # `heterogeneity_alpha` existed: no test of the segment effect
+        # `heterogeneity_alpha` existed: no test of the segment effect; before `slope_alpha`
+        # existed: no test of the slopes
         legacy = {"select": LEGACY_SELECT, "tau": LEGACY_TAU, "fold_shared": LEGACY_FOLD_SHARED,
                   "shrinkage": LEGACY_SHRINKAGE, "shared_slope": LEGACY_SHARED_SLOPE,
-                  "heterogeneity_alpha": None}
+                  "heterogeneity_alpha": None, "slope_alpha": None}
         params = {**{k: v for k, v in legacy.items() if k not in params}, **params} \
             if isinstance(params, dict) and set(params) >= expected - set(legacy) else params
         if set(params) != expected:

@@ -201,12 +201,13 @@ def test_tampered_documents_python_refuses_java_refuses(jar, tmp_path):
         assert isinstance(got, str) and got.startswith("MapFormatException: "), (name, got)
         assert phrases[name] in got, (name, got)
     # and the untampered document loads in both, as do ones written before `select`, `tau`,
-    # `fold_shared`, `shrinkage`, `shared_slope` and `heterogeneity_alpha` existed
+    # `fold_shared`, `shrinkage`, `shared_slope`, `heterogeneity_alpha` and `slope_alpha` existed
     (tmp_path / "ok").mkdir()
     assert not isinstance(_batch(jar, tmp_path / "ok", [(cal.to_json(), x, seg)])[0], str)
-    for gone in (["heterogeneity_alpha"], ["shared_slope"], ["shrinkage"], ["fold_shared"],
-                 ["tau"], ["select", "tau", "fold_shared", "shrinkage", "shared_slope",
-                           "heterogeneity_alpha"]):
+    for gone in (["slope_alpha"], ["heterogeneity_alpha"], ["shared_slope"], ["shrinkage"],
+                 ["fold_shared"], ["tau"], ["select", "tau", "fold_shared", "shrinkage",
+                                            "shared_slope", "heterogeneity_alpha",
+                                            "slope_alpha"]):
         legacy = cal.to_dict()
         for name in gone:
             del legacy["params"][name]
@@ -231,6 +232,13 @@ def test_tampered_documents_python_refuses_java_refuses(jar, tmp_path):
     got = _batch(jar, tmp_path / "within", [(within.to_json(), x, seg)])[0]
     assert not isinstance(got, str), got
     assert_bits_equal(got, within.predict(x, seg), "shared slope within")
+    # the eleventh round's test of the slopes: a document carrying slope_alpha loads too
+    sloped = _fit("platt", seed=4, tau="plugin", min_rows_for_slope=2, slope_alpha=0.5)
+    assert sloped.slope_pvalue_ is not None
+    (tmp_path / "slope-alpha").mkdir()
+    got = _batch(jar, tmp_path / "slope-alpha", [(sloped.to_json(), x, seg)])[0]
+    assert not isinstance(got, str), got
+    assert_bits_equal(got, sloped.predict(x, seg), "slope_alpha")
 
 
 def test_command_line_reads_csv_and_json_lines_by_column_name(jar, tmp_path):

@@ -3,10 +3,11 @@
 (``"marginal"``, ``None``) and the global ``auto`` map, fitted interleaved in rounds on the
 offsets scenario, in CPU seconds of this process (the machine is shared: wall time is not
 comparable), with the median of each and its ratio to the old default's measured in the same
-run. The eleventh round's candidate (per-segment slopes kept only when Cochran's test finds
-them unequal: ``min_rows_for_slope=2, slope_alpha=0.05``, "sl2 a05") is fitted in the same
-rounds and its ratio to today's default printed too; ``--scenario slopes`` measures it where
-the slopes are kept.
+run ("new default" pins ``min_rows_for_slope=None``: the ninth round's default). The eleventh
+round's default (per-segment slopes kept only when Cochran's test finds them unequal:
+``min_rows_for_slope=2, slope_alpha=0.05``, "sl2 a05") is fitted in the same rounds and its
+ratio to the ninth round's printed too; ``--scenario slopes`` measures it where the slopes are
+kept.
 
     python benchmarks/bench_segment_within_cost.py [--rows 1000000] [--segments 50] [--rounds 3]
         [--scenario offsets]
@@ -37,15 +38,17 @@ def main() -> None:
     args = ap.parse_args()
     s, y, g, _ = simulate(args.scenario, args.segments, args.rows, seed=0)
     fits = {
-        "new default": lambda: mlcal.SegmentedCalibrator().fit(s, y, g),
+        "new default": lambda: mlcal.SegmentedCalibrator(min_rows_for_slope=None).fit(s, y, g),
         "old default": lambda: mlcal.SegmentedCalibrator(
-            shared_slope="marginal", heterogeneity_alpha=None).fit(s, y, g),
+            shared_slope="marginal", heterogeneity_alpha=None, min_rows_for_slope=None).fit(
+            s, y, g),
         "global auto": lambda: mlcal.AutoCalibrator().fit(s, y),
         "sl2 a05": lambda: mlcal.SegmentedCalibrator(min_rows_for_slope=2,
                                                      slope_alpha=0.05).fit(s, y, g),
     }
     small = simulate("offsets", 5, 2000, seed=99)      # compile the kernels untimed
-    for kw in ({}, {"shared_slope": "marginal", "heterogeneity_alpha": None},
+    for kw in ({"min_rows_for_slope": None},
+               {"shared_slope": "marginal", "heterogeneity_alpha": None},
                {"min_rows_for_slope": 2, "slope_alpha": 0.05}):
         mlcal.SegmentedCalibrator(**kw).fit(*small[:3])
     times = {k: [] for k in fits}

@@ -39,8 +39,12 @@ def _loglik(l, y, w, d):
 def _marginal(*args, **params):
     """A SegmentedCalibrator whose offsets are estimated against the shared map's own logits
     (``shared_slope="marginal"``): the tests of the offsets' estimation and shrinkage compare
-    with references on those logits (the common within-segment slope has its own tests)."""
+    with references on those logits (the common within-segment slope has its own tests).
+    Slopes are fitted only when asked, and then not tested (``slope_alpha=None``; the test of
+    the slopes, the default since the eleventh round, has its own tests)."""
     params.setdefault("shared_slope", "marginal")
+    params.setdefault("min_rows_for_slope", None)
+    params.setdefault("slope_alpha", None)
     return mlcal.SegmentedCalibrator(*args, **params)
 
 
@@ -409,15 +413,16 @@ def _slopes_data(seed, sizes=(3000, 3000, 3000), slopes=(1.8, 0.55, 1.0), offset
 
 def test_cv_choice_keeps_the_shared_map_when_segments_do_not_differ():
     s, y, code = _slopes_data(11, sizes=(400, 300), slopes=(1.0, 1.0))
-    cal = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=200, select="cv").fit(s, y, code)
+    cal = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=200, select="cv",
+                                    slope_alpha=None).fit(s, y, code)
     assert cal.adjustment_ == "none" and set(cal.cv_log_loss_) == {"none", "offsets", "slopes"}
     assert np.all(cal.map_.offsets == 0.0) and np.all(cal.map_.slopes == 1.0)
     # the stored map is then the shared map (slope 1, offset 0: within a few ulps)
     np.testing.assert_allclose(cal.predict(s, code), cal.shared_calibrator_.predict(s),
                                rtol=1e-14)
     # select="off" fits the offsets whatever they cost (the behaviour of old documents)
-    off = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=200, select="off").fit(
-        s, y, code)
+    off = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=200, select="off",
+                                    slope_alpha=None).fit(s, y, code)
     assert off.adjustment_ == "slopes" and off.cv_log_loss_ is None
     assert np.any(off.map_.offsets != 0.0)
 
@@ -992,7 +997,7 @@ def test_slope_alpha_drops_equal_slopes_bit_for_bit():
     dropped = 0
     for seed in range(3):
         s, y, code = _sloped(90 + seed, np.ones(15))
-        none = mlcal.SegmentedCalibrator("platt").fit(s, y, code)
+        none = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=None).fit(s, y, code)
         sl2 = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=2).fit(s, y, code)
         tested = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=2,
                                            slope_alpha=0.05).fit(s, y, code)
@@ -1014,7 +1019,8 @@ def test_slope_alpha_drops_equal_slopes_bit_for_bit():
             assert tested.to_dict()["map"] == sl2.to_dict()["map"]
     assert dropped >= 2
     # without min_rows_for_slope nothing is tested
-    plain = mlcal.SegmentedCalibrator("platt", slope_alpha=0.05).fit(s, y, code)
+    plain = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=None, slope_alpha=0.05).fit(
+        s, y, code)
     assert plain.slope_pvalue_ is None and not plain.slopes_tested_out_
     assert plain.to_dict()["map"] == none.to_dict()["map"]
 
@@ -1041,3 +1047,20 @@ def test_slope_alpha_is_validated():
     for bad in (0.0, 1.0, -0.1, "0.05", True):
         with pytest.raises(mlcal.calibrators._params.InvalidParameterError, match="slope_alpha"):
             mlcal.SegmentedCalibrator("platt", slope_alpha=bad).fit(s, y, code)
+
+
+def test_the_default_tests_per_segment_slopes():
+    # adopted in the eleventh round (docs/segments.md): a slope for every segment with both
+    # classes, kept only when Cochran's test finds the slopes unequal at 0.05; a document
+    # written before loads with its own min_rows_for_slope and slope_alpha None (LATER_PARAMS)
+    cal = mlcal.SegmentedCalibrator()
+    assert cal.min_rows_for_slope == 2 and cal.slope_alpha == 0.05
+    for slopes, kept in ((np.linspace(0.4, 1.8, 15), True), (np.ones(15), False)):
+        s, y, code = _sloped(95, slopes)
+        fit = mlcal.SegmentedCalibrator("platt").fit(s, y, code)
+        pinned = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=2,
+                                           slope_alpha=0.05).fit(s, y, code)
+        assert fit.to_json() == pinned.to_json()
+        assert fit.slopes_tested_out_ == (not kept)
+        ninth = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=None).fit(s, y, code)
+        assert (fit.to_dict()["map"] == ninth.to_dict()["map"]) == (not kept)

@@ -107,9 +107,10 @@ Estimation
    effect at all the moment spread was above 0 by chance in 15 of 40 draws, costing
    +0.00004 nats of held-out log loss against the shared map alone; at level 0.05 the test
    finds an effect in 1 of 40 (docs/segments.md, ninth round).
-5. **Slopes (optional).** For segments with total weight ``>= min_rows_for_slope`` and both
-   classes, ``(a_hat_g, b_g)`` of ``logit p = a l + b`` are fitted by maximum likelihood, and
-   ``a_hat_g`` (variance from the 2x2 inverse Fisher information) is shrunk the same way
+5. **Slopes (``min_rows_for_slope=2`` and ``slope_alpha=0.05`` by default).** For segments
+   with total weight ``>= min_rows_for_slope`` and both classes, ``(a_hat_g, b_g)`` of
+   ``logit p = a l + b`` are fitted by maximum likelihood, and ``a_hat_g`` (variance from the
+   2x2 inverse Fisher information) is shrunk the same way
    toward its own REML prior mean, giving ``a_g*`` (at least ``MIN_SLOPE``). Given ``a_g*``,
    the offset of such a segment is re-estimated with the slope fixed (step 3 on ``a_g* l``) and
    shrunk with the offset prior of step 4. Segments below the threshold keep ``a = 1``.
@@ -119,6 +120,10 @@ Estimation
    are dropped: the fit stored is exactly the fit without slopes (``slopes_tested_out_``).
    Slopes shrunk toward their REML mean still add a parameter per segment; where the slopes
    do not differ they only add variance (docs/segments.md, tenth and eleventh rounds).
+   Measured at level 0.05 with a slope for every segment with both classes (the defaults
+   since the eleventh round): the slopes scenario's held-out log loss -0.0046 nats, gapminder
+   -0.0013, diabetes -0.0006 (noise), the sets whose segments share one slope unchanged but
+   for one false positive in 40 draws.
 6. **Choice (``select="cv"``, opt-in).** Shrinkage minimises the error averaged over segments, but
    any adjustment also costs variance: with few segments (two sexes, say) and a small effect
    the REML variance is unreliable and the offsets can lose to the shared map alone, and slopes
@@ -233,9 +238,10 @@ class SegmentedCalibrator(BaseEstimator):
         Folds of the cross-fitted shared predictions the offsets are estimated against;
         ``None`` estimates them on in-sample predictions. Falls back to in-sample when a class
         has fewer rows than folds (``cross_fitted_`` says which was done).
-    min_rows_for_slope : int or None, default=None
-        Segments with at least this total weight (and both classes) also get a shrunk slope;
-        ``None``: offsets only.
+    min_rows_for_slope : int or None, default=2
+        Segments with at least this total weight (and both classes) also get a shrunk slope
+        (kept only if ``slope_alpha``'s test finds the slopes unequal); ``None``: offsets only
+        (the default before the eleventh round of docs/segments.md).
     weak_prior_sd : float, default=10.0
         Standard deviation of the weak normal prior on the offset of a segment with one class
         only (whose maximum-likelihood offset is infinite).
@@ -289,7 +295,7 @@ class SegmentedCalibrator(BaseEstimator):
         does not reject, the shared map alone is stored (module notes, step 4). ``None`` (the
         behaviour before this parameter existed, and what a document without it is read as):
         no test.
-    slope_alpha : float in (0, 1) or None, default=None
+    slope_alpha : float in (0, 1) or None, default=0.05
         With ``min_rows_for_slope``: the level of Cochran's test of equal slopes
         (:func:`~mlcal.calibrators.segment_shrinkage.homogeneity_pvalue` on the slope
         segments' maximum-likelihood slopes ``slope_mle_`` and variances ``slope_var_``).
@@ -366,11 +372,11 @@ class SegmentedCalibrator(BaseEstimator):
     }
 
     def __init__(self, method="auto", *, unseen: str = "shared", n_folds: int | None = 5,
-                 min_rows_for_slope: int | None = None, weak_prior_sd: float = 10.0,
+                 min_rows_for_slope: int | None = 2, weak_prior_sd: float = 10.0,
                  seed: int = 0, select: str = "off", tau: str = "auto",
                  fold_shared: str = "chosen", shrinkage: str = "moments",
                  shared_slope: str = "within", heterogeneity_alpha: float | None = 0.05,
-                 slope_alpha: float | None = None):
+                 slope_alpha: float | None = 0.05):
         self.method = method
         self.unseen = unseen
         self.n_folds = n_folds

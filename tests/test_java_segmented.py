@@ -93,9 +93,11 @@ def _edge_scores(rng, n):
 def test_fitted_segmented_calibrators_are_bit_identical(jar, tmp_path):
     rng = np.random.default_rng(5)
     cases, expected, names = [], [], []
-    for i, (method, params) in enumerate([("platt", {}), ("isotonic", {}), ("beta", {}),
-                                          ("histogram", {"min_rows_for_slope": 40}),
-                                          ("spline", {"min_rows_for_slope": 30})]):
+    off = {"min_rows_for_slope": None}
+    for i, (method, params) in enumerate([
+            ("platt", off), ("isotonic", off), ("beta", off),
+            ("histogram", {"min_rows_for_slope": 40, "slope_alpha": None}),
+            ("spline", {"min_rows_for_slope": 30, "slope_alpha": None})]):
         cal = _fit(method, seed=i, **params)
         n = 700
         x = _edge_scores(rng, n)
@@ -103,9 +105,9 @@ def test_fitted_segmented_calibrators_are_bit_identical(jar, tmp_path):
         cases.append((cal.to_json(), x, seg))
         expected.append(cal.predict(x, seg))
         names.append(f"{method} {params}")
-        # per-segment slopes only with min_rows_for_slope; otherwise every segment has the
-        # common within-segment slope (shared_slope="within", the default)
-        assert (cal.map_.slopes != cal.common_slope_).any() == bool(params)
+        # per-segment slopes only with min_rows_for_slope (untested here); otherwise every
+        # segment has the common within-segment slope (shared_slope="within", the default)
+        assert (cal.map_.slopes != cal.common_slope_).any() == (params is not off)
     # hand-built: 64-bit integer keys beyond 2**53 (a double cannot hold them), the sigmoid
     # input transform, exact 0 and 1 from a step map
     big = 2 ** 62 + 1

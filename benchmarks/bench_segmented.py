@@ -133,15 +133,16 @@ def contenders():
             "auto", min_rows_for_slope=2).fit(s, y, g).predict(st, gt),
         # the same, keeping the slopes only when Cochran's test finds them unequal at 0.05
         # (as heterogeneity_alpha tests the offsets), else the default fit: what such a test
-        # in the fit would store (not implemented; docs/segments.md, tenth round)
+        # in the fit would store (docs/segments.md, tenth round; slope_alpha since the
+        # eleventh)
         "mlcal auto sl2 test": slopes_if_heterogeneous,
         "mlcal auto+sl cv": lambda s, y, g, st, gt: _pre11(
             "auto", min_rows_for_slope=200, select="cv").fit(s, y, g).predict(st, gt),
-    }
         # the default since the eleventh round: the fit of "mlcal auto sl2 test" (equal
         # predictions: benchmarks/check_slope_alpha.py)
         "mlcal auto": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator("auto").fit(
             s, y, g).predict(st, gt),
+    }
     try:
         import probcal
 

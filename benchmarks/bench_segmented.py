@@ -58,73 +58,90 @@ def log_loss(y, p):
 
 def slopes_if_heterogeneous(s, y, g, st, gt, alpha: float = 0.05):
     """``SegmentedCalibrator("auto", min_rows_for_slope=2)`` if Cochran's test rejects equal
-    slopes at ``alpha``, else the default ``SegmentedCalibrator("auto")``."""
+    slopes at ``alpha``, else the ninth round's default ``SegmentedCalibrator("auto")`` (no
+    slopes); computed post hoc (since the eleventh round the default fits exactly this:
+    ``min_rows_for_slope=2, slope_alpha=0.05``)."""
     from mlcal.calibrators.segment_shrinkage import homogeneity_pvalue
 
-    cal = mlcal.SegmentedCalibrator("auto", min_rows_for_slope=2).fit(s, y, g)
+    cal = mlcal.SegmentedCalibrator("auto", min_rows_for_slope=2, slope_alpha=None).fit(s, y, g)
     var = np.where(np.isfinite(cal.slope_var_), cal.slope_var_, np.inf)
     if homogeneity_pvalue(np.nan_to_num(cal.slope_mle_), var) < alpha:
         return cal.predict(st, gt)
-    return mlcal.SegmentedCalibrator("auto").fit(s, y, g).predict(st, gt)
+    return mlcal.SegmentedCalibrator("auto", min_rows_for_slope=None).fit(s, y, g).predict(
+        st, gt)
+
+
+def _pre11(*args, **params):
+    """A SegmentedCalibrator with the defaults before the eleventh round of docs/segments.md
+    (no per-segment slopes unless asked), so that each contender below stays what its stored
+    rows measured."""
+    params.setdefault("min_rows_for_slope", None)
+    params.setdefault("slope_alpha", None)
+    return mlcal.SegmentedCalibrator(*args, **params)
 
 
 def contenders():
     out = {
         "shared (beta)": lambda s, y, g, st, gt: mlcal.Beta().fit(s, y).predict(st),
         # select="off" (the default): always fit the offsets
-        "mlcal offsets": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+        "mlcal offsets": lambda s, y, g, st, gt: _pre11(
             "beta", select="off").fit(s, y, g).predict(st, gt),
         # select="cv": shared map alone / offsets / offsets+slopes by held-out loss
-        "mlcal beta cv": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+        "mlcal beta cv": lambda s, y, g, st, gt: _pre11(
             "beta", select="cv").fit(s, y, g).predict(st, gt),
-        "mlcal beta+sl cv": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+        "mlcal beta+sl cv": lambda s, y, g, st, gt: _pre11(
             "beta", min_rows_for_slope=200, select="cv").fit(s, y, g).predict(st, gt),
-        "mlcal in-sample": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+        "mlcal in-sample": lambda s, y, g, st, gt: _pre11(
             "beta", n_folds=None).fit(s, y, g).predict(st, gt),
-        "mlcal +slopes": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+        "mlcal +slopes": lambda s, y, g, st, gt: _pre11(
             "beta", min_rows_for_slope=500, select="off").fit(s, y, g).predict(st, gt),
-        "mlcal iso in-sam": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+        "mlcal iso in-sam": lambda s, y, g, st, gt: _pre11(
             "isotonic", n_folds=None).fit(s, y, g).predict(st, gt),
-        "mlcal iso cv": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator("isotonic").fit(
+        "mlcal iso cv": lambda s, y, g, st, gt: _pre11("isotonic").fit(
             s, y, g).predict(st, gt),
-        "mlcal auto off": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+        "mlcal auto off": lambda s, y, g, st, gt: _pre11(
             "auto", select="off").fit(s, y, g).predict(st, gt),
         # the default of the seventh and eighth rounds (before shared_slope and
         # heterogeneity_alpha): the rows those rounds stored as "mlcal auto off"
-        "mlcal auto old": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+        "mlcal auto old": lambda s, y, g, st, gt: _pre11(
             "auto", shared_slope="marginal", heterogeneity_alpha=None).fit(s, y, g).predict(
             st, gt),
         # tau="integrated": offsets averaged over the posterior of tau (half-Cauchy prior)
-        "mlcal auto int": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+        "mlcal auto int": lambda s, y, g, st, gt: _pre11(
             "auto", tau="integrated").fit(s, y, g).predict(st, gt),
-        "mlcal beta int": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+        "mlcal beta int": lambda s, y, g, st, gt: _pre11(
             "beta", tau="integrated").fit(s, y, g).predict(st, gt),
         # shrinkage="regression": the offsets' prior centre moves with the segment's mean
         # shared logit (docs/segments.md, eighth round)
-        "mlcal auto reg": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+        "mlcal auto reg": lambda s, y, g, st, gt: _pre11(
             "auto", shrinkage="regression").fit(s, y, g).predict(st, gt),
-        "mlcal auto cv": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+        "mlcal auto cv": lambda s, y, g, st, gt: _pre11(
             "auto", select="cv").fit(s, y, g).predict(st, gt),
         # shared_slope="within": a common slope on the shared logit fitted with the segment
         # intercepts; heterogeneity_alpha: no offsets unless Cochran's test finds an effect
         # (docs/segments.md, ninth round)
-        "mlcal auto within": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+        "mlcal auto within": lambda s, y, g, st, gt: _pre11(
             "auto", shared_slope="within").fit(s, y, g).predict(st, gt),
-        "mlcal auto het05": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+        "mlcal auto het05": lambda s, y, g, st, gt: _pre11(
             "auto", heterogeneity_alpha=0.05).fit(s, y, g).predict(st, gt),
-        "mlcal auto within het05": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+        "mlcal auto within het05": lambda s, y, g, st, gt: _pre11(
             "auto", shared_slope="within", heterogeneity_alpha=0.05).fit(s, y, g).predict(
             st, gt),
         # every segment with both classes gets a slope, shrunk toward the others' by the
         # slopes' REML prior (docs/segments.md, tenth round)
-        "mlcal auto sl2": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+        "mlcal auto sl2": lambda s, y, g, st, gt: _pre11(
             "auto", min_rows_for_slope=2).fit(s, y, g).predict(st, gt),
         # the same, keeping the slopes only when Cochran's test finds them unequal at 0.05
         # (as heterogeneity_alpha tests the offsets), else the default fit: what such a test
-        # in the fit would store (not implemented; docs/segments.md, tenth round)
+        # in the fit would store (docs/segments.md, tenth round; slope_alpha since the
+        # eleventh)
         "mlcal auto sl2 test": slopes_if_heterogeneous,
-        "mlcal auto+sl cv": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator(
+        "mlcal auto+sl cv": lambda s, y, g, st, gt: _pre11(
             "auto", min_rows_for_slope=200, select="cv").fit(s, y, g).predict(st, gt),
+        # the default since the eleventh round: the fit of "mlcal auto sl2 test" (equal
+        # predictions: benchmarks/check_slope_alpha.py)
+        "mlcal auto": lambda s, y, g, st, gt: mlcal.SegmentedCalibrator("auto").fit(
+            s, y, g).predict(st, gt),
     }
     try:
         import probcal

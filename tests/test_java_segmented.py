@@ -93,9 +93,11 @@ def _edge_scores(rng, n):
 def test_fitted_segmented_calibrators_are_bit_identical(jar, tmp_path):
     rng = np.random.default_rng(5)
     cases, expected, names = [], [], []
-    for i, (method, params) in enumerate([("platt", {}), ("isotonic", {}), ("beta", {}),
-                                          ("histogram", {"min_rows_for_slope": 40}),
-                                          ("spline", {"min_rows_for_slope": 30})]):
+    off = {"min_rows_for_slope": None}
+    for i, (method, params) in enumerate([
+            ("platt", off), ("isotonic", off), ("beta", off),
+            ("histogram", {"min_rows_for_slope": 40, "slope_alpha": None}),
+            ("spline", {"min_rows_for_slope": 30, "slope_alpha": None})]):
         cal = _fit(method, seed=i, **params)
         n = 700
         x = _edge_scores(rng, n)
@@ -103,9 +105,9 @@ def test_fitted_segmented_calibrators_are_bit_identical(jar, tmp_path):
         cases.append((cal.to_json(), x, seg))
         expected.append(cal.predict(x, seg))
         names.append(f"{method} {params}")
-        # per-segment slopes only with min_rows_for_slope; otherwise every segment has the
-        # common within-segment slope (shared_slope="within", the default)
-        assert (cal.map_.slopes != cal.common_slope_).any() == bool(params)
+        # per-segment slopes only with min_rows_for_slope (untested here); otherwise every
+        # segment has the common within-segment slope (shared_slope="within", the default)
+        assert (cal.map_.slopes != cal.common_slope_).any() == (params is not off)
     # hand-built: 64-bit integer keys beyond 2**53 (a double cannot hold them), the sigmoid
     # input transform, exact 0 and 1 from a step map
     big = 2 ** 62 + 1
@@ -201,12 +203,13 @@ def test_tampered_documents_python_refuses_java_refuses(jar, tmp_path):
         assert isinstance(got, str) and got.startswith("MapFormatException: "), (name, got)
         assert phrases[name] in got, (name, got)
     # and the untampered document loads in both, as do ones written before `select`, `tau`,
-    # `fold_shared`, `shrinkage`, `shared_slope` and `heterogeneity_alpha` existed
+    # `fold_shared`, `shrinkage`, `shared_slope`, `heterogeneity_alpha` and `slope_alpha` existed
     (tmp_path / "ok").mkdir()
     assert not isinstance(_batch(jar, tmp_path / "ok", [(cal.to_json(), x, seg)])[0], str)
-    for gone in (["heterogeneity_alpha"], ["shared_slope"], ["shrinkage"], ["fold_shared"],
-                 ["tau"], ["select", "tau", "fold_shared", "shrinkage", "shared_slope",
-                           "heterogeneity_alpha"]):
+    for gone in (["slope_alpha"], ["heterogeneity_alpha"], ["shared_slope"], ["shrinkage"],
+                 ["fold_shared"], ["tau"], ["select", "tau", "fold_shared", "shrinkage",
+                                            "shared_slope", "heterogeneity_alpha",
+                                            "slope_alpha"]):
         legacy = cal.to_dict()
         for name in gone:
             del legacy["params"][name]
@@ -231,6 +234,13 @@ def test_tampered_documents_python_refuses_java_refuses(jar, tmp_path):
     got = _batch(jar, tmp_path / "within", [(within.to_json(), x, seg)])[0]
     assert not isinstance(got, str), got
     assert_bits_equal(got, within.predict(x, seg), "shared slope within")
+    # the eleventh round's test of the slopes: a document carrying slope_alpha loads too
+    sloped = _fit("platt", seed=4, tau="plugin", min_rows_for_slope=2, slope_alpha=0.5)
+    assert sloped.slope_pvalue_ is not None
+    (tmp_path / "slope-alpha").mkdir()
+    got = _batch(jar, tmp_path / "slope-alpha", [(sloped.to_json(), x, seg)])[0]
+    assert not isinstance(got, str), got
+    assert_bits_equal(got, sloped.predict(x, seg), "slope_alpha")
 
 
 def test_command_line_reads_csv_and_json_lines_by_column_name(jar, tmp_path):

@@ -39,8 +39,12 @@ def _loglik(l, y, w, d):
 def _marginal(*args, **params):
     """A SegmentedCalibrator whose offsets are estimated against the shared map's own logits
     (``shared_slope="marginal"``): the tests of the offsets' estimation and shrinkage compare
-    with references on those logits (the common within-segment slope has its own tests)."""
+    with references on those logits (the common within-segment slope has its own tests).
+    Slopes are fitted only when asked, and then not tested (``slope_alpha=None``; the test of
+    the slopes, the default since the eleventh round, has its own tests)."""
     params.setdefault("shared_slope", "marginal")
+    params.setdefault("min_rows_for_slope", None)
+    params.setdefault("slope_alpha", None)
     return mlcal.SegmentedCalibrator(*args, **params)
 
 
@@ -409,15 +413,16 @@ def _slopes_data(seed, sizes=(3000, 3000, 3000), slopes=(1.8, 0.55, 1.0), offset
 
 def test_cv_choice_keeps_the_shared_map_when_segments_do_not_differ():
     s, y, code = _slopes_data(11, sizes=(400, 300), slopes=(1.0, 1.0))
-    cal = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=200, select="cv").fit(s, y, code)
+    cal = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=200, select="cv",
+                                    slope_alpha=None).fit(s, y, code)
     assert cal.adjustment_ == "none" and set(cal.cv_log_loss_) == {"none", "offsets", "slopes"}
     assert np.all(cal.map_.offsets == 0.0) and np.all(cal.map_.slopes == 1.0)
     # the stored map is then the shared map (slope 1, offset 0: within a few ulps)
     np.testing.assert_allclose(cal.predict(s, code), cal.shared_calibrator_.predict(s),
                                rtol=1e-14)
     # select="off" fits the offsets whatever they cost (the behaviour of old documents)
-    off = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=200, select="off").fit(
-        s, y, code)
+    off = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=200, select="off",
+                                    slope_alpha=None).fit(s, y, code)
     assert off.adjustment_ == "slopes" and off.cv_log_loss_ is None
     assert np.any(off.map_.offsets != 0.0)
 
@@ -712,7 +717,8 @@ LATER_PARAMS = [("select", "cv", "off", "always"), ("tau", "integrated", "plugin
                 ("fold_shared", "chosen", "repeat", "auto"),
                 ("shrinkage", "moments", "reml", "dl"),
                 ("shared_slope", "within", "marginal", "pooled"),
-                ("heterogeneity_alpha", 0.05, None, 1.5)]
+                ("heterogeneity_alpha", 0.05, None, 1.5),
+                ("slope_alpha", 0.05, None, 1.5)]
 
 
 @pytest.mark.parametrize("k", range(len(LATER_PARAMS)))
@@ -945,3 +951,116 @@ def test_the_default_fits_the_within_slope_and_tests_the_effect():
                                        heterogeneity_alpha=0.05).fit(s, y, code)
     assert fit.to_json() == pinned.to_json()
     assert fit.common_slope_ < 1.0 and not fit.no_effect_detected_
+
+
+# -- a test of the per-segment slopes (slope_alpha) ------------------------------------------
+def _sloped(seed, slopes, k=15):
+    """Per-segment slopes ``slopes[g]`` (and offsets) on the logit of a common-slope score."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(300, 1200, k)
+    code = np.repeat(np.arange(k), sizes)
+    x = rng.normal(0.0, 1.5, code.size)
+    d = rng.normal(0.0, 0.4, k)
+    y = (rng.random(code.size) < expit(np.asarray(slopes)[code] * x + d[code])).astype(int)
+    return expit(0.8 * x), y, code
+
+
+def _cochran_pvalue(a_hat, a_var):
+    """Cochran's Q from the inverse-variance weighted mean, straight from the definition."""
+    from scipy.stats import chi2
+
+    keep = np.isfinite(a_var) & np.isfinite(a_hat)
+    t, w = a_hat[keep], 1.0 / a_var[keep]
+    m = np.sum(w * t) / np.sum(w)
+    return chi2.sf(np.sum(w * (t - m) ** 2), keep.sum() - 1)
+
+
+@pytest.mark.parametrize("method", ["platt", "auto"])
+def test_slope_alpha_keeps_clearly_unequal_slopes(method):
+    slopes = np.linspace(0.4, 1.8, 15)
+    s, y, code = _sloped(81, slopes)
+    sl2 = mlcal.SegmentedCalibrator(method, min_rows_for_slope=2).fit(s, y, code)
+    tested = mlcal.SegmentedCalibrator(method, min_rows_for_slope=2, slope_alpha=0.05).fit(
+        s, y, code)
+    assert not tested.slopes_tested_out_ and tested.adjustment_ == "slopes"
+    assert tested.slope_pvalue_ < 1e-6
+    assert tested.slope_pvalue_ == pytest.approx(
+        _cochran_pvalue(tested.slope_mle_, tested.slope_var_), rel=1e-9, abs=1e-300)
+    # the fit is the min_rows_for_slope=2 fit bit for bit (map and predictions)
+    assert tested.to_dict()["map"] == sl2.to_dict()["map"]
+    np.testing.assert_array_equal(tested.predict(s, code), sl2.predict(s, code))
+    # the stored slopes follow the truth's order
+    assert np.corrcoef(tested.map_.slopes, slopes)[0, 1] > 0.9
+
+
+def test_slope_alpha_drops_equal_slopes_bit_for_bit():
+    dropped = 0
+    for seed in range(3):
+        s, y, code = _sloped(90 + seed, np.ones(15))
+        none = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=None).fit(s, y, code)
+        sl2 = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=2).fit(s, y, code)
+        tested = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=2,
+                                           slope_alpha=0.05).fit(s, y, code)
+        # the tested estimates are kept as diagnostics, and the p-value is Cochran's on them
+        np.testing.assert_array_equal(tested.slope_mle_, sl2.slope_mle_)
+        np.testing.assert_array_equal(tested.slope_var_, sl2.slope_var_)
+        p = _cochran_pvalue(tested.slope_mle_, tested.slope_var_)
+        assert tested.slope_pvalue_ == pytest.approx(p, rel=1e-9)
+        assert tested.slopes_tested_out_ == (not p < 0.05)
+        if tested.slopes_tested_out_:
+            dropped += 1
+            assert tested.adjustment_ == "offsets" and tested.slope_prior_ is None
+            assert tested.to_json() != none.to_json()          # the params differ ...
+            assert tested.to_dict()["map"] == none.to_dict()["map"]   # ... the map does not
+            np.testing.assert_array_equal(tested.predict(s, code), none.predict(s, code))
+            np.testing.assert_array_equal(tested.offset_mle_, none.offset_mle_)
+            assert tested.common_slope_ == none.common_slope_
+        else:
+            assert tested.to_dict()["map"] == sl2.to_dict()["map"]
+    assert dropped >= 2
+    # without min_rows_for_slope nothing is tested
+    plain = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=None, slope_alpha=0.05).fit(
+        s, y, code)
+    assert plain.slope_pvalue_ is None and not plain.slopes_tested_out_
+    assert plain.to_dict()["map"] == none.to_dict()["map"]
+
+
+def test_slope_alpha_applies_in_the_cross_validated_choice():
+    # equal slopes: with the test the folds drop them too, so "slopes" never wins by chance
+    s, y, code = _sloped(93, np.ones(15))
+    tested = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=2, slope_alpha=0.05,
+                                       select="cv").fit(s, y, code)
+    assert tested.slopes_tested_out_
+    assert set(tested.cv_log_loss_) == {"none", "offsets"}
+    assert tested.adjustment_ in ("none", "offsets")
+    # clearly unequal slopes: the slopes are a candidate and win
+    s, y, code = _sloped(81, np.linspace(0.4, 1.8, 15))
+    cv = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=2, slope_alpha=0.05,
+                                   select="cv").fit(s, y, code)
+    assert cv.adjustment_ == "slopes" and "slopes" in cv.cv_log_loss_
+    ref = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=2, select="cv").fit(s, y, code)
+    assert cv.to_dict()["map"] == ref.to_dict()["map"]
+
+
+def test_slope_alpha_is_validated():
+    s, y, code = _sloped(94, np.ones(4), k=4)
+    for bad in (0.0, 1.0, -0.1, "0.05", True):
+        with pytest.raises(mlcal.calibrators._params.InvalidParameterError, match="slope_alpha"):
+            mlcal.SegmentedCalibrator("platt", slope_alpha=bad).fit(s, y, code)
+
+
+def test_the_default_tests_per_segment_slopes():
+    # adopted in the eleventh round (docs/segments.md): a slope for every segment with both
+    # classes, kept only when Cochran's test finds the slopes unequal at 0.05; a document
+    # written before loads with its own min_rows_for_slope and slope_alpha None (LATER_PARAMS)
+    cal = mlcal.SegmentedCalibrator()
+    assert cal.min_rows_for_slope == 2 and cal.slope_alpha == 0.05
+    for slopes, kept in ((np.linspace(0.4, 1.8, 15), True), (np.ones(15), False)):
+        s, y, code = _sloped(95, slopes)
+        fit = mlcal.SegmentedCalibrator("platt").fit(s, y, code)
+        pinned = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=2,
+                                           slope_alpha=0.05).fit(s, y, code)
+        assert fit.to_json() == pinned.to_json()
+        assert fit.slopes_tested_out_ == (not kept)
+        ninth = mlcal.SegmentedCalibrator("platt", min_rows_for_slope=None).fit(s, y, code)
+        assert (fit.to_dict()["map"] == ninth.to_dict()["map"]) == (not kept)

@@ -168,7 +168,7 @@ def test_fit_from_per_segment_statistics_equals_the_in_memory_fit(spark, weighte
     y = (rng.random(n) < 1 / (1 + np.exp(-z))).astype(int)
     w = rng.integers(1, 4, n).astype(float) * 0.5 if weighted else None
     frame = seg.assign(s=s, y=y, **({"w": w} if weighted else {}))
-    params = {"min_rows_for_slope": 300}
+    params = {"min_rows_for_slope": 300, "slope_alpha": None}   # slopes kept, untested
     got = fit(spark.createDataFrame(frame), "s", "y", "isotonic", "w" if weighted else None,
               segment_columns=["country", "tier"], **params)
     ref = mlcal.SegmentedCalibrator("isotonic", n_folds=None, **params).fit(
@@ -184,6 +184,14 @@ def test_fit_from_per_segment_statistics_equals_the_in_memory_fit(spark, weighte
     np.testing.assert_allclose(got.offset_mle_, ref.offset_mle_, rtol=1e-9, atol=1e-12)
     assert (ref.map_.slopes != 1.0).any() and np.abs(ref.map_.offsets).max() > 0.2
     assert got.get_params()["n_folds"] is None
+    # the default (slopes kept only when Cochran's test finds them unequal): the same test
+    # on the same estimates (to rounding), so the same decision
+    got = fit(spark.createDataFrame(frame), "s", "y", "isotonic", "w" if weighted else None,
+              segment_columns=["country", "tier"])
+    ref = mlcal.SegmentedCalibrator("isotonic", n_folds=None).fit(s, y, seg, sample_weight=w)
+    assert got.slope_pvalue_ == pytest.approx(ref.slope_pvalue_, rel=1e-7)
+    assert got.slopes_tested_out_ == ref.slopes_tested_out_
+    np.testing.assert_allclose(got.map_.slopes, ref.map_.slopes, rtol=1e-7, atol=1e-9)
 
 
 def test_segmented_fit_of_saturated_scores_keeps_the_in_memory_clamp(spark):

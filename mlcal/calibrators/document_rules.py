@@ -137,7 +137,7 @@ def method_table() -> dict[str, dict[str, Any]]:
         "param_names": sorted(SegmentedCalibrator._get_param_names()),
         # parameters added after the format: a document written before may lack them
         "optional_params": ["select", "tau", "fold_shared", "shrinkage", "shared_slope",
-                            "heterogeneity_alpha"],
+                            "heterogeneity_alpha", "slope_alpha"],
         "params": {k: [c.spec() for c in v]
                    for k, v in sorted(SegmentedCalibrator.document_constraints().items())}}
     table["multicalibration"] = multicalibration_entry()

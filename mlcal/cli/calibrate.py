@@ -129,8 +129,9 @@ def run(args) -> int:
         if args.segmented:
             from mlcal.calibrators.segmented import SegmentedCalibrator
 
-            cal = SegmentedCalibrator(cal, unseen=args.unseen_segments,
-                                      min_rows_for_slope=args.min_rows_for_slope)
+            slope = {} if args.min_rows_for_slope is None else \
+                {"min_rows_for_slope": args.min_rows_for_slope}
+            cal = SegmentedCalibrator(cal, unseen=args.unseen_segments, **slope)
         holdout = 0.0 if args.eval_data else args.holdout
         result = calibrate_and_log(base, frame[cols], y, calibrator=cal, score=args.score,
                                    holdout=holdout, holdout_seed=args.holdout_seed,
@@ -216,7 +217,8 @@ def register(sub) -> None:
                         "(default) or is an error")
     p.add_argument("--min-rows-for-slope", type=int, default=None, metavar="N",
                    help="with --segmented: segments of at least N rows also get a shrunk "
-                        "per-segment slope (default: offsets only)")
+                        "per-segment slope, kept only when Cochran's test finds the slopes "
+                        "unequal at 0.05 (default: SegmentedCalibrator's, 2)")
     p.add_argument("--min-segment-rows", type=int, default=100,
                    help="with --segment-columns: smaller segments are reported but never the "
                         "worst (default 100)")

@@ -146,3 +146,30 @@ def test_no_fma_in_the_compiled_kernels(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     chars, fma = map(int, re.findall(r"\d+", proc.stdout.strip().splitlines()[-1]))
     assert chars > 5_000 and fma == 0
+
+
+def test_segment_slopes_variance_on_separable_segment_does_not_hang_on_the_last_bit():
+    """A separable segment has no finite slope estimate: its variance is infinite. Newton stops
+    where the weights p (1 - p) have collapsed onto a few rows and the information determinant
+    is rounding noise about 0 (these five segments used to get variances of 1e30-1e33, others
+    inf, by the sign of that noise); a regular segment's variance is the inverse Fisher
+    information's first diagonal entry at the returned estimate."""
+    from mlcal.calibrators.segment_shrinkage import segment_slopes
+
+    for seed in (10, 13, 21, 32, 35):
+        rng = np.random.default_rng(seed)
+        n = int(rng.integers(5, 60))
+        l_sep = rng.normal(size=n) * rng.uniform(0.2, 3.0)
+        y_sep = (l_sep > np.quantile(l_sep, rng.uniform(0.2, 0.8))).astype(float)
+        l_reg = rng.normal(size=400)
+        y_reg = (rng.random(400) < 1.0 / (1.0 + np.exp(-0.7 * l_reg - 0.2))).astype(float)
+        codes = np.r_[np.zeros(n, dtype=np.int64), np.ones(400, dtype=np.int64)]
+        logits = np.r_[l_sep, l_reg]
+        a, b, v = segment_slopes(logits, np.r_[y_sep, y_reg], np.ones(n + 400), codes,
+                                 np.array([0, 1]), np.zeros(2))
+        assert np.isinf(v[0]), (seed, a[0], v[0])
+        p = 1.0 / (1.0 + np.exp(-(a[1] * l_reg + b[1])))
+        q = p * (1.0 - p)
+        info = np.array([[np.sum(q * l_reg ** 2), np.sum(q * l_reg)],
+                         [np.sum(q * l_reg), np.sum(q)]])
+        assert v[1] == pytest.approx(np.linalg.inv(info)[0, 0], rel=1e-9)

@@ -122,7 +122,7 @@ def segment_slopes(logits: np.ndarray, y: np.ndarray, w: np.ndarray, codes: np.n
             ga, gb = _total(r * li), _total(r)
             haa, hab, hbb = _total(q * li * li), _total(q * li), _total(q)
             det = haa * hbb - hab * hab
-            if not det > 0.0:
+            if not _regular(det, haa, hbb):
                 break
             da, db = (hbb * ga - hab * gb) / det, (haa * gb - hab * ga) / det
             t = 1.0
@@ -143,8 +143,23 @@ def segment_slopes(logits: np.ndarray, y: np.ndarray, w: np.ndarray, codes: np.n
         det = haa * hbb - hab * hab
         a_out.append(a)
         b_out.append(b)
-        v_out.append(hbb / det if det > 0.0 and hbb > 0.0 else np.inf)
+        v_out.append(hbb / det if _regular(det, haa, hbb) else np.inf)
     return np.array(a_out), np.array(b_out), np.array(v_out)
+
+
+#: relative size below which a segment's 2x2 information determinant counts as singular
+SINGULAR_RELATIVE_DET = 1e-10
+
+
+def _regular(det: float, haa: float, hbb: float) -> bool:
+    """Whether a segment's information matrix ``[[haa, hab], [hab, hbb]]`` with determinant
+    ``det`` is regular. A (nearly) separable segment drives the weights ``p (1 - p)`` onto a
+    few rows, where ``det / (haa hbb) = 1 - rho^2`` (``rho``: the weighted correlation of the
+    logit with the constant) is rounding noise about 0; judging it against 0 let the last bit
+    decide between a finite slope variance and none. Judged against ``1e-10`` relative, far
+    above rounding and far below any segment with information on its slope, the decision is
+    the same on every CPU."""
+    return haa > 0.0 and hbb > 0.0 and det > SINGULAR_RELATIVE_DET * (haa * hbb)
 
 
 def reml_prior(estimates: np.ndarray, variances: np.ndarray) -> tuple[float, float]:

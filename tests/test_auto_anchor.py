@@ -192,3 +192,22 @@ def test_java_evaluator_reads_anchor_documents(jar, tmp_path):
         mlcal.load_calibrator(json.dumps(doc))
     res = run_batch(jar, tmp_path, [(json.dumps(doc), x)])
     assert isinstance(res[0], str) and "beta-temperature" in res[0]
+
+
+def test_spark_fit_passes_the_anchor_through(spark):
+    # mlcal.spark.fit builds the calibrator from its params and fits the aggregated rows in
+    # memory: the anchor (chosen, and guarded on saturated scores) is the in-memory fit's
+    import pandas as pd
+
+    import mlcal.spark
+
+    s, y = tree_like(1500, 11)
+    sat = s.copy()
+    sat[np.argmin(sat)] = 1e-30
+    for scores in (s, sat):
+        df = spark.createDataFrame(pd.DataFrame({"s": scores, "y": y})).repartition(3)
+        cal = mlcal.spark.fit(df, "s", "y", "auto", anchor=ANCHOR)
+        mem = mlcal.AutoCalibrator(anchor=ANCHOR).fit(scores, y)
+        assert cal.to_json() == mem.to_json()
+    assert mem.selection_["anchor"]["guard"].startswith("saturated")
+    assert json.loads(cal.to_json())["params"]["anchor"] == ANCHOR

@@ -14,6 +14,9 @@ Each tree's mlcal runs in a worker process of its own (``PYTHONPATH=<tree>``); e
 asks each worker in turn for one isotonic fit and one ``auto`` fit (CPU time of the worker), so
 a slow spell of the machine hits both trees alike. Medians per tree, and the ratio of the
 trees' ``auto / isotonic``.
+
+``--anchor``: also ``AutoCalibrator(anchor="beta-temperature")`` (the opt-in anchor,
+docs/auto.md), interleaved in the same repeats, with its ratio to isotonic and to ``auto``.
 """
 
 from __future__ import annotations
@@ -143,6 +146,8 @@ def main(argv=None) -> None:
     ap.add_argument("--trees", nargs="+", default=None,
                     help="source trees to compare in one interleaved run (module docstring)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--anchor", action="store_true",
+                    help="also time auto with anchor='beta-temperature' (interleaved)")
     args = ap.parse_args(argv)
     if args.worker:
         worker()
@@ -150,8 +155,13 @@ def main(argv=None) -> None:
     if args.trees:
         compare_trees(args.trees, args.kinds, [int(v) for v in args.sizes], args.repeats)
         return
-    print("| data | N | mlcal isotonic ms | auto ms | auto / isotonic | chosen |")
-    print("|---|---|---|---|---|---|")
+    if args.anchor:
+        print("| data | N | mlcal isotonic ms | auto ms | auto / isotonic | chosen | "
+              "auto+anchor ms | auto+anchor / isotonic | auto+anchor / auto | chosen |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+    else:
+        print("| data | N | mlcal isotonic ms | auto ms | auto / isotonic | chosen |")
+        print("|---|---|---|---|---|---|")
     breakdown = []
     for kind in args.kinds:
         for n in (int(v) for v in args.sizes):
@@ -159,13 +169,25 @@ def main(argv=None) -> None:
             auto = mlcal.AutoCalibrator()
             auto.fit(s, y)
             mlcal.Isotonic().fit(s, y)   # warm-up (numba kernels, caches)
-            iso, aut = [], []
-            for _ in range(args.repeats):
+            anchored = mlcal.AutoCalibrator(anchor="beta-temperature")
+            if args.anchor:
+                anchored.fit(s, y)
+            iso, aut, anc = [], [], []
+            for r in range(args.repeats):
                 iso.append(cpu(lambda: mlcal.Isotonic().fit(s, y)))
+                if args.anchor and r % 2:
+                    anc.append(cpu(lambda: anchored.fit(s, y)))
                 aut.append(cpu(lambda: auto.fit(s, y)))
+                if args.anchor and not r % 2:
+                    anc.append(cpu(lambda: anchored.fit(s, y)))
             ti, ta = float(np.median(iso)), float(np.median(aut))
+            extra = ""
+            if args.anchor:
+                tn = float(np.median(anc))
+                extra = (f" {tn * 1e3:.1f} | {tn / ti:.2f} | {tn / ta:.2f} | "
+                         f"{anchored.chosen_} |")
             print(f"| {kind} | {n:g} | {ti * 1e3:.1f} | {ta * 1e3:.1f} | {ta / ti:.2f} | "
-                  f"{auto.chosen_} |")
+                  f"{auto.chosen_} |" + extra, flush=True)
             ph = [phases(auto, s, y) for _ in range(3)]
             breakdown.append((kind, n, ti, {key: float(np.median([p[key] for p in ph]))
                                             for key in ph[0]}))

@@ -22,7 +22,7 @@ from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterErro
 from mlcal.calibrators.base import (BOUND_SMOOTHING_CONSTRAINTS, BaseCalibrator,
                                     CalibratorFormatError)
 from mlcal.calibrators.output_floor import data_floor, represented_rows
-from mlcal.maps.binary import sharing_clamped_logs
+from mlcal.maps.binary import DEFAULT_CLAMP, data_clamp, sharing_clamped_logs
 from mlcal.calibrators.catalog import (available_calibrators, calibrator_class, get_calibrator,
                                        register_calibrator)
 
@@ -67,6 +67,17 @@ DEFAULT_BETA_PRIOR = 100.0
 #: the candidates whose identity prior is one of auto's parameters (None: the candidate on
 #: Platt's smoothed targets without a prior, as documents without the parameter were fitted)
 PRIOR_PARAMETERS = {"quadratic": "quadratic_prior", "beta": "beta_prior"}
+#: the opt-in anchors (``anchor``): candidate name -> (the registered method, its parameters
+#: besides ``identity_prior=anchor_prior``). ``"beta-temperature"``: beta calibration on the
+#: 0/1 labels shrunk toward the temperature-scaling fit (``prior_center="temperature"``;
+#: docs/auto.md, "The temperature anchor (opt-in)"). Its map is a plain ``BetaMap``.
+ANCHORS = {"beta-temperature": ("beta", {"smooth_targets": False,
+                                         "prior_center": "temperature"})}
+#: default ``anchor_se``: the anchor is chosen when its CV log loss is within this many paired
+#: standard errors of the lowest (the replayed rule first on 24 of 24 cells, docs/auto.md)
+DEFAULT_ANCHOR_SE = 1.0
+#: default ``anchor_prior``: rows of pseudo-data shrinking the anchor toward its centre
+DEFAULT_ANCHOR_PRIOR = 300.0
 #: default number of fold partitions of repeated K-fold CV on small data (``cv_repeats``)
 DEFAULT_CV_REPEATS = 1
 #: default multiplier of the paired standard error (``se_rule``)
@@ -127,6 +138,23 @@ def assign_folds(n_points: int, n_folds: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     order = rng.permuted(np.tile(np.arange(n_folds), (n_blocks, 1)), axis=1)
     return order.reshape(-1)[:n_points]
+
+
+def method_of(name: str) -> str:
+    """The registered method of candidate ``name``: itself, or an anchor's (:data:`ANCHORS`)."""
+    return ANCHORS[name][0] if name in ANCHORS else name
+
+
+def anchor_guard(s: np.ndarray) -> str | None:
+    """Why the anchor is not considered on calibration scores ``s``, or ``None``: margins
+    (scores outside [0, 1]) or probabilities saturated beyond the default clamp (the
+    data-taken clamp, :func:`~mlcal.maps.binary.data_clamp`, is wider: naive Bayes), where
+    the anchor cost held-out log loss the CV could not see (docs/auto.md)."""
+    if s.size and (float(np.min(s)) < 0.0 or float(np.max(s)) > 1.0):
+        return "margins: scores outside [0, 1]"
+    if data_clamp(s) != DEFAULT_CLAMP:
+        return "saturated scores: the data-taken clamp is wider than the default"
+    return None
 
 
 def check_distinct_candidates(estimator) -> None:
@@ -241,6 +269,24 @@ class AutoCalibrator(BaseCalibrator):
         not better than 1 and cost 3x and 5x the CV's time.
     seed : int, default=0
         Seed of the fold assignment (of the first partition).
+    anchor : {"beta-temperature"} or None, default=None
+        Opt-in guarded anchor (docs/auto.md, "The temperature anchor (opt-in)"). ``None``:
+        the rule above, bit for bit. ``"beta-temperature"``: beta calibration on the 0/1 labels
+        shrunk by ``anchor_prior`` rows toward the temperature-scaling fit
+        (``Beta(smooth_targets=False, identity_prior=anchor_prior,
+        prior_center="temperature")``) is cross-validated on the same folds, listed first,
+        and chosen whenever its CV log loss is within ``anchor_se`` paired standard errors of
+        the lowest (among it and the candidates); otherwise the rule above picks among the
+        candidates. Not considered (the rule above alone) where the calibration scores are
+        margins (outside [0, 1]) or saturated beyond the default clamp (see
+        :func:`anchor_guard`), nor when no cross-validation is possible. Its candidate name
+        (in ``selection_`` and ``chosen_``) is ``"beta-temperature"``; its map is a
+        ``BetaMap``.
+    anchor_se : float, default=1.0
+        Paired standard errors of the anchor's CV log-loss margin (used with ``anchor``).
+    anchor_prior : float, default=300.0
+        Rows of pseudo-data shrinking the anchor toward the temperature fit (used with
+        ``anchor``).
 
     Attributes
     ----------
@@ -253,7 +299,10 @@ class AutoCalibrator(BaseCalibrator):
     selection_ : dict
         JSON-safe record of the selection: rule, folds, seed, per candidate its CV log loss,
         standard error of the difference to the best, complexity and status; the best and the
-        chosen method, the parameters it was refitted with (``chosen_params``) and the reason.
+        chosen method, the parameters it was refitted with (``chosen_params``) and the reason;
+        with ``anchor``, an ``"anchor"`` record: the anchor's candidate name, ``se_rule``
+        (``anchor_se``), ``guard`` (why it was not considered, or ``None``), ``chosen`` and
+        ``default_choice`` (the rule's pick among the candidates without it, or ``None``).
         Written to the JSON document as ``"fit_info"``.
     map_reduction_ : MapReduction
         The chosen calibrator's size-cap record.
@@ -278,7 +327,10 @@ class AutoCalibrator(BaseCalibrator):
                               "quadratic_prior": [IsNone(), Real(0.0)],
                               "beta_prior": [IsNone(), Real(0.0)],
                               "bound_smoothing": BOUND_SMOOTHING_CONSTRAINTS,
-                              "seed": [Integer(0, MAX_SEED)]}
+                              "seed": [Integer(0, MAX_SEED)],
+                              "anchor": [IsNone(), Options(tuple(ANCHORS))],
+                              "anchor_se": [Real(0.0)],
+                              "anchor_prior": [Real(0.0)]}
 
     def __init__(self, candidates: list[str] | None = None, n_folds: int | None = None,
                  se_rule: float = DEFAULT_SE_RULE, prefer: str = "listed",
@@ -286,7 +338,9 @@ class AutoCalibrator(BaseCalibrator):
                  cv_repeats: int = DEFAULT_CV_REPEATS,
                  bound_smoothing: float | None = 0.5, seed: int = 0,
                  quadratic_prior: float | None = DEFAULT_QUADRATIC_PRIOR,
-                 beta_prior: float | None = DEFAULT_BETA_PRIOR):
+                 beta_prior: float | None = DEFAULT_BETA_PRIOR, anchor: str | None = None,
+                 anchor_se: float = DEFAULT_ANCHOR_SE,
+                 anchor_prior: float = DEFAULT_ANCHOR_PRIOR):
         self.candidates = candidates
         self.n_folds = n_folds
         self.se_rule = se_rule
@@ -297,6 +351,9 @@ class AutoCalibrator(BaseCalibrator):
         self.seed = seed
         self.quadratic_prior = quadratic_prior
         self.beta_prior = beta_prior
+        self.anchor = anchor
+        self.anchor_se = anchor_se
+        self.anchor_prior = anchor_prior
 
     # -- parameters ----------------------------------------------------------------------------
     def _validate_params(self) -> None:
@@ -311,15 +368,23 @@ class AutoCalibrator(BaseCalibrator):
         return [c for c in DEFAULT_CANDIDATES if c in registered]
 
     def candidate(self, name: str) -> BaseCalibrator:
-        """A new, unfitted calibrator of method ``name`` as ``auto`` fits it (parameters:
-        :meth:`candidate_params`)."""
-        return get_calibrator(name, **self.candidate_params(name))
+        """A new, unfitted calibrator of method ``name`` (or of the anchor ``name``,
+        :data:`ANCHORS`) as ``auto`` fits it (parameters: :meth:`candidate_params`)."""
+        return get_calibrator(method_of(name), **self.candidate_params(name))
 
     def candidate_params(self, name: str) -> dict[str, Any]:
         """The parameters ``auto`` sets on method ``name``, all others at their defaults:
         :data:`CANDIDATE_PARAMS`, this calibrator's ``bound_smoothing`` if the method has
         the parameter, and for ``quadratic`` and ``beta`` 0/1 labels with ``identity_prior``
-        unless ``quadratic_prior`` / ``beta_prior`` is None (:data:`PRIOR_PARAMETERS`)."""
+        unless ``quadratic_prior`` / ``beta_prior`` is None (:data:`PRIOR_PARAMETERS`); for an
+        anchor (:data:`ANCHORS`) its parameters with ``identity_prior=anchor_prior``."""
+        if name in ANCHORS:
+            method, fixed = ANCHORS[name]
+            params = {**fixed, "identity_prior": float(self.anchor_prior)}
+            if self.bound_smoothing is not None and \
+                    "bound_smoothing" in calibrator_class(method)._get_param_names():
+                params["bound_smoothing"] = self.bound_smoothing
+            return params
         params = dict(CANDIDATE_PARAMS.get(name, {}))
         prior = getattr(self, PRIOR_PARAMETERS[name]) if name in PRIOR_PARAMETERS else None
         if prior is not None:
@@ -335,7 +400,7 @@ class AutoCalibrator(BaseCalibrator):
         of :data:`SMOOTH_MAP_KINDS` (a fit of a few parameters on 2,000 cells of consecutive
         scores is the fit on all their rows to within the CV's noise; docs/auto.md), else
         ``None`` (every training cell)."""
-        kinds = calibrator_class(name).map_kinds
+        kinds = calibrator_class(method_of(name)).map_kinds
         if name in SMOOTH_METHODS or (kinds and all(kind in SMOOTH_MAP_KINDS
                                                     for kind in kinds)):
             return SMOOTH_FOLD_POINTS
@@ -361,6 +426,10 @@ class AutoCalibrator(BaseCalibrator):
         order = stable_argsort(s)   # np.argsort(s, kind="stable")'s permutation, faster
         s, z, w = s[order], z[order], w[order]
         names = self.candidate_names()
+        anchor = None
+        if self.anchor is not None:
+            anchor = {"method": str(self.anchor), "se_rule": float(self.anchor_se),
+                      "guard": anchor_guard(s), "chosen": False, "default_choice": None}
         points = sort_and_collapse(s, z, w)
         x, pos, neg, folds, k, unit, n_unique = self.cv_units(s, z, w, int(self.seed),
                                                               points=points)
@@ -369,7 +438,14 @@ class AutoCalibrator(BaseCalibrator):
         # that a fit on aggregated rows gets for its refit
         with sharing_clamped_logs(), represented_rows(None):
             record = self._cross_validate(names, x, pos, neg, folds, k, unit,
-                                          self.repeat_folds(x.size, k, unit, int(self.seed)))
+                                          self.repeat_folds(x.size, k, unit, int(self.seed)),
+                                          anchor)
+        if anchor is not None:
+            record["anchor"] = anchor
+            if anchor["guard"] is not None:
+                anchor["default_choice"] = record["chosen"]
+            else:
+                names = [anchor["method"]] + names   # the refit's fallbacks include it
         record["fold_unit"] = unit
         record["n_unique"] = n_unique
         record["chosen_params"] = self.candidate_params(record["chosen"])
@@ -448,14 +524,17 @@ class AutoCalibrator(BaseCalibrator):
     def _cross_validate(self, names: list[str], x: np.ndarray, pos: np.ndarray,
                         neg: np.ndarray, folds: np.ndarray | None, k: int,
                         unit: str = "points",
-                        more_folds: list[np.ndarray] = ()) -> dict[str, Any]:
+                        more_folds: list[np.ndarray] = (),
+                        anchor: dict[str, Any] | None = None) -> dict[str, Any]:
         """CV of every candidate on test units ``x`` (points, cells or per-fold row groups)
         with positive and negative weights and a fold each; ``folds=None``: no CV possible.
         ``more_folds``: further partitions of the same units (repeated K-fold CV): each
         candidate's per-unit out-of-fold losses are averaged over the partitions (a partition
         whose training parts lack a class is left out), so its CV log loss is the mean of the
         partitions' CV log losses and the paired SE is that of the row-wise mean
-        differences."""
+        differences. ``anchor``: the record of ``fit``'s anchor (updated here): when its
+        ``guard`` is ``None``, the anchor is cross-validated too and chosen if within its
+        ``se_rule`` paired SE of the lowest CV log loss (:meth:`_select`)."""
         rule = "one-se" if self.prefer == "simplest" else "first-listed-within-se"
         record: dict[str, Any] = {"version": FIT_INFO_VERSION, "rule": rule,
                                   "se_rule": float(self.se_rule), "n_folds": k,
@@ -468,6 +547,8 @@ class AutoCalibrator(BaseCalibrator):
 
         if folds is not None and not usable(folds):
             folds = None
+        if folds is None and anchor is not None and anchor["guard"] is None:
+            anchor["guard"] = "no cross-validation possible"
         if folds is None:
             n_rows = float(np.sum(pos) + np.sum(neg))
             reason = (f"no {k}-fold cross-validation possible on {n_rows:g} rows (total "
@@ -480,6 +561,8 @@ class AutoCalibrator(BaseCalibrator):
                                       for n in names], best=None, chosen=names[0],
                           reason=reason)
             return record
+        if anchor is not None and anchor["guard"] is None:
+            names = [anchor["method"]] + names
         partitions = [folds] + [f for f in more_folds if usable(f)]
         record["cv_repeats"] = len(partitions)
         results, train_cells = {}, [{} for _ in partitions]
@@ -500,8 +583,37 @@ class AutoCalibrator(BaseCalibrator):
                 results[name] = ((np.mean([p[0] for p in parts], axis=0),
                                   np.mean([p[1] for p in parts], axis=0)),
                                  float(np.mean(sizes)))
+        record.update(self._select(names, results, (pos, neg), anchor))
+        return record
+
+    def _select(self, names: list[str], results: dict[str, Any],
+                weights: tuple[np.ndarray, ...], anchor: dict[str, Any] | None
+                ) -> dict[str, Any]:
+        """The rule (``prefer``, ``se_rule``) on the cross-validated ``names``; with an
+        unguarded ``anchor`` (then ``names[0]``), the anchor whenever its CV log loss is within
+        ``anchor["se_rule"]`` paired SE of the lowest of all (:func:`select_preferred` with it
+        listed first), else the rule on ``names[1:]`` alone (their own best and SEs, exactly
+        the choice without the anchor). The record's rows, ``best`` and SEs are those of all
+        the candidates, the anchor included."""
         select = select_one_se if self.prefer == "simplest" else select_preferred
-        record.update(select(names, results, (pos, neg), float(self.se_rule)))
+        if anchor is None or anchor["guard"] is not None:
+            return select(names, results, weights, float(self.se_rule))
+        rest = names[1:]
+        record = select_preferred(names, results, weights, float(anchor["se_rule"]))
+        default = None
+        if any(not isinstance(results[n], str) for n in rest):
+            default = select(rest, {n: results[n] for n in rest}, weights,
+                             float(self.se_rule))
+            anchor["default_choice"] = default["chosen"]
+        if record["chosen"] == names[0]:
+            anchor["chosen"] = True
+            record["reason"] = (f"anchor {names[0]}: CV log loss within "
+                                f"{anchor['se_rule']:g} SE of the lowest ({record['best']})")
+        else:
+            record.update(chosen=default["chosen"],
+                          reason=f"anchor {names[0]} not within {anchor['se_rule']:g} SE of "
+                                 f"the lowest CV log loss ({record['best']}); among the "
+                                 f"candidates: {default['reason']}")
         return record
 
     def _out_of_fold(self, name, x, pos, neg, folds, k, fit_cells=False, train_cells=None):
@@ -569,11 +681,12 @@ class AutoCalibrator(BaseCalibrator):
             super().check_document_map(where)
             return
         try:
-            cls = calibrator_class(chosen)
+            cls = calibrator_class(method_of(chosen))
         except ValueError as exc:
             raise CalibratorFormatError(f"calibrator document: fit_info 'chosen': {exc}") \
                 from None
-        check_binary_map(cls, self.candidate_params(cls.method_name), self.map_,
+        check_binary_map(cls, self.candidate_params(chosen if chosen in ANCHORS
+                                                     else cls.method_name), self.map_,
                          f"{where}auto chose {chosen!r}: ")
 
 
@@ -792,9 +905,11 @@ _ROW_KEYS = {"method": str, "status": str, "complexity": float, "cv_log_loss": f
 _TOP_KEYS = {"version": int, "rule": str, "se_rule": float, "n_folds": int, "seed": int,
              "n_points": int, "n_unique": int, "candidates": list, "best": (str, type(None)),
              "chosen": str, "chosen_params": dict, "fold_unit": str, "cv_repeats": int,
-             "reason": str}
+             "reason": str, "anchor": dict}
 #: fields added after the first documents were written: optional on load
-_NEWER_KEYS = ("chosen_params", "fold_unit", "cv_repeats")
+_NEWER_KEYS = ("chosen_params", "fold_unit", "cv_repeats", "anchor")
+_ANCHOR_KEYS = {"method": str, "se_rule": float, "guard": (str, type(None)), "chosen": bool,
+                "default_choice": (str, type(None))}
 
 
 def _check_fields(obj: Any, spec: dict, where: str, required: tuple[str, ...]) -> None:
@@ -826,6 +941,11 @@ def check_selection(info: Any) -> dict[str, Any]:
                                     f"names to numbers, strings or null: {short_repr(params)}")
     for row in info["candidates"]:
         _check_fields(row, _ROW_KEYS, "fit_info candidate", ("method", "status"))
+    if "anchor" in info:
+        _check_fields(info["anchor"], _ANCHOR_KEYS, "fit_info anchor", tuple(_ANCHOR_KEYS))
+        if info["anchor"]["method"] not in ANCHORS:
+            raise CalibratorFormatError("calibrator document: fit_info anchor 'method' is not "
+                                        f"an anchor: {short_repr(info['anchor']['method'])}")
     if info["chosen"] not in [r["method"] for r in info["candidates"]]:
         raise CalibratorFormatError("calibrator document: fit_info 'chosen' is not a candidate")
     return info

@@ -125,6 +125,10 @@ def method_table() -> dict[str, dict[str, Any]]:
             "extras": list(cls.document_extras),
             "param_names": sorted(cls._get_param_names()),
             "params": {k: [c.spec() for c in v] for k, v in sorted(constraints.items())}}
+    from mlcal.calibrators.auto import ANCHORS
+
+    # auto's anchor candidates (fit_info 'chosen' may name one): name -> registered method
+    table["auto"]["anchors"] = {n: method for n, (method, _) in sorted(ANCHORS.items())}
     assert set(BaseCalibrator.EXTRA_DOCUMENT_FIELDS) >= {
         e for entry in table.values() for e in entry["extras"]}
     from mlcal.calibrators.segmented import SEGMENTED_METHOD, SegmentedCalibrator

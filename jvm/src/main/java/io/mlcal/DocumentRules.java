@@ -340,7 +340,8 @@ final class DocumentRules {
             Map.entry("n_unique", "int"), Map.entry("candidates", "list"),
             Map.entry("best", "str-or-null"), Map.entry("chosen", "str"),
             Map.entry("chosen_params", "dict"), Map.entry("fold_unit", "str"),
-            Map.entry("cv_repeats", "int"), Map.entry("reason", "str")));
+            Map.entry("cv_repeats", "int"), Map.entry("reason", "str"),
+            Map.entry("anchor", "dict")));
     private static final Map<String, String> ROW_KEYS = Map.of("method", "str", "status", "str",
             "complexity", "float", "cv_log_loss", "float", "se", "float");
 
@@ -397,6 +398,7 @@ final class DocumentRules {
         required.remove("chosen_params");
         required.remove("fold_unit");
         required.remove("cv_repeats");
+        required.remove("anchor");
         checkObject(info, TOP_KEYS, "fit_info", required, where);
         Map<String, Object> m = (Map<String, Object>) info;
         Object params = m.get("chosen_params");
@@ -497,7 +499,10 @@ final class DocumentRules {
                 }
                 return;
             }
-            entry = binaryMethod(chosen);
+            // an anchor candidate (mlcal's auto ANCHORS) is fitted by its registered method
+            Map<String, Object> anchors = (Map<String, Object>) entry.get("anchors");
+            Object method = anchors == null ? null : anchors.get(chosen);
+            entry = binaryMethod(method instanceof String ? (String) method : chosen);
             where = where + "auto chose '" + chosen + "': ";
             name = nameOf(entry);
             params = Map.of();   // auto fits its candidates with input_transform="auto"

@@ -6,6 +6,7 @@ a free port, awaited via /ping, stopped by its PID; its uvicorn child is checked
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import mlflow
@@ -142,17 +143,30 @@ def test_server_is_the_interpreters_mlflow_on_loopback_with_a_uvicorn_child(serv
 
 # -- `mlcal serve`: the command prints a request that works, without an activated venv ------
 def _read_until(stream, marker: str, timeout: float = 180.0) -> list[str]:
-    """Lines of ``stream`` up to the one starting with ``marker`` (the server's stdout)."""
-    import select
-    import time
+    """Lines of ``stream`` up to the one starting with ``marker`` (the server's stdout).
 
-    lines, deadline = [], time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([stream], [], [], 1.0)
-        if not ready:
-            continue
-        line = stream.readline()
-        if not line:
+    A thread reads the lines (and keeps draining the pipe afterwards): ``select`` on the file
+    descriptor cannot see lines already read into the text stream's buffer, so a ``ready:``
+    line that arrived in the same chunk as the line before it was waited for in vain."""
+    import queue
+    import threading
+
+    lines_in: queue.Queue = queue.Queue()
+
+    def pump():
+        for text in stream:
+            lines_in.put(text)
+        lines_in.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    lines = []
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            line = lines_in.get(timeout=max(deadline - time.monotonic(), 0.0))
+        except queue.Empty:
+            break
+        if line is None:
             break
         lines.append(line.rstrip("\n"))
         if line.startswith(marker):
@@ -217,8 +231,6 @@ def test_mlcal_serve_prints_a_working_curl_request_without_the_venv_on_path(tmp_
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     # SIGTERM reached the mlflow server and its uvicorn: nothing listens on the port any more
-    import time
-
     deadline = time.monotonic() + 20
     while any(pid_alive(p) for p in server) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -1,5 +1,5 @@
-"""A second held-out check of the temperature anchor (issue 26; docs/auto.md, "A second unseen
-check"): ``AutoCalibrator(anchor="beta-temperature", anchor_se=1.0, anchor_prior=300)`` against
+"""A second held-out check of the temperature anchor (issue 26; docs/auto.md, 'A second unseen
+check'): ``AutoCalibrator(anchor="beta-temperature", anchor_se=1.0, anchor_prior=300)`` against
 the released default ``AutoCalibrator()`` on tasks no earlier collection used.
 
 The tasks (:func:`unseen2_tasks`), both groups (linear: LR, NB, SVM; trees: HGB, XGB, LGBM, RF):
@@ -248,7 +248,8 @@ def by_data_set(recs):
         guard = sum(d["real"][f"anchor@{j}"][1] is not None for d in sel for j in range(3))
         out.append(f"| {ds} | {g} | {len(sel)} | {dv[:, 0].mean():.5f} -> {av[:, 0].mean():.5f} | "
                    f"{dv[:, 1].mean():.5f} -> {av[:, 1].mean():.5f} | "
-                   f"{np.nanmean(dv[:, 2]):+.5f} -> {np.nanmean(av[:, 2]):+.5f} | {chosen} / {guard} | "
+                   f"{np.nanmean(dv[:, 2]):+.5f} -> {np.nanmean(av[:, 2]):+.5f} | "
+                   f"{chosen} / {guard} | "
                    f"{int(np.sum(av[:, 0] < dv[:, 0] - 1e-12))} / "
                    f"{int(np.sum(av[:, 0] > dv[:, 0] + 1e-12))} |")
     return out

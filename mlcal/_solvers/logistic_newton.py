@@ -442,16 +442,17 @@ def _solve(h, g):
     return out
 
 
-def _scale_columns(x: np.ndarray, w: np.ndarray, intercept: bool):
-    """Standardised columns (+ a column of ones with an intercept), and per column (shift,
-    scale) so that ``x_j = shift_j + scale_j * g_j``."""
-    cols, shifts, scales = [], [], []
+def _scale_columns(cols, w: np.ndarray, intercept: bool):
+    """The standardised feature columns ``cols`` (+ a column of ones with an intercept) as one
+    C-contiguous ``n x k`` array, each written in place (no stacking copy), and per column
+    (shift, scale) so that ``x_j = shift_j + scale_j * g_j``."""
+    n = w.size
+    shifts, scales = [], []
+    g = np.empty((n, len(cols) + (1 if intercept else 0)))
     wt = float(np.sum(w))
-    for j in range(x.shape[1]):
-        f = x[:, j]
+    for j, f in enumerate(cols):
         if intercept:
-            g, m_over_sd, sd = standardise(f, w)
-            cols.append(g)
+            _, m_over_sd, sd = standardise(f, w, out=g[:, j])
             shifts.append(m_over_sd * sd)
             scales.append(sd)
             continue
@@ -461,13 +462,24 @@ def _scale_columns(x: np.ndarray, w: np.ndarray, intercept: bool):
         ff = fs * fs if unit_weights(w) else w * fs * fs
         rms = math.sqrt(float(np.sum(ff)) / wt)   # IEEE sqrt: same bits everywhere
         rms = rms if rms > 0.0 else 1.0
-        cols.append(fs / rms)
+        np.divide(fs, rms, out=g[:, j])
         shifts.append(0.0)
         scales.append(math.ldexp(rms, e))
     if intercept:
-        cols.append(np.ones(x.shape[0]))
-    g = np.ascontiguousarray(np.column_stack(cols) if cols else np.empty((x.shape[0], 0)))
+        g[:, len(cols)] = 1.0
     return g, shifts, scales
+
+
+def _columns(x, n: int) -> list[np.ndarray]:
+    """The feature columns of ``x``: an ``n x k`` array, or a tuple of ``k`` arrays of ``n``
+    values each (the caller's columns as they are, no stacking copy)."""
+    if isinstance(x, tuple):
+        cols = [np.asarray(c, dtype=np.float64) for c in x]
+        if any(c.shape != (n,) for c in cols):
+            raise ValueError(f"every feature column must hold {n} values")
+        return cols
+    x = np.ascontiguousarray(x, dtype=np.float64).reshape(n, -1)
+    return [x[:, j] for j in range(x.shape[1])]
 
 
 def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool,
@@ -479,8 +491,8 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
 
     Parameters
     ----------
-    x : array of shape (n, k), k <= 3
-        Features, rows in a canonical (sorted) order.
+    x : array of shape (n, k), k <= 3, or tuple of k arrays of shape (n,)
+        Features, rows in a canonical (sorted) order (a tuple: the columns, not stacked).
     t, w : arrays of shape (n,)
         Targets in [0, 1] and positive weights.
     intercept : bool
@@ -511,11 +523,11 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
         False when the optimum is at infinity (doubling the coefficients does not raise the
         loss, or some ``|z| > DIVERGED_Z``) or ``max_iter`` ran out.
     """
-    x = np.ascontiguousarray(x, dtype=np.float64).reshape(len(t), -1)
+    cols = _columns(x, len(t))
     t = np.ascontiguousarray(t, dtype=np.float64)
     w = np.ascontiguousarray(w, dtype=np.float64)
-    k = x.shape[1]
-    g_x, shifts, scales = _scale_columns(x, w, intercept)
+    k = len(cols)
+    g_x, shifts, scales = _scale_columns(cols, w, intercept)
     theta = np.zeros(g_x.shape[1])
     if intercept:
         theta[-1] = start_intercept
@@ -582,12 +594,13 @@ def fit_nonnegative(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: b
     coef, intercept, loss, converged
         As :func:`fit_logistic`; ``converged`` is False when any fit tried diverged.
     """
-    k = x.shape[1]
+    cols = _columns(x, len(t))
+    k = len(cols)
     best = None
     for n_drop in range(k + 1):
         for dropped in itertools.combinations(range(k), n_drop):
             keep = [j for j in range(k) if j not in dropped]
-            coef, b0, loss, ok = fit_logistic(x if n_drop == 0 else x[:, keep], t, w,
+            coef, b0, loss, ok = fit_logistic(tuple(cols[j] for j in keep), t, w,
                                               intercept=intercept,
                                               start_intercept=start_intercept,
                                               with_loss=with_loss or n_drop > 0)

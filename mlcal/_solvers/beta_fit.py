@@ -80,7 +80,7 @@ def identity_prior_targets(t: np.ndarray, wsum: np.ndarray, base: np.ndarray,
     if total is None:
         try:
             total = total_weight(wsum)
-        except OverflowError:   # weights near the largest double: the prior is nothing against them
+        except OverflowError:   # weights near the largest double: the prior is nothing
             return t
     beta = float(prior_rows) / (total + float(prior_rows))
     out = (1.0 - beta) * t   # (1 - beta) t + beta base, the same operations, one temporary less

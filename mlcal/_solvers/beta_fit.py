@@ -15,8 +15,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import njit
 
-from mlcal._solvers.detmath import det_expit_array, det_log
+from mlcal._solvers.detmath import det_expit, det_expit_array, det_log
 from mlcal._solvers.logistic_newton import fit_logistic, fit_nonnegative
 from mlcal._solvers.platt_newton import platt_targets
 from mlcal._solvers.ties import sort_and_collapse
@@ -88,6 +89,16 @@ def identity_prior_targets(t: np.ndarray, wsum: np.ndarray, base: np.ndarray,
     return out
 
 
+@njit(cache=True, nogil=True)
+def _temperature_targets(t, logit, k, keep, beta):
+    """``keep * t + beta * det_expit_array(k * logit)`` in one pass (the same operations per
+    row, so the same bits as :func:`identity_prior_targets` of those probabilities)."""
+    out = np.empty(t.shape[0])
+    for i in range(t.shape[0]):
+        out[i] = keep * t[i] + beta * det_expit(k * logit[i])
+    return out
+
+
 def log_features(s: np.ndarray, clamp: tuple[float, float] = DEFAULT_CLAMP
                  ) -> tuple[np.ndarray, np.ndarray]:
     """``ln s`` and ``-ln(1 - s)`` of the scores clamped to ``clamp`` as
@@ -152,8 +163,12 @@ def fit_beta_points(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray, parameter
                                              with_loss=False)
             if not ok:
                 raise separable_error("beta calibration")
-            base = det_expit_array(float(coef[0]) * logit)
-        t = identity_prior_targets(t, wsum, base, identity_prior, total)
+            if total is not None:
+                # identity_prior_targets of the temperature fit's probabilities, fused
+                beta = float(identity_prior) / (total + float(identity_prior))
+                t = _temperature_targets(t, logit, float(coef[0]), 1.0 - beta, beta)
+        else:
+            t = identity_prior_targets(t, wsum, base, identity_prior, total)
     # the features go to the solver as columns (no n x k copy of them; the same bits)
     if parameters == "abm":
         coef, c, _, ok = fit_nonnegative((l1, l2), t, wsum, intercept=True,

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mlcal._solvers.detmath import det_log_array
+from mlcal._solvers.detmath import clipped_neg_log_pair
 from mlcal._solvers.ties import exact_group_sums, sort_and_collapse, stable_argsort
 from mlcal._validation import check_fit_inputs
 from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterError, IsNone,
@@ -117,17 +117,10 @@ MAX_SEED = 2 ** 53 - 1
 
 def _row_log_losses(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per point: positive-row loss ``-log p`` and negative-row loss ``-log(1 - p)``, with
-    ``p`` clipped to ``[EPS, 1 - EPS]`` (for scoring only)."""
-    q = np.clip(p, EPS, 1.0 - EPS)
-    # a step map predicts one value over runs of consecutive points: the logs once per run
-    # (the same values either way, so the test only picks the faster path)
-    starts = np.flatnonzero(q[1:] != q[:-1]) + 1
-    if 4 * (starts.size + 1) <= q.size:
-        starts = np.concatenate(([0], starts))
-        counts = np.diff(np.append(starts, q.size))
-        v = q[starts]
-        return np.repeat(-det_log_array(v), counts), np.repeat(-det_log_array(1.0 - v), counts)
-    return -det_log_array(q), -det_log_array(1.0 - q)
+    ``p`` clipped to ``[EPS, 1 - EPS]`` (for scoring only): ``-det_log_array`` of the clipped
+    ``p`` and of ``1 - p``, in one compiled pass (:func:`clipped_neg_log_pair`; a step map's
+    runs take their logs once)."""
+    return clipped_neg_log_pair(np.ascontiguousarray(p, dtype=np.float64), EPS, 1.0 - EPS)
 
 
 def assign_folds(n_points: int, n_folds: int, seed: int) -> np.ndarray:
@@ -538,7 +531,7 @@ class AutoCalibrator(BaseCalibrator):
         rule = "one-se" if self.prefer == "simplest" else "first-listed-within-se"
         record: dict[str, Any] = {"version": FIT_INFO_VERSION, "rule": rule,
                                   "se_rule": float(self.se_rule), "n_folds": k,
-                                  "seed": int(self.seed), "n_points": int(np.unique(x).size)}
+                                  "seed": int(self.seed), "n_points": _n_distinct(x)}
 
         def usable(assignment):
             # (row folds on a handful of rows can leave a fold with nothing to predict)
@@ -627,10 +620,11 @@ class AutoCalibrator(BaseCalibrator):
         shared = {} if train_cells is None else train_cells
         for f in range(k):
             split = shared.get((f, "test"))
-            if split is None:
+            if split is None:   # the held-out units as a mask and as indices (faster to use)
                 test = folds == f
-                split = shared[(f, "test")] = (test, x[test])
-            test, x_test = split
+                test_at = np.flatnonzero(test)
+                split = shared[(f, "test")] = (test, test_at, x[test_at])
+            test, test_at, x_test = split
             cached = shared.get((f, cap))
             if cached is None:
                 train = ~test
@@ -647,7 +641,7 @@ class AutoCalibrator(BaseCalibrator):
                         prepared = cached[3] = _cell_points(xt, pt, nt)
                     if not _fit_cells(cal, xt, pt, nt, prepared):
                         cal.fit(*_rows(xt, pt, nt))
-                p[test] = cal.predict(x_test)
+                p[test_at] = cal.predict(x_test)
             except (ValueError, ArithmeticError, RuntimeError, np.linalg.LinAlgError) as exc:
                 return None, None, None, f"{type(exc).__name__}: {short_repr(str(exc))}"
             sizes.append(cal.map_.size)
@@ -848,6 +842,14 @@ def _fit_cells(cal: BaseCalibrator, x: np.ndarray, pos: np.ndarray, neg: np.ndar
             return False
     xk, ybar, wsum, floor = prepared
     return cal._fit_collapsed(xk, ybar, wsum, xk, floor)
+
+
+def _n_distinct(x: np.ndarray) -> int:
+    """``np.unique(x).size`` for sorted test units ``x`` (points and cells are strictly
+    increasing: their count, without a sort; row folds repeat scores: counted by ``unique``)."""
+    if x.size < 2 or bool(np.all(x[1:] > x[:-1])):
+        return int(x.size)
+    return int(np.unique(x).size)
 
 
 def _rows(x: np.ndarray, pos: np.ndarray, neg: np.ndarray):

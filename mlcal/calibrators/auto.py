@@ -9,6 +9,7 @@ in ``selection_`` and written to the JSON document under ``"fit_info"``.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import warnings
 from typing import Any
 
@@ -22,7 +23,7 @@ from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterErro
 from mlcal.calibrators.base import (BOUND_SMOOTHING_CONSTRAINTS, BaseCalibrator,
                                     CalibratorFormatError)
 from mlcal.calibrators.output_floor import data_floor, represented_rows
-from mlcal.maps.binary import DEFAULT_CLAMP, data_clamp, sharing_clamped_logs
+from mlcal.maps.binary import DEFAULT_CLAMP, LinearMap, data_clamp, sharing_clamped_logs
 from mlcal.calibrators.catalog import (available_calibrators, calibrator_class, get_calibrator,
                                        register_calibrator)
 
@@ -111,6 +112,32 @@ SMOOTH_FOLD_POINTS = 2000
 #: there one partition's choice between near-equal candidates is noisy and the fold fits are
 #: cheap; above it (and on cells or row folds) one partition is used, so large data cost the same
 REPEAT_MAX_POINTS = 5000
+#: allowed ``strict_order`` weights: from 1e-9 (the ramp's steps, ``eps / (knots + 1)``, stay
+#: far above a double's resolution for any map size mlcal writes) to 0.1
+STRICT_ORDER_RANGE = (1e-9, 0.1)
+
+
+def strictly_increasing(m, eps: float):
+    """A piecewise-linear map made strictly increasing (``AutoCalibrator(strict_order=eps)``,
+    docs/auto.md, "AUC on imbalanced data"); other maps are returned unchanged.
+
+    The knot values ``v`` (``K`` knots) are sorted (the monotone rearrangement of the map on its
+    knots: a no-op for a non-decreasing map such as isotonic regression's or the monotone
+    spline's, a reordering for ELiTE's trend filter where it dips), then mixed with the knot
+    ranks: ``(1 - eps) * sorted(v) + eps * (k + 1) / (K + 1)``. The result increases strictly
+    from the first knot to the last, so it orders the scores there as the scores do (the base
+    model's AUC on them is kept; beyond the end knots the map stays flat). The mixing moves
+    each value by at most ``eps``, and ``p' >= (1 - eps) p`` and ``1 - p' >= (1 - eps)
+    (1 - p)`` at every score, so the rearranged map's log loss grows by at most
+    ``-log(1 - eps)`` per row.
+    """
+    if not isinstance(m, LinearMap) or m.size < 2:
+        return m
+    k = np.arange(1, m.size + 1, dtype=np.float64)
+    values = (1.0 - eps) * np.sort(m.values) + eps * (k / (m.size + 1))
+    return dataclasses.replace(m, values=values)
+
+
 #: largest ``seed`` (exact in a double, so the Java evaluator compares it exactly too)
 MAX_SEED = 2 ** 53 - 1
 
@@ -287,6 +314,15 @@ class AutoCalibrator(BaseCalibrator):
     anchor_prior : float, default=300.0
         Rows of pseudo-data shrinking the anchor toward the temperature fit (used with
         ``anchor``).
+    strict_order : float or None, default=None
+        Opt-in (docs/auto.md, "AUC on imbalanced data"). ``None``: the chosen map as fitted.
+        A weight ``eps`` in [1e-9, 0.1] (1e-6, say): when the chosen candidate's map is
+        piecewise linear (spline, isotonic regression, ELiTE), it is replaced by
+        :func:`strictly_increasing`: its knot values sorted, then mixed with weight ``eps``
+        with the knot ranks, so the map orders the scores between its end knots as the base
+        model does (no ties from flat steps, no reversals from ELiTE's dips), at a cost of at
+        most ``-log(1 - eps)`` in log loss per row. The selection is unchanged; the other map
+        kinds (temperature, Platt, beta, quadratic) are kept as they are.
 
     Attributes
     ----------
@@ -330,7 +366,8 @@ class AutoCalibrator(BaseCalibrator):
                               "seed": [Integer(0, MAX_SEED)],
                               "anchor": [IsNone(), Options(tuple(ANCHORS))],
                               "anchor_se": [Real(0.0)],
-                              "anchor_prior": [Real(0.0)]}
+                              "anchor_prior": [Real(0.0)],
+                              "strict_order": [IsNone(), Real(*STRICT_ORDER_RANGE)]}
 
     def __init__(self, candidates: list[str] | None = None, n_folds: int | None = None,
                  se_rule: float = DEFAULT_SE_RULE, prefer: str = "listed",
@@ -340,7 +377,8 @@ class AutoCalibrator(BaseCalibrator):
                  quadratic_prior: float | None = DEFAULT_QUADRATIC_PRIOR,
                  beta_prior: float | None = DEFAULT_BETA_PRIOR, anchor: str | None = None,
                  anchor_se: float = DEFAULT_ANCHOR_SE,
-                 anchor_prior: float = DEFAULT_ANCHOR_PRIOR):
+                 anchor_prior: float = DEFAULT_ANCHOR_PRIOR,
+                 strict_order: float | None = None):
         self.candidates = candidates
         self.n_folds = n_folds
         self.se_rule = se_rule
@@ -354,6 +392,7 @@ class AutoCalibrator(BaseCalibrator):
         self.anchor = anchor
         self.anchor_se = anchor_se
         self.anchor_prior = anchor_prior
+        self.strict_order = strict_order
 
     # -- parameters ----------------------------------------------------------------------------
     def _validate_params(self) -> None:
@@ -452,6 +491,9 @@ class AutoCalibrator(BaseCalibrator):
         self.calibrator_ = self._refit(record, names, s, z, w, points)
         self.chosen_ = record["chosen"]
         self.selection_ = record
+        if self.strict_order is not None:
+            self.calibrator_.map_ = strictly_increasing(self.calibrator_.map_,
+                                                        float(self.strict_order))
         self.map_ = self.calibrator_.map_
         self.map_reduction_ = self.calibrator_.map_reduction_
         return self

@@ -37,16 +37,44 @@ def pairs_ordered(s, p, y):
     return int(np.sum((sp > sn) & ~(pp > pn)) + np.sum((sp < sn) & ~(pp < pn)))
 
 
+def projection(m, s):
+    """The non-decreasing knot values nearest to ``m``'s in squared error, each knot weighted
+    by the calibration rows nearest to it (brute force, scikit-learn's isotonic regression)."""
+    from sklearn.isotonic import IsotonicRegression
+    from mlcal.maps._core import apply_input_transform
+
+    if np.all(np.diff(m.values) >= 0):
+        return m.values
+    x = apply_input_transform(np.asarray(s, dtype=float), m.input_transform)
+    near = np.argmin(np.abs(x[:, None] - m.knots[None, :]), axis=1)
+    mass = np.bincount(near, minlength=m.size).astype(float)
+    mass += 1e-9 * mass.mean()
+    return IsotonicRegression().fit(np.arange(m.size), m.values, sample_weight=mass).predict(
+        np.arange(m.size))
+
+
 def test_knot_values_by_hand():
     m = LinearMap([0.1, 0.2, 0.3, 0.4], [0.05, 0.05, 0.02, 0.6])
     eps = 0.01
+    # equal knot weights: the dip pools 0.05, 0.05, 0.02 into 0.04; ramp 1/5 .. 4/5
     got = strictly_increasing(m, eps)
-    # sorted values 0.02, 0.05, 0.05, 0.6; ramp 1/5 .. 4/5
-    want = [0.99 * 0.02 + 0.01 * 0.2, 0.99 * 0.05 + 0.01 * 0.4,
-            0.99 * 0.05 + 0.01 * 0.6, 0.99 * 0.6 + 0.01 * 0.8]
+    want = [0.99 * 0.04 + 0.01 * 0.2, 0.99 * 0.04 + 0.01 * 0.4,
+            0.99 * 0.04 + 0.01 * 0.6, 0.99 * 0.6 + 0.01 * 0.8]
     assert np.allclose(got.values, want, rtol=0, atol=1e-15)
     assert np.array_equal(got.knots, m.knots)
     assert np.all(np.diff(got.values) > 0)
+    # weighted by the scores nearest each knot: 3 rows at 0.1, one at 0.2, none at 0.3 (1e-9
+    # of the mean weight 1.5 added to every knot), 2 at 0.4
+    s = [0.09, 0.1, 0.12, 0.21, 0.38, 0.5]
+    pooled = (3 * 0.05 + 0.05 + 1.5e-9 * (0.05 + 0.05 + 0.02)) / (4 + 3 * 1.5e-9)
+    got = strictly_increasing(m, eps, s)
+    assert np.allclose(got.values[:3], [0.99 * pooled + 0.01 * r for r in (0.2, 0.4, 0.6)],
+                       rtol=0, atol=1e-15)
+    # a non-decreasing map: the ramp alone
+    inc = LinearMap([0.1, 0.2, 0.3], [0.1, 0.1, 0.5])
+    assert np.allclose(strictly_increasing(inc, eps, s).values,
+                       [0.99 * 0.1 + 0.0025, 0.99 * 0.1 + 0.005, 0.99 * 0.5 + 0.0075],
+                       rtol=0, atol=1e-15)
     # other map kinds and one-knot maps are left alone
     one = LinearMap([0.5], [0.3])
     assert strictly_increasing(one, eps) is one
@@ -69,11 +97,13 @@ def test_held_out_order_kept_and_log_loss_bound(method):
     assert pairs_ordered(s_te[inside], p1[inside], y_te[inside]) == 0
     if method == "isotonic":   # the plain map's flat steps tie pairs there
         assert pairs_ordered(s_te[inside], p0[inside], y_te[inside]) > 0
-    # within eps of the rearranged map, and each row's log loss at most -log(1 - eps) worse
-    rearranged = dataclasses.replace(plain.map_, values=np.sort(plain.map_.values))
-    assert np.max(np.abs(p1 - rearranged(s_te))) <= EPS + 1e-15
+    # within eps of the projected map, and each row's log loss at most -log(1 - eps) worse
+    projected = dataclasses.replace(plain.map_, values=projection(plain.map_, s))
+    assert np.max(np.abs(p1 - projected(s_te))) <= EPS + 1e-12
     loss = lambda p: np.where(y_te == 1, -np.log(p), -np.log1p(-p))  # noqa: E731
-    assert np.all(loss(p1) - loss(rearranged(s_te)) <= -np.log1p(-EPS) + 1e-12)
+    assert np.all(loss(p1) - loss(projected(s_te)) <= -np.log1p(-EPS) + 1e-12)
+    if method != "elite":   # non-decreasing maps: only the ramp moves them
+        assert np.array_equal(projected.values, plain.map_.values)
 
 
 def test_selection_and_other_maps_unchanged():

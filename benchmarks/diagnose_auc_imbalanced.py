@@ -13,6 +13,20 @@ linear bases only (LR, NB, SVM), at random state 29 (unseen2's, diagnosed, never
     PYTHONPATH=. python benchmarks/diagnose_auc_imbalanced.py --diagnose /tmp/aucimb/imb.pkl \\
         /tmp/aucimb/imb_peers.json
 
+The opt-in ``AutoCalibrator(strict_order=1e-6)``, replayed (``--add-strict`` refits every
+piecewise-linear candidate of a collection with ``auto.strictly_increasing``; ``--replay``
+ranks the rules on the two suites as tune_auto_smsbin.py does, then on each ``--check`` set;
+``--real-check`` fits the real AutoCalibrator on the imbalanced tasks against the replay):
+
+    PYTHONPATH=. python benchmarks/diagnose_auc_imbalanced.py --add-strict \
+        /tmp/smsbin/tune2.pkl tuning /tmp/aucimb/tune_s.pkl     # likewise fresh, unseen2
+    PYTHONPATH=. python benchmarks/diagnose_auc_imbalanced.py --add-strict /tmp/aucimb/imb.pkl \
+        imbalanced /tmp/aucimb/imb_s.pkl
+    PYTHONPATH=. python benchmarks/diagnose_auc_imbalanced.py --real-check /tmp/aucimb/imb_s.pkl
+    PYTHONPATH=. python benchmarks/diagnose_auc_imbalanced.py --replay /tmp/aucimb/tune_s.pkl \
+        /tmp/aucimb/fresh_s.pkl --check /tmp/aucimb/imb_s.pkl /tmp/aucimb/imb_peers.json \
+        --check /tmp/aucimb/unseen2_s.pkl /tmp/unseen2_peers.json
+
 ``--collect`` is ``tune_auto_rule.collect`` (auto's candidates and the K = 300
 temperature-centred beta, fold seeds 0 / 1 / 2) plus, per candidate, where its held-out AUC
 went (:func:`tie_split`). ``--diagnose`` prints per task the choice of the default and anchored
@@ -226,6 +240,8 @@ def choose(record, names, criterion, se_rule, _orig=S.choose):
         base = criterion.split("|")[1]
         pick = (_orig(record, names, "anchor-guarded", 1.0) if base == "anchored"
                 else _orig(record, names, "log-loss", 0.25))
+        if criterion.endswith("|monotone") and pick.partition(":")[0] == "elite":
+            return pick   # the ramp alone: ELiTE's map left as fitted
         return pick + SUFFIX
     if not criterion.startswith("strict|"):
         return _orig(record, names, criterion, se_rule)
@@ -254,7 +270,9 @@ def replay_rules(ms=(0.5, 1.0, 1.5, 2.0, 3.0)):
             out += [(f"strict {m:g} SE over {loose} maps, {base}", names,
                      f"strict|{base}|{loose}", m) for m in ms]
     out += [(f"strict_order={EPS:g}, default", S.DEF, "strictmap|default", 0.0),
-            (f"strict_order={EPS:g}, anchored", [V] + S.DEF, "strictmap|anchored", 0.0)]
+            (f"strict_order={EPS:g}, anchored", [V] + S.DEF, "strictmap|anchored", 0.0),
+            ("ramp only (ELiTE as fitted), anchored", [V] + S.DEF,
+             "strictmap|anchored|monotone", 0.0)]
     return out + [("oracle", S.DEF, "oracle", 0.0)]
 
 
@@ -278,7 +296,8 @@ def replay(tune, fresh, checks=()):
         lines += ["", "Against the anchored rule:", ""] + S.report(sums)
     finally:
         S.DEFAULT = default
-    lines += ["", "| rule | suite | group | log loss | Brier | AUC change |", "|---|---|---|---|---|---|"]
+    lines += ["", "| rule | suite | group | log loss | Brier | AUC change |",
+              "|---|---|---|---|---|---|"]
     for s in sums:
         for key, v in sums[s].items():
             lines.append(f"| {v['label']} | {s} | {v['group']} | {v['log_loss']:.5f} | "

@@ -9,6 +9,7 @@ in ``selection_`` and written to the JSON document under ``"fit_info"``.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import warnings
 from typing import Any
 
@@ -22,7 +23,9 @@ from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterErro
 from mlcal.calibrators.base import (BOUND_SMOOTHING_CONSTRAINTS, BaseCalibrator,
                                     CalibratorFormatError)
 from mlcal.calibrators.output_floor import data_floor, represented_rows
-from mlcal.maps.binary import DEFAULT_CLAMP, data_clamp, sharing_clamped_logs
+from mlcal._solvers.pava import pava_blocks
+from mlcal.maps._core import apply_input_transform
+from mlcal.maps.binary import DEFAULT_CLAMP, LinearMap, data_clamp, sharing_clamped_logs
 from mlcal.calibrators.catalog import (available_calibrators, calibrator_class, get_calibrator,
                                        register_calibrator)
 
@@ -111,6 +114,47 @@ SMOOTH_FOLD_POINTS = 2000
 #: there one partition's choice between near-equal candidates is noisy and the fold fits are
 #: cheap; above it (and on cells or row folds) one partition is used, so large data cost the same
 REPEAT_MAX_POINTS = 5000
+#: allowed ``strict_order`` weights: from 1e-9 (the ramp's steps, ``eps / (knots + 1)``, stay
+#: far above a double's resolution for any map size mlcal writes) to 0.1
+STRICT_ORDER_RANGE = (1e-9, 0.1)
+
+
+def strictly_increasing(m, eps: float, scores: np.ndarray | None = None,
+                        weights: np.ndarray | None = None):
+    """A piecewise-linear map made strictly increasing (``AutoCalibrator(strict_order=eps)``,
+    docs/auto.md, "AUC on imbalanced data"); other maps are returned unchanged.
+
+    Knot values ``v`` (``K`` knots) that decrease somewhere (ELiTE's trend filter) are first
+    replaced by their weighted isotonic regression (the non-decreasing values nearest in
+    squared error), each knot weighted by the calibration weight of the ``scores`` nearest
+    to it (midpoint cells in the map's input space, plus ``1e-9`` of the mean so that an
+    empty cell counts); without ``scores``, every knot weighs the same. A non-decreasing
+    map (isotonic regression's, the monotone spline's) is kept as it is. The values are then
+    mixed with the knot ranks, ``(1 - eps) * v + eps * (k + 1) / (K + 1)``, so the map
+    increases strictly from its first knot to its last and orders the scores there as the
+    scores do (the base model's AUC on them is kept; beyond the end knots it stays flat). The
+    mixing moves each value by at most ``eps``, with ``p' >= (1 - eps) p`` and
+    ``1 - p' >= (1 - eps) (1 - p)`` at every score: it adds at most ``-log(1 - eps)`` to
+    each row's log loss.
+    """
+    if not isinstance(m, LinearMap) or m.size < 2:
+        return m
+    v = m.values
+    if np.any(np.diff(v) < 0.0):
+        mass = np.ones(m.size)
+        if scores is not None:
+            x = apply_input_transform(np.asarray(scores, dtype=np.float64), m.input_transform)
+            w = np.ones(x.size) if weights is None else np.asarray(weights, dtype=np.float64)
+            cell = np.searchsorted((m.knots[1:] + m.knots[:-1]) / 2.0, x)
+            mass = np.bincount(cell, weights=w, minlength=m.size)
+            mass = mass + 1e-9 * max(float(mass.mean()), np.finfo(float).tiny)
+        starts, blocks = pava_blocks(v, mass)
+        v = blocks[np.searchsorted(starts, np.arange(m.size), side="right") - 1]
+    k = np.arange(1, m.size + 1, dtype=np.float64)
+    values = (1.0 - eps) * np.clip(v, 0.0, 1.0) + eps * (k / (m.size + 1))
+    return dataclasses.replace(m, values=values)
+
+
 #: largest ``seed`` (exact in a double, so the Java evaluator compares it exactly too)
 MAX_SEED = 2 ** 53 - 1
 
@@ -280,6 +324,16 @@ class AutoCalibrator(BaseCalibrator):
     anchor_prior : float, default=300.0
         Rows of pseudo-data shrinking the anchor toward the temperature fit (used with
         ``anchor``).
+    strict_order : float or None, default=None
+        Opt-in (docs/auto.md, "AUC on imbalanced data"). ``None``: the chosen map as fitted.
+        A weight ``eps`` in [1e-9, 0.1] (1e-6, say): when the chosen candidate's map is
+        piecewise linear (spline, isotonic regression, ELiTE), it is replaced by
+        :func:`strictly_increasing`: where its knot values decrease (ELiTE), their isotonic
+        regression weighted by the calibration rows nearest each knot; then mixed with
+        weight ``eps`` with the knot ranks, so the map orders the scores between its end
+        knots as the base model does (no ties from flat steps, no reversals), at a cost of at
+        most ``-log(1 - eps)`` in log loss per row on top of the isotonic step. The selection is unchanged; the other map
+        kinds (temperature, Platt, beta, quadratic) are kept as they are.
 
     Attributes
     ----------
@@ -323,7 +377,8 @@ class AutoCalibrator(BaseCalibrator):
                               "seed": [Integer(0, MAX_SEED)],
                               "anchor": [IsNone(), Options(tuple(ANCHORS))],
                               "anchor_se": [Real(0.0)],
-                              "anchor_prior": [Real(0.0)]}
+                              "anchor_prior": [Real(0.0)],
+                              "strict_order": [IsNone(), Real(*STRICT_ORDER_RANGE)]}
 
     def __init__(self, candidates: list[str] | None = None, n_folds: int | None = None,
                  se_rule: float = DEFAULT_SE_RULE, prefer: str = "listed",
@@ -333,7 +388,8 @@ class AutoCalibrator(BaseCalibrator):
                  quadratic_prior: float | None = DEFAULT_QUADRATIC_PRIOR,
                  beta_prior: float | None = DEFAULT_BETA_PRIOR, anchor: str | None = None,
                  anchor_se: float = DEFAULT_ANCHOR_SE,
-                 anchor_prior: float = DEFAULT_ANCHOR_PRIOR):
+                 anchor_prior: float = DEFAULT_ANCHOR_PRIOR,
+                 strict_order: float | None = None):
         self.candidates = candidates
         self.n_folds = n_folds
         self.se_rule = se_rule
@@ -347,6 +403,7 @@ class AutoCalibrator(BaseCalibrator):
         self.anchor = anchor
         self.anchor_se = anchor_se
         self.anchor_prior = anchor_prior
+        self.strict_order = strict_order
 
     # -- parameters ----------------------------------------------------------------------------
     def _validate_params(self) -> None:
@@ -445,6 +502,9 @@ class AutoCalibrator(BaseCalibrator):
         self.calibrator_ = self._refit(record, names, s, z, w, points)
         self.chosen_ = record["chosen"]
         self.selection_ = record
+        if self.strict_order is not None:
+            self.calibrator_.map_ = strictly_increasing(self.calibrator_.map_,
+                                                        float(self.strict_order), s, w)
         self.map_ = self.calibrator_.map_
         self.map_reduction_ = self.calibrator_.map_reduction_
         return self

@@ -16,13 +16,16 @@ a slow spell of the machine hits both trees alike. Medians per tree, and the rat
 trees' ``auto / isotonic``.
 
 ``--anchor``: also ``AutoCalibrator(anchor="beta-temperature")`` (the opt-in anchor,
-docs/auto.md), interleaved in the same repeats, with its ratio to isotonic and to ``auto``.
+docs/auto.md), interleaved in the same repeats, with its ratio to isotonic and to ``auto``;
+with ``--trees``, each worker also fits the anchored ``auto`` in every repeat (its median and
+ratio to the pooled isotonic median, and its change in CV log loss against the first tree).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -69,9 +72,17 @@ def phases(auto: mlcal.AutoCalibrator, s: np.ndarray, y: np.ndarray) -> dict[str
     return out
 
 
+def _record(auto: mlcal.AutoCalibrator) -> dict:
+    """The choice, the CV log losses and the chosen map of a fitted ``auto``."""
+    return {"chosen": auto.chosen_,
+            "cv": {r["method"]: r.get("cv_log_loss") for r in auto.selection_["candidates"]},
+            "map": repr(auto.map_)}
+
+
 def worker() -> None:
-    """Serve ``{"kind", "n"}`` requests on stdin: one isotonic and one auto fit, CPU seconds
-    (and auto's choice) as one JSON line on stdout."""
+    """Serve ``{"kind", "n", "anchor"}`` requests on stdin: one isotonic and one auto fit (and
+    with ``anchor`` one anchored auto fit), CPU seconds (and auto's choice) as one JSON line on
+    stdout."""
     data = {}
     for line in sys.stdin:
         req = json.loads(line)
@@ -85,12 +96,16 @@ def worker() -> None:
         auto = mlcal.AutoCalibrator()
         ti = cpu(lambda: mlcal.Isotonic().fit(s, y))
         ta = cpu(lambda: auto.fit(s, y))
-        print(json.dumps({"iso": ti, "auto": ta, "chosen": auto.chosen_,
-                          "cv": {r["method"]: r.get("cv_log_loss")
-                                 for r in auto.selection_["candidates"]}}), flush=True)
+        out = {"iso": ti, "auto": ta, **_record(auto)}
+        if req.get("anchor"):
+            anchored = mlcal.AutoCalibrator(anchor="beta-temperature")
+            out["anchor"] = cpu(lambda: anchored.fit(s, y))
+            out["anchored"] = _record(anchored)
+        print(json.dumps(out), flush=True)
 
 
-def compare_trees(trees: list[str], kinds: list[str], sizes: list[int], repeats: int) -> None:
+def compare_trees(trees: list[str], kinds: list[str], sizes: list[int], repeats: int,
+                  anchor: bool = False) -> None:
     """Interleaved medians of isotonic and auto per source tree (module docstring)."""
     procs = []
     for tree in trees:
@@ -100,14 +115,18 @@ def compare_trees(trees: list[str], kinds: list[str], sizes: list[int], repeats:
                                       env=env, cwd=os.path.abspath(tree)))
 
     def ask(proc, kind, n):
-        proc.stdin.write(json.dumps({"kind": kind, "n": n}) + "\n")
+        proc.stdin.write(json.dumps({"kind": kind, "n": n, "anchor": anchor}) + "\n")
         proc.stdin.flush()
         return json.loads(proc.stdout.readline())
 
     print("| data | N | tree | isotonic ms | auto ms | auto / isotonic (own) | "
           "auto / isotonic (pooled) | auto vs first tree | chosen | "
-          "max CV log-loss change vs first tree |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "max CV log-loss change vs first tree |" +
+          (" auto+anchor ms | auto+anchor / isotonic (pooled) | auto+anchor vs first tree | "
+           "chosen | max CV log-loss change vs first tree | same map as first tree |"
+           if anchor else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|---|---|---|"
+                                                       if anchor else ""))
     for kind in kinds:
         for n in sizes:
             runs = [[] for _ in trees]
@@ -118,21 +137,30 @@ def compare_trees(trees: list[str], kinds: list[str], sizes: list[int], repeats:
                 for i in order:
                     runs[i].append(ask(procs[i], kind, n))
             first = None
+
+            def moved(cv, ref):
+                return max((abs(cv[m] - ref[m]) for m in cv
+                            if cv[m] is not None and ref.get(m) is not None),
+                           default=float("nan"))
+
             # isotonic's code is the same in every tree: the median over all trees' runs is
             # the steadier unit under a varying load
             pooled = float(np.median([v["iso"] for res in runs for v in res]))
             for tree, res in zip(trees, runs):
                 ti = float(np.median([v["iso"] for v in res]))
                 ta = float(np.median([v["auto"] for v in res]))
-                cv = res[-1]["cv"]
+                tn = float(np.median([v["anchor"] for v in res])) if anchor else math.nan
                 if first is None:
-                    first = (ta, cv)
-                moved = max((abs(cv[m] - first[1][m]) for m in cv
-                             if cv[m] is not None and first[1].get(m) is not None),
-                            default=float("nan"))
-                print(f"| {kind} | {n:g} | {tree} | {ti * 1e3:.1f} | {ta * 1e3:.1f} | "
-                      f"{ta / ti:.2f} | {ta / pooled:.2f} | {ta / first[0]:.2f} | "
-                      f"{res[-1]['chosen']} | {moved:.1e} |", flush=True)
+                    first = (ta, res[-1], tn)
+                row = (f"| {kind} | {n:g} | {tree} | {ti * 1e3:.1f} | {ta * 1e3:.1f} | "
+                       f"{ta / ti:.2f} | {ta / pooled:.2f} | {ta / first[0]:.2f} | "
+                       f"{res[-1]['chosen']} | {moved(res[-1]['cv'], first[1]['cv']):.1e} |")
+                if anchor:
+                    got, ref = res[-1]["anchored"], first[1]["anchored"]
+                    row += (f" {tn * 1e3:.1f} | {tn / pooled:.2f} | {tn / first[2]:.2f} | "
+                            f"{got['chosen']} | {moved(got['cv'], ref['cv']):.1e} | "
+                            f"{got['map'] == ref['map'] and res[-1]['map'] == first[1]['map']} |")
+                print(row, flush=True)
     for proc in procs:
         proc.stdin.close()
         proc.wait()
@@ -153,7 +181,8 @@ def main(argv=None) -> None:
         worker()
         return
     if args.trees:
-        compare_trees(args.trees, args.kinds, [int(v) for v in args.sizes], args.repeats)
+        compare_trees(args.trees, args.kinds, [int(v) for v in args.sizes], args.repeats,
+                      args.anchor)
         return
     if args.anchor:
         print("| data | N | mlcal isotonic ms | auto ms | auto / isotonic | chosen | "

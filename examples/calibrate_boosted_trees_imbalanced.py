@@ -2,6 +2,7 @@
 
     python examples/calibrate_boosted_trees_imbalanced.py
     python examples/calibrate_boosted_trees_imbalanced.py --rows 12000   # a quicker run
+    python examples/calibrate_boosted_trees_imbalanced.py --no-reports   # no HTML reports
 
 120 000 rows by default (``--rows``), about 3 % positives, split half/quarter/quarter into
 train/calibrate/test. XGBoost is trained with ``scale_pos_weight`` (the usual
@@ -10,6 +11,8 @@ throw-away sqlite store and registered: Platt scaling on the raw margins (log-od
 isotonic regression on the probabilities. The ECE gate promotes the better one to
 ``@champion``, which is then served by a real ``mlflow models serve`` on 127.0.0.1 and
 exported to one fused ONNX graph (trees + calibration map), checked in onnxruntime.
+Each calibration run logs its HTML report and each gate decision its gate report
+(``--no-reports``: neither; the metrics, models and decisions are the same).
 """
 
 import argparse
@@ -38,7 +41,11 @@ NAME = "boosted-imbalanced"
 ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 ap.add_argument("--rows", type=int, default=120_000,
                 help="rows generated (default 120000; the test suite runs a smaller set)")
-ROWS = ap.parse_args().rows
+ap.add_argument("--no-reports", dest="reports", action="store_false",
+                help="log no HTML reports: neither the calibration runs' reports nor the "
+                     "gate's; the metrics, models and decisions are the same")
+args = ap.parse_args()
+ROWS = args.rows
 if ROWS < 4000:
     ap.error(f"--rows must be at least 4000 (got {ROWS}): the test quarter needs positives")
 t_start = time.monotonic()
@@ -71,7 +78,7 @@ with tempfile.TemporaryDirectory() as tmp:
         run = mlcal.mlflow.calibrate_and_log(
             base, frame[cal], y[cal], calibrator=method, score=score, X_eval=frame[test],
             y_eval=y[test], registered_model_name=NAME, run_name=f"xgb-{method}-{score}",
-            input_example=frame[cal].iloc[:3])
+            input_example=frame[cal].iloc[:3], html_report=args.reports)
         versions[method] = run.model_info.registered_model_version
         print(f"v{versions[method]} {method:8s} on {score:13s}: ECE "
               f"{run.report['before']['ece']:.4f} -> {run.report['after']['ece']:.4f}, "
@@ -79,7 +86,8 @@ with tempfile.TemporaryDirectory() as tmp:
 
     holdout = frame[test].assign(y=y[test])
     for method in versions:  # each candidate meets the gate on the same hold-out rows
-        decision = promote(NAME, versions[method], max_ece=0.02, data=holdout)
+        decision = promote(NAME, versions[method], max_ece=0.02, data=holdout,
+                           report=args.reports)
         print(decision.explain())
 
     champion = mlflow.MlflowClient().get_model_version_by_alias(NAME, "champion")

@@ -25,6 +25,9 @@ _VARIANTS: dict[str, list[dict]] = {
     "abb": [{}, {"max_unique": 50}],
     "bbq": [{"bin_estimate": "authors"}, {"bin_estimate": "beta_mean"}],
     "venn-abers": [{}, {"n_folds": 3}],
+    # the temperature-centred prior (auto's anchor) has a kernel of its own
+    "beta": [{}, {"identity_prior": 300.0, "smooth_targets": False,
+                  "prior_center": "temperature"}],
 }
 
 

@@ -386,6 +386,8 @@ def live(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     env.update(quiet, MLFLOW_TRACKING_URI=tracking.url, MLCAL_WEBHOOK_SECRET=SECRET,
                PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
+    # --no-report: the gates' decisions, tags and history are what this test reads; the HTML
+    # gate report (logged after the decision is recorded) is checked in test_gate_mcb_report.py
     # launched while the tracking server starts (its webhook registration comes after its
     # imports, and MLflow's client retries a refused connection)
     out_path = root / "gate-server.out"
@@ -393,7 +395,7 @@ def live(tmp_path_factory):
         receiver = subprocess.Popen(
             [sys.executable, "-m", "mlcal", "gate-server", "--model", MODEL,
              "--data", str(root / "eval.parquet"), "--max-ece", "0.05", "--port", str(port),
-             "--log-file", str(log_path), "--register-webhook"],
+             "--log-file", str(log_path), "--register-webhook", "--no-report"],
             stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root)
     base = GaussianNB().fit(frame[tr], y[tr])
     models = {"good": CalibratedModel(base, Platt()).fit(frame[cal], y[cal]),

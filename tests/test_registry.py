@@ -152,7 +152,7 @@ def test_in_sample_or_untagged_logged_metrics_are_refused_without_data(registry,
     d = promote(NAME, v_in, max_ece=0.05, allow_in_sample=True)
     assert d.promoted and "in-sample metrics allowed" in d.source
     assert main(["promote", "--model-name", NAME, "--version", str(v_untagged), "--max-ece",
-                 "0.05", "--allow-in-sample"]) == 0
+                 "0.05", "--allow-in-sample", "--no-report"]) == 0
     assert holder(registry) == str(v_untagged)
 
 
@@ -377,7 +377,7 @@ def test_a_model_that_only_loads_by_unpickling_needs_allow_pickle(registry, mode
     assert main(cli + ["--version", str(v_good)]) == 2
     assert f"models:/{NAME}/{v_sk} is not an mlcal-flavour model" in capsys.readouterr().err
     assert holder(registry) == str(v_sk)
-    assert main(cli + ["--version", str(v_good), "--allow-pickle", "--json"]) == 0
+    assert main(cli + ["--version", str(v_good), "--allow-pickle", "--json", "--no-report"]) == 0
     out = json.loads(capsys.readouterr().out)
     by = {c["name"]: c["value"] for c in out["criteria"]}
     pg = good.predict_proba(X)[:, 1]

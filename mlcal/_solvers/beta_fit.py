@@ -15,8 +15,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import njit
 
-from mlcal._solvers.detmath import det_expit_array, det_log
+from mlcal._solvers.detmath import det_expit, det_expit_array, det_log
 from mlcal._solvers.logistic_newton import fit_logistic, fit_nonnegative
 from mlcal._solvers.platt_newton import platt_targets
 from mlcal._solvers.ties import sort_and_collapse
@@ -40,8 +41,32 @@ def point_targets(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray, smooth: boo
     return x, t, wsum, float(det_log((n_pos + 1.0) / (n_neg + 1.0)))
 
 
+def total_weight(wsum: np.ndarray) -> float:
+    """``math.fsum(wsum.tolist())``, the correctly rounded total weight (``OverflowError``
+    where that is beyond the largest double), without the list when the weights are counts:
+    non-negative integers with ``max * n <= 2**53`` (decided in integer arithmetic), whose
+    partial sums are all integers of at most ``2**53``, hence exact in any order, so NumPy's
+    sum is the exact total itself."""
+    n = wsum.size
+    if n:
+        top = float(np.max(wsum))
+        if top <= 2.0 ** 53 and float(np.min(wsum)) >= 0.0 and int(top) * n <= 2 ** 53 \
+                and bool((wsum == np.rint(wsum)).all()):
+            return float(np.sum(wsum))
+    return math.fsum(wsum.tolist())
+
+
+def prior_total(wsum: np.ndarray) -> float | None:
+    """:func:`total_weight`, or ``None`` where it overflows (then
+    :func:`identity_prior_targets` leaves the targets as they are)."""
+    try:
+        return total_weight(wsum)
+    except OverflowError:
+        return None
+
+
 def identity_prior_targets(t: np.ndarray, wsum: np.ndarray, base: np.ndarray,
-                           prior_rows: float) -> np.ndarray:
+                           prior_rows: float, total: float | None = None) -> np.ndarray:
     """Targets of the data plus ``prior_rows`` rows of pseudo-data spread over the points in
     proportion to their weights ``wsum``, labelled with the base model's probabilities
     ``base``. The cross-entropy is linear in the target, so the augmented objective is the
@@ -50,13 +75,28 @@ def identity_prior_targets(t: np.ndarray, wsum: np.ndarray, base: np.ndarray,
     the mean KL divergence from the base probabilities to the fitted ones, zero at the identity
     map, fading as the data grow. Divided by ``1 + r`` (same minimiser), that is the weighted
     cross-entropy, weights unchanged, against ``(1 - beta) t + beta base`` with
-    ``beta = prior_rows / (W + prior_rows)``, which never overflows (tiny or huge weights)."""
-    try:
-        total = math.fsum(wsum.tolist())
-    except OverflowError:   # weights near the largest double: the prior is nothing against them
-        return t
+    ``beta = prior_rows / (W + prior_rows)``, which never overflows (tiny or huge weights).
+
+    ``total``: ``W`` (:func:`total_weight`) when the caller has it already."""
+    if total is None:
+        try:
+            total = total_weight(wsum)
+        except OverflowError:   # weights near the largest double: the prior is nothing
+            return t
     beta = float(prior_rows) / (total + float(prior_rows))
-    return (1.0 - beta) * t + beta * base
+    out = (1.0 - beta) * t   # (1 - beta) t + beta base, the same operations, one temporary less
+    out += beta * base
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _temperature_targets(t, logit, k, keep, beta):
+    """``keep * t + beta * det_expit_array(k * logit)`` in one pass (the same operations per
+    row, so the same bits as :func:`identity_prior_targets` of those probabilities)."""
+    out = np.empty(t.shape[0])
+    for i in range(t.shape[0]):
+        out[i] = keep * t[i] + beta * det_expit(k * logit[i])
+    return out
 
 
 def log_features(s: np.ndarray, clamp: tuple[float, float] = DEFAULT_CLAMP
@@ -112,26 +152,35 @@ def fit_beta_points(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray, parameter
         raise ValueError(f"prior_center must be one of {PRIOR_CENTERS}, got {prior_center!r}")
     x, t, wsum, start = point_targets(x, ybar, wsum, smooth)
     l1, l2 = log_features(x, clamp)
+    logit = None   # l1 + l2, the clamped log-odds, computed once for every use
     if identity_prior > 0.0:
+        total = prior_total(wsum)   # once for both prior targets
         base = np.clip(x, clamp[0], clamp[1])
         if prior_center == "temperature":
-            ident = identity_prior_targets(t, wsum, base, identity_prior)
-            coef, _, _, ok = fit_nonnegative((l1 + l2)[:, None], ident, wsum, intercept=False,
+            logit = l1 + l2
+            ident = identity_prior_targets(t, wsum, base, identity_prior, total)
+            coef, _, _, ok = fit_nonnegative((logit,), ident, wsum, intercept=False,
                                              with_loss=False)
             if not ok:
                 raise separable_error("beta calibration")
-            base = det_expit_array(float(coef[0]) * (l1 + l2))
-        t = identity_prior_targets(t, wsum, base, identity_prior)
+            if total is not None:
+                # identity_prior_targets of the temperature fit's probabilities, fused
+                beta = float(identity_prior) / (total + float(identity_prior))
+                t = _temperature_targets(t, logit, float(coef[0]), 1.0 - beta, beta)
+        else:
+            t = identity_prior_targets(t, wsum, base, identity_prior, total)
+    # the features go to the solver as columns (no n x k copy of them; the same bits)
     if parameters == "abm":
-        coef, c, _, ok = fit_nonnegative(np.column_stack((l1, l2)), t, wsum, intercept=True,
+        coef, c, _, ok = fit_nonnegative((l1, l2), t, wsum, intercept=True,
                                          start_intercept=start, with_loss=False)
         a, b = coef
     elif parameters == "am":
-        coef, c, _, ok = fit_nonnegative((l1 + l2)[:, None], t, wsum, intercept=True,
-                                         start_intercept=start, with_loss=False)
+        coef, c, _, ok = fit_nonnegative((l1 + l2 if logit is None else logit,), t, wsum,
+                                         intercept=True, start_intercept=start,
+                                         with_loss=False)
         a = b = coef[0]
     elif parameters == "ab":
-        coef, _, _, ok = fit_nonnegative(np.column_stack((l1 + LN2, l2 - LN2)), t, wsum,
+        coef, _, _, ok = fit_nonnegative((l1 + LN2, l2 - LN2), t, wsum,
                                          intercept=False, with_loss=False)
         a, b = coef
         c = a * LN2 - b * LN2
@@ -171,7 +220,7 @@ def fit_logit_scaling_points(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray, 
     if on_logit:
         l1, l2 = log_features(x, clamp)
         x = l1 + l2
-    coef, c, _, ok = fit_nonnegative(x[:, None], t, wsum, intercept=intercept,
+    coef, c, _, ok = fit_nonnegative((x,), t, wsum, intercept=intercept,
                                      start_intercept=start, with_loss=False)
     if not ok:
         raise separable_error(method)
@@ -216,21 +265,21 @@ def fit_quadratic_points(x: np.ndarray, ybar: np.ndarray, wsum: np.ndarray, *, s
     x, t, wsum, start = point_targets(x, ybar, wsum, smooth)
     if identity_prior > 0.0:
         base = np.clip(x, clamp[0], clamp[1]) if on_logit else det_expit_array(x)
-        prior_t = identity_prior_targets(t, wsum, base, identity_prior)
+        total = prior_total(wsum)
+        prior_t = identity_prior_targets(t, wsum, base, identity_prior, total)
         if prior_t is not t:
             # the targets' objective is the augmented one divided by 1 + m / W: so is the
             # ridge, which stays in units of the data's own weight
-            total = math.fsum(wsum.tolist())
             penalty = float(penalty) * (total / (total + float(identity_prior)))
         t = prior_t
     z = logit_clamped(x, clamp) if on_logit else x
     if square:
-        coef, c, _, ok = fit_logistic(np.column_stack((z, z * z)), t, wsum, intercept=True,
+        coef, c, _, ok = fit_logistic((z, z * z), t, wsum, intercept=True,
                                       start_intercept=start, penalty=[0.0, float(penalty)],
                                       with_loss=False)
         a, b = coef
     else:
-        coef, c, _, ok = fit_logistic(z[:, None], t, wsum, intercept=True,
+        coef, c, _, ok = fit_logistic((z,), t, wsum, intercept=True,
                                       start_intercept=start, with_loss=False)
         a, b = coef[0], 0.0
     if not ok:

@@ -525,6 +525,41 @@ def det_log_array(x: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
+def clipped_neg_log_pair(p: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(-det_log_array(q), -det_log_array(1.0 - q))`` for ``q = np.clip(p, lo, hi)``, in one
+    pass without temporaries: the same values (each entry takes :func:`det_log_array`'s
+    operations for it; ``q`` is ``p`` clipped as ``np.clip`` does, NaN kept). An entry whose
+    ``q`` equals the previous entry's (a step map's run) copies its logs: the same values."""
+    n = p.shape[0]
+    out_p = np.empty(n)
+    out_q = np.empty(n)
+    prev = np.nan
+    for i in range(n):
+        q = p[i]
+        if q < lo:
+            q = lo
+        if q > hi:
+            q = hi
+        if i > 0 and q == prev:
+            out_p[i] = out_p[i - 1]
+            out_q[i] = out_q[i - 1]
+            continue
+        prev = q
+        r = 1.0 - q
+        bits = np.float64(q).view(np.int64)
+        if bits < _MIN_NORMAL_BITS or bits >= _INF_BITS:
+            out_p[i] = -det_log(q)
+        else:
+            out_p[i] = -_log_of_bits(bits, 0.0)
+        bits = np.float64(r).view(np.int64)
+        if bits < _MIN_NORMAL_BITS or bits >= _INF_BITS:
+            out_q[i] = -det_log(r)
+        else:
+            out_q[i] = -_log_of_bits(bits, 0.0)
+    return out_p, out_q
+
+
+@njit(cache=True, nogil=True)
 def det_log1p_array(x: np.ndarray) -> np.ndarray:
     """:func:`det_log1p` over a float64 1-D array (new array).
 

@@ -442,32 +442,202 @@ def _solve(h, g):
     return out
 
 
-def _scale_columns(x: np.ndarray, w: np.ndarray, intercept: bool):
-    """Standardised columns (+ a column of ones with an intercept), and per column (shift,
-    scale) so that ``x_j = shift_j + scale_j * g_j``."""
-    cols, shifts, scales = [], [], []
+#: NumPy's pairwise summation (``np.add.reduce`` of a contiguous float64 array: blocks of at
+#: most this many terms summed by eight interleaved accumulators, halves combined recursively)
+_PAIRWISE_BLOCK = 128
+
+
+@njit(cache=True, nogil=True)
+def _term(f, w, scale, m, mode, i):
+    """Term ``i`` of the sums of :func:`_standardise_column`, with ``fs = f * scale``:
+    ``fs``, ``w fs``, ``(fs - m)^2``, ``(w (fs - m)) (fs - m)`` for modes 0-3 (NumPy's
+    ``fs``, ``w * fs``, ``d * d``, ``w * d * d``, the same operations)."""
+    fs = f[i] * scale
+    if mode == 0:
+        return fs
+    if mode == 1:
+        return w[i] * fs
+    d = fs - m
+    if mode == 2:
+        return d * d
+    return w[i] * d * d
+
+
+@njit(cache=True, nogil=True)
+def _pairwise_block(f, w, scale, m, mode, lo, n):
+    """A leaf of NumPy's pairwise sum (``pairwise_sum`` of its add loop, ``n <= 128`` terms
+    ``lo ..`` of :func:`_term`): eight interleaved accumulators, combined as a tree, then the
+    remainder in order."""
+    if n < 8:
+        res = -0.0
+        for i in range(lo, lo + n):
+            res += _term(f, w, scale, m, mode, i)
+        return res
+    r0 = _term(f, w, scale, m, mode, lo)
+    r1 = _term(f, w, scale, m, mode, lo + 1)
+    r2 = _term(f, w, scale, m, mode, lo + 2)
+    r3 = _term(f, w, scale, m, mode, lo + 3)
+    r4 = _term(f, w, scale, m, mode, lo + 4)
+    r5 = _term(f, w, scale, m, mode, lo + 5)
+    r6 = _term(f, w, scale, m, mode, lo + 6)
+    r7 = _term(f, w, scale, m, mode, lo + 7)
+    i = 8
+    top = n - n % 8
+    while i < top:
+        j = lo + i
+        r0 += _term(f, w, scale, m, mode, j)
+        r1 += _term(f, w, scale, m, mode, j + 1)
+        r2 += _term(f, w, scale, m, mode, j + 2)
+        r3 += _term(f, w, scale, m, mode, j + 3)
+        r4 += _term(f, w, scale, m, mode, j + 4)
+        r5 += _term(f, w, scale, m, mode, j + 5)
+        r6 += _term(f, w, scale, m, mode, j + 6)
+        r7 += _term(f, w, scale, m, mode, j + 7)
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += _term(f, w, scale, m, mode, lo + i)
+        i += 1
+    return res
+
+
+@njit(cache=True, nogil=True)
+def _scaled_sum(f, w, scale, m, mode):
+    """``np.sum`` of the terms of :func:`_term` over all rows, without materialising them:
+    NumPy's pairwise sum (blocks of at most :data:`_PAIRWISE_BLOCK` terms; a longer range is
+    split at half its length rounded down to a multiple of 8 and the halves' sums added), the
+    same additions in the same order, added to the identity 0.0 as NumPy's reduction does.
+    The recursion runs on an explicit stack (numba's disk cache mishandles recursive
+    kernels)."""
+    # tasks: (lo, n) to sum, or n = -1: add the two sums on top of the value stack
+    task_lo = np.empty(256, dtype=np.int64)
+    task_n = np.empty(256, dtype=np.int64)
+    vals = np.empty(256)
+    nt = 1
+    nv = 0
+    task_lo[0] = 0
+    task_n[0] = f.shape[0]
+    while nt > 0:
+        nt -= 1
+        lo = task_lo[nt]
+        n = task_n[nt]
+        if n < 0:
+            b = vals[nv - 1]
+            a = vals[nv - 2]
+            nv -= 1
+            vals[nv - 1] = a + b
+        elif n <= _PAIRWISE_BLOCK:
+            vals[nv] = _pairwise_block(f, w, scale, m, mode, lo, n)
+            nv += 1
+        else:
+            n2 = n // 2
+            n2 -= n2 % 8
+            task_lo[nt] = 0   # add the halves' sums once both are done
+            task_n[nt] = -1
+            task_lo[nt + 1] = lo + n2   # the right half, summed second
+            task_n[nt + 1] = n - n2
+            task_lo[nt + 2] = lo        # the left half, summed first
+            task_n[nt + 2] = n2
+            nt += 3
+    return 0.0 + vals[0]
+
+
+@njit(cache=True, nogil=True)
+def _max_abs(f):
+    """``np.max(np.abs(f))`` of a non-empty array (NaN if any entry is NaN)."""
+    top = 0.0
+    nan = False
+    for i in range(f.shape[0]):
+        a = abs(f[i])
+        if a > top:
+            top = a
+        elif a != a:
+            nan = True
+    return np.nan if nan else top
+
+
+@njit(cache=True, nogil=True)
+def _write_scaled(f, scale, m, sd, out):
+    """``out = (f * scale - m) / sd`` (NumPy's ``(fs - m) / sd``; ``m = 0``: ``fs / sd``,
+    as ``fs - 0.0`` is ``fs``)."""
+    for i in range(f.shape[0]):
+        out[i] = (f[i] * scale - m) / sd
+
+
+def _standardise_column(f: np.ndarray, w: np.ndarray, wt: float, unit: bool, centre: bool,
+                        out: np.ndarray) -> tuple[float, float]:
+    """One column of :func:`_scale_columns` written into ``out``, fused (four passes over
+    ``f``, no temporaries): with ``centre``, :func:`platt_newton.standardise`'s ``g`` and
+    ``(shift, scale)``; without, the power-of-two prescaled column divided by its weighted
+    root mean square. Every sum is NumPy's pairwise sum of the same terms in the same order
+    and the divisions and square roots are Python's, so the same bits as the NumPy code
+    (kept for the cases the fused kernels do not cover: an empty column, a prescale beyond
+    ``2**+-1000``)."""
+    if f.size == 0:
+        top = float(np.max(np.abs(f)))   # (raises as before)
+    top = float(_max_abs(f))
+    e = math.frexp(top)[1] if 0.0 < top < math.inf else 0
+    if not -1000 < -e < 1000:
+        return None
+    scale = 2.0 ** -e
+    if centre:
+        m = float(_scaled_sum(f, w, scale, 0.0, 0 if unit else 1)) / wt
+        sd = math.sqrt(float(_scaled_sum(f, w, scale, m, 2 if unit else 3)) / wt)
+        if not sd > 0.0:
+            sd = math.ldexp(1.0, -e)
+        _write_scaled(f, scale, m, sd, out)
+        return m / sd * math.ldexp(sd, e), math.ldexp(sd, e)
+    rms = math.sqrt(float(_scaled_sum(f, w, scale, 0.0, 2 if unit else 3)) / wt)
+    rms = rms if rms > 0.0 else 1.0
+    _write_scaled(f, scale, 0.0, rms, out)
+    return 0.0, math.ldexp(rms, e)
+
+
+def _scale_columns(cols, w: np.ndarray, intercept: bool):
+    """The standardised feature columns ``cols`` (+ a column of ones with an intercept) as one
+    C-contiguous ``n x k`` array, each written in place (no stacking copy), and per column
+    (shift, scale) so that ``x_j = shift_j + scale_j * g_j``."""
+    n = w.size
+    shifts, scales = [], []
+    g = np.empty((n, len(cols) + (1 if intercept else 0)))
     wt = float(np.sum(w))
-    for j in range(x.shape[1]):
-        f = x[:, j]
+    unit = unit_weights(w)
+    for j, f in enumerate(cols):
+        f = np.ascontiguousarray(f)
+        fused = _standardise_column(f, w, wt, unit, intercept, g[:, j])
+        if fused is not None:
+            shifts.append(fused[0])
+            scales.append(fused[1])
+            continue
         if intercept:
-            g, m_over_sd, sd = standardise(f, w)
-            cols.append(g)
+            _, m_over_sd, sd = standardise(f, w, out=g[:, j])
             shifts.append(m_over_sd * sd)
             scales.append(sd)
             continue
         top = float(np.max(np.abs(f)))
         e = math.frexp(top)[1] if 0.0 < top < math.inf else 0
         fs = scale_by_power_of_two(f, -e)
-        ff = fs * fs if unit_weights(w) else w * fs * fs
+        ff = fs * fs if unit else w * fs * fs
         rms = math.sqrt(float(np.sum(ff)) / wt)   # IEEE sqrt: same bits everywhere
         rms = rms if rms > 0.0 else 1.0
-        cols.append(fs / rms)
+        np.divide(fs, rms, out=g[:, j])
         shifts.append(0.0)
         scales.append(math.ldexp(rms, e))
     if intercept:
-        cols.append(np.ones(x.shape[0]))
-    g = np.ascontiguousarray(np.column_stack(cols) if cols else np.empty((x.shape[0], 0)))
+        g[:, len(cols)] = 1.0
     return g, shifts, scales
+
+
+def _columns(x, n: int) -> list[np.ndarray]:
+    """The feature columns of ``x``: an ``n x k`` array, or a tuple of ``k`` arrays of ``n``
+    values each (the caller's columns as they are, no stacking copy)."""
+    if isinstance(x, tuple):
+        cols = [np.asarray(c, dtype=np.float64) for c in x]
+        if any(c.shape != (n,) for c in cols):
+            raise ValueError(f"every feature column must hold {n} values")
+        return cols
+    x = np.ascontiguousarray(x, dtype=np.float64).reshape(n, -1)
+    return [x[:, j] for j in range(x.shape[1])]
 
 
 def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool,
@@ -479,8 +649,8 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
 
     Parameters
     ----------
-    x : array of shape (n, k), k <= 3
-        Features, rows in a canonical (sorted) order.
+    x : array of shape (n, k), k <= 3, or tuple of k arrays of shape (n,)
+        Features, rows in a canonical (sorted) order (a tuple: the columns, not stacked).
     t, w : arrays of shape (n,)
         Targets in [0, 1] and positive weights.
     intercept : bool
@@ -511,11 +681,11 @@ def fit_logistic(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: bool
         False when the optimum is at infinity (doubling the coefficients does not raise the
         loss, or some ``|z| > DIVERGED_Z``) or ``max_iter`` ran out.
     """
-    x = np.ascontiguousarray(x, dtype=np.float64).reshape(len(t), -1)
+    cols = _columns(x, len(t))
     t = np.ascontiguousarray(t, dtype=np.float64)
     w = np.ascontiguousarray(w, dtype=np.float64)
-    k = x.shape[1]
-    g_x, shifts, scales = _scale_columns(x, w, intercept)
+    k = len(cols)
+    g_x, shifts, scales = _scale_columns(cols, w, intercept)
     theta = np.zeros(g_x.shape[1])
     if intercept:
         theta[-1] = start_intercept
@@ -582,12 +752,13 @@ def fit_nonnegative(x: np.ndarray, t: np.ndarray, w: np.ndarray, *, intercept: b
     coef, intercept, loss, converged
         As :func:`fit_logistic`; ``converged`` is False when any fit tried diverged.
     """
-    k = x.shape[1]
+    cols = _columns(x, len(t))
+    k = len(cols)
     best = None
     for n_drop in range(k + 1):
         for dropped in itertools.combinations(range(k), n_drop):
             keep = [j for j in range(k) if j not in dropped]
-            coef, b0, loss, ok = fit_logistic(x if n_drop == 0 else x[:, keep], t, w,
+            coef, b0, loss, ok = fit_logistic(tuple(cols[j] for j in keep), t, w,
                                               intercept=intercept,
                                               start_intercept=start_intercept,
                                               with_loss=with_loss or n_drop > 0)

@@ -106,14 +106,16 @@ def unit_weights(w: np.ndarray) -> bool:
     return bool((w == 1.0).all())
 
 
-def standardise(f: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float, float]:
+def standardise(f: np.ndarray, w: np.ndarray,
+                out: np.ndarray | None = None) -> tuple[np.ndarray, float, float]:
     """Standardised scores ``g = (f - m) / sd`` with ``m``, ``sd`` the weighted mean and standard
     deviation of ``f`` (``sd = 1`` when all scores are equal); returns ``(g, m / sd, sd)``.
 
     The scores are first scaled by a power of two (exact) so that ``max |f|`` is about 1: the
     squares of scores near 1e300 would overflow and those near 1e-300 underflow. Plain
     sequential sums (``np.sum``, not BLAS) over the given order: with sorted input the result
-    does not depend on the caller's row order.
+    does not depend on the caller's row order. ``out``: an array (or a column view) of
+    ``f``'s shape that receives ``g`` (the same division, so the same bits) and is returned.
     """
     top = float(np.max(np.abs(f)))
     e = math.frexp(top)[1] if 0.0 < top < math.inf else 0
@@ -125,7 +127,7 @@ def standardise(f: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float, float]
     sd = math.sqrt(float(np.sum(d * d if unit else w * d * d)) / wt)   # IEEE sqrt: exact rounding
     if not sd > 0.0:
         sd = math.ldexp(1.0, -e)  # all scores equal: g = 0 and only b is fitted
-    return d / sd, m / sd, math.ldexp(sd, e)
+    return np.divide(d, sd, out=out), m / sd, math.ldexp(sd, e)
 
 
 def _sigmoid_newton(g, t, w, a, b, max_iter, min_step, ridge, tol):

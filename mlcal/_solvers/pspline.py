@@ -255,28 +255,41 @@ def grid_held_out_losses(a, b, start, grid, x, ybar, w, use, knots, eps):
     u[0] = start
     free = np.zeros(kk, dtype=np.bool_)
     free[0] = True
+    pp = np.empty(n_use)   # the held-out predictions of one penalty and their two logs
+    lp = np.empty(n_use)
+    lq = np.empty(n_use)
     for g in range(grid.shape[0]):
         # from the previous penalty's optimum: the same free set, hence the same bits, in
         # far fewer active-set steps (the optimum is the solve on its final free set)
         theta, u, free = _active_set(penalised(a, grid[g]), b, u, free)
+        for m in range(n_use):
+            j = idx[m]
+            t = pos[m]
+            p = (1.0 - t) * theta[j] + t * theta[j + 1]
+            pp[m] = min(max(p, eps), 1.0 - eps)
+        if screened:
+            # log_in_unit of every prediction and of its complement in two plain loops (they
+            # vectorise); used below exactly where the per-point loop used them
+            for m in range(n_use):
+                lp[m] = log_in_unit(pp[m])
+            for m in range(n_use):
+                lq[m] = log_in_unit(1.0 - pp[m])
         loss = 0.0
         m = 0
         for i in range(x.shape[0]):
             if not use[i]:
                 continue
-            j = idx[m]
-            t = pos[m]
-            m += 1
-            p = (1.0 - t) * theta[j] + t * theta[j + 1]
-            p = min(max(p, eps), 1.0 - eps)
+            p = pp[m]
             yi = ybar[i]
             if screened and p == p:
                 # p and 1 - p are normal numbers in (0, 1]: det_log's value without its tests
                 if yi > 0.0:
-                    loss -= w[i] * yi * log_in_unit(p)
+                    loss -= w[i] * yi * lp[m]
                 if yi < 1.0:
-                    loss -= w[i] * (1.0 - yi) * log_in_unit(1.0 - p)
+                    loss -= w[i] * (1.0 - yi) * lq[m]
+                m += 1
                 continue
+            m += 1
             if yi > 0.0:
                 loss -= w[i] * yi * det_log(p)
             if yi < 1.0:

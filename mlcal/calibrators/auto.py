@@ -9,12 +9,13 @@ in ``selection_`` and written to the JSON document under ``"fit_info"``.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import warnings
 from typing import Any
 
 import numpy as np
 
-from mlcal._solvers.detmath import det_log_array
+from mlcal._solvers.detmath import clipped_neg_log_pair
 from mlcal._solvers.ties import exact_group_sums, sort_and_collapse, stable_argsort
 from mlcal._validation import check_fit_inputs
 from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterError, IsNone,
@@ -22,7 +23,9 @@ from mlcal.calibrators._params import (Constraint, Integer, InvalidParameterErro
 from mlcal.calibrators.base import (BOUND_SMOOTHING_CONSTRAINTS, BaseCalibrator,
                                     CalibratorFormatError)
 from mlcal.calibrators.output_floor import data_floor, represented_rows
-from mlcal.maps.binary import DEFAULT_CLAMP, data_clamp, sharing_clamped_logs
+from mlcal._solvers.pava import pava_blocks
+from mlcal.maps._core import apply_input_transform
+from mlcal.maps.binary import DEFAULT_CLAMP, LinearMap, data_clamp, sharing_clamped_logs
 from mlcal.calibrators.catalog import (available_calibrators, calibrator_class, get_calibrator,
                                        register_calibrator)
 
@@ -114,23 +117,57 @@ SMOOTH_FOLD_POINTS = 2000
 #: there one partition's choice between near-equal candidates is noisy and the fold fits are
 #: cheap; above it (and on cells or row folds) one partition is used, so large data cost the same
 REPEAT_MAX_POINTS = 5000
+#: allowed ``strict_order`` weights: from 1e-9 (the ramp's steps, ``eps / (knots + 1)``, stay
+#: far above a double's resolution for any map size mlcal writes) to 0.1
+STRICT_ORDER_RANGE = (1e-9, 0.1)
+
+
+def strictly_increasing(m, eps: float, scores: np.ndarray | None = None,
+                        weights: np.ndarray | None = None):
+    """A piecewise-linear map made strictly increasing (``AutoCalibrator(strict_order=eps)``,
+    docs/auto.md, "AUC on imbalanced data"); other maps are returned unchanged.
+
+    Knot values ``v`` (``K`` knots) that decrease somewhere (ELiTE's trend filter) are first
+    replaced by their weighted isotonic regression (the non-decreasing values nearest in
+    squared error), each knot weighted by the calibration weight of the ``scores`` nearest
+    to it (midpoint cells in the map's input space, plus ``1e-9`` of the mean so that an
+    empty cell counts); without ``scores``, every knot weighs the same. A non-decreasing
+    map (isotonic regression's, the monotone spline's) is kept as it is. The values are then
+    mixed with the knot ranks, ``(1 - eps) * v + eps * (k + 1) / (K + 1)``, so the map
+    increases strictly from its first knot to its last and orders the scores there as the
+    scores do (the base model's AUC on them is kept; beyond the end knots it stays flat). The
+    mixing moves each value by at most ``eps``, with ``p' >= (1 - eps) p`` and
+    ``1 - p' >= (1 - eps) (1 - p)`` at every score: it adds at most ``-log(1 - eps)`` to
+    each row's log loss.
+    """
+    if not isinstance(m, LinearMap) or m.size < 2:
+        return m
+    v = m.values
+    if np.any(np.diff(v) < 0.0):
+        mass = np.ones(m.size)
+        if scores is not None:
+            x = apply_input_transform(np.asarray(scores, dtype=np.float64), m.input_transform)
+            w = np.ones(x.size) if weights is None else np.asarray(weights, dtype=np.float64)
+            cell = np.searchsorted((m.knots[1:] + m.knots[:-1]) / 2.0, x)
+            mass = np.bincount(cell, weights=w, minlength=m.size)
+            mass = mass + 1e-9 * max(float(mass.mean()), np.finfo(float).tiny)
+        starts, blocks = pava_blocks(v, mass)
+        v = blocks[np.searchsorted(starts, np.arange(m.size), side="right") - 1]
+    k = np.arange(1, m.size + 1, dtype=np.float64)
+    values = (1.0 - eps) * np.clip(v, 0.0, 1.0) + eps * (k / (m.size + 1))
+    return dataclasses.replace(m, values=values)
+
+
 #: largest ``seed`` (exact in a double, so the Java evaluator compares it exactly too)
 MAX_SEED = 2 ** 53 - 1
 
 
 def _row_log_losses(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per point: positive-row loss ``-log p`` and negative-row loss ``-log(1 - p)``, with
-    ``p`` clipped to ``[EPS, 1 - EPS]`` (for scoring only)."""
-    q = np.clip(p, EPS, 1.0 - EPS)
-    # a step map predicts one value over runs of consecutive points: the logs once per run
-    # (the same values either way, so the test only picks the faster path)
-    starts = np.flatnonzero(q[1:] != q[:-1]) + 1
-    if 4 * (starts.size + 1) <= q.size:
-        starts = np.concatenate(([0], starts))
-        counts = np.diff(np.append(starts, q.size))
-        v = q[starts]
-        return np.repeat(-det_log_array(v), counts), np.repeat(-det_log_array(1.0 - v), counts)
-    return -det_log_array(q), -det_log_array(1.0 - q)
+    ``p`` clipped to ``[EPS, 1 - EPS]`` (for scoring only): ``-det_log_array`` of the clipped
+    ``p`` and of ``1 - p``, in one compiled pass (:func:`clipped_neg_log_pair`; a step map's
+    runs take their logs once)."""
+    return clipped_neg_log_pair(np.ascontiguousarray(p, dtype=np.float64), EPS, 1.0 - EPS)
 
 
 def assign_folds(n_points: int, n_folds: int, seed: int) -> np.ndarray:
@@ -291,6 +328,16 @@ class AutoCalibrator(BaseCalibrator):
     anchor_prior : float, default=300.0
         Rows of pseudo-data shrinking the anchor toward the temperature fit (used with
         ``anchor``).
+    strict_order : float or None, default=None
+        Opt-in (docs/auto.md, "AUC on imbalanced data"). ``None``: the chosen map as fitted.
+        A weight ``eps`` in [1e-9, 0.1] (1e-6, say): when the chosen candidate's map is
+        piecewise linear (spline, isotonic regression, ELiTE), it is replaced by
+        :func:`strictly_increasing`: where its knot values decrease (ELiTE), their isotonic
+        regression weighted by the calibration rows nearest each knot; then mixed with
+        weight ``eps`` with the knot ranks, so the map orders the scores between its end
+        knots as the base model does (no ties from flat steps, no reversals), at a cost of at
+        most ``-log(1 - eps)`` in log loss per row on top of the isotonic step. The selection is unchanged; the other map
+        kinds (temperature, Platt, beta, quadratic) are kept as they are.
 
     Attributes
     ----------
@@ -334,7 +381,8 @@ class AutoCalibrator(BaseCalibrator):
                               "seed": [Integer(0, MAX_SEED)],
                               "anchor": [IsNone(), Options(tuple(ANCHORS))],
                               "anchor_se": [Real(0.0)],
-                              "anchor_prior": [Real(0.0)]}
+                              "anchor_prior": [Real(0.0)],
+                              "strict_order": [IsNone(), Real(*STRICT_ORDER_RANGE)]}
 
     def __init__(self, candidates: list[str] | None = None, n_folds: int | None = None,
                  se_rule: float = DEFAULT_SE_RULE, prefer: str = "listed",
@@ -345,7 +393,8 @@ class AutoCalibrator(BaseCalibrator):
                  beta_prior: float | None = DEFAULT_BETA_PRIOR,
                  anchor: str | None = DEFAULT_ANCHOR,
                  anchor_se: float = DEFAULT_ANCHOR_SE,
-                 anchor_prior: float = DEFAULT_ANCHOR_PRIOR):
+                 anchor_prior: float = DEFAULT_ANCHOR_PRIOR,
+                 strict_order: float | None = None):
         self.candidates = candidates
         self.n_folds = n_folds
         self.se_rule = se_rule
@@ -359,6 +408,7 @@ class AutoCalibrator(BaseCalibrator):
         self.anchor = anchor
         self.anchor_se = anchor_se
         self.anchor_prior = anchor_prior
+        self.strict_order = strict_order
 
     # -- parameters ----------------------------------------------------------------------------
     def _validate_params(self) -> None:
@@ -457,6 +507,9 @@ class AutoCalibrator(BaseCalibrator):
         self.calibrator_ = self._refit(record, names, s, z, w, points)
         self.chosen_ = record["chosen"]
         self.selection_ = record
+        if self.strict_order is not None:
+            self.calibrator_.map_ = strictly_increasing(self.calibrator_.map_,
+                                                        float(self.strict_order), s, w)
         self.map_ = self.calibrator_.map_
         self.map_reduction_ = self.calibrator_.map_reduction_
         return self
@@ -543,7 +596,7 @@ class AutoCalibrator(BaseCalibrator):
         rule = "one-se" if self.prefer == "simplest" else "first-listed-within-se"
         record: dict[str, Any] = {"version": FIT_INFO_VERSION, "rule": rule,
                                   "se_rule": float(self.se_rule), "n_folds": k,
-                                  "seed": int(self.seed), "n_points": int(np.unique(x).size)}
+                                  "seed": int(self.seed), "n_points": _n_distinct(x)}
 
         def usable(assignment):
             # (row folds on a handful of rows can leave a fold with nothing to predict)
@@ -632,10 +685,11 @@ class AutoCalibrator(BaseCalibrator):
         shared = {} if train_cells is None else train_cells
         for f in range(k):
             split = shared.get((f, "test"))
-            if split is None:
+            if split is None:   # the held-out units as a mask and as indices (faster to use)
                 test = folds == f
-                split = shared[(f, "test")] = (test, x[test])
-            test, x_test = split
+                test_at = np.flatnonzero(test)
+                split = shared[(f, "test")] = (test, test_at, x[test_at])
+            test, test_at, x_test = split
             cached = shared.get((f, cap))
             if cached is None:
                 train = ~test
@@ -652,7 +706,7 @@ class AutoCalibrator(BaseCalibrator):
                         prepared = cached[3] = _cell_points(xt, pt, nt)
                     if not _fit_cells(cal, xt, pt, nt, prepared):
                         cal.fit(*_rows(xt, pt, nt))
-                p[test] = cal.predict(x_test)
+                p[test_at] = cal.predict(x_test)
             except (ValueError, ArithmeticError, RuntimeError, np.linalg.LinAlgError) as exc:
                 return None, None, None, f"{type(exc).__name__}: {short_repr(str(exc))}"
             sizes.append(cal.map_.size)
@@ -854,6 +908,14 @@ def _fit_cells(cal: BaseCalibrator, x: np.ndarray, pos: np.ndarray, neg: np.ndar
             return False
     xk, ybar, wsum, floor = prepared
     return cal._fit_collapsed(xk, ybar, wsum, xk, floor)
+
+
+def _n_distinct(x: np.ndarray) -> int:
+    """``np.unique(x).size`` for sorted test units ``x`` (points and cells are strictly
+    increasing: their count, without a sort; row folds repeat scores: counted by ``unique``)."""
+    if x.size < 2 or bool(np.all(x[1:] > x[:-1])):
+        return int(x.size)
+    return int(np.unique(x).size)
 
 
 def _rows(x: np.ndarray, pos: np.ndarray, neg: np.ndarray):

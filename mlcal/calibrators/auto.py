@@ -336,8 +336,9 @@ class AutoCalibrator(BaseCalibrator):
         regression weighted by the calibration rows nearest each knot; then mixed with
         weight ``eps`` with the knot ranks, so the map orders the scores between its end
         knots as the base model does (no ties from flat steps, no reversals), at a cost of at
-        most ``-log(1 - eps)`` in log loss per row on top of the isotonic step. The selection is unchanged; the other map
-        kinds (temperature, Platt, beta, quadratic) are kept as they are.
+        most ``-log(1 - eps)`` in log loss per row on top of the isotonic step. The
+        selection is unchanged; the other map kinds (temperature, Platt, beta, quadratic) are
+        kept as they are.
 
     Attributes
     ----------

@@ -1,7 +1,7 @@
 """``AutoCalibrator(anchor="beta-temperature")`` (the implementation) against the replay's
 guarded anchor (``tune_auto_smsbin.choose(..., "anchor-guarded", anchor_se)``, K = 300 rows,
 fold seed 0) on a collection's tasks: the number of tasks where the chosen method or the
-held-out log loss differ (docs/auto.md, "The temperature anchor (opt-in)").
+held-out log loss differ (docs/auto.md, "The temperature anchor").
 
     # the unseen tasks (the collection of tune_auto_smsbin.py --unseen-collect)
     PYTHONPATH=. python benchmarks/check_auto_anchor.py --collection /tmp/unseen.pkl --unseen

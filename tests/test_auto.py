@@ -98,14 +98,15 @@ def test_flexible_map_chosen_when_a_sigmoid_cannot_fit():
 def test_one_se_rule_and_its_limits():
     s, y = calibration_set(3000, 2, beta=(2.0, 5.0), link_power=0.7)
     names = ["platt", "histogram", "isotonic", "enir"]
-    exact = mlcal.get_calibrator("auto", candidates=names, se_rule=0.0).fit(s, y)
+    exact = mlcal.get_calibrator("auto", candidates=names, se_rule=0.0, anchor=None).fit(s, y)
     rows = exact.selection_["candidates"]
     assert exact.chosen_ == min(rows, key=lambda r: r["cv_log_loss"])["method"]
     lenient = mlcal.get_calibrator("auto", candidates=names, se_rule=1e9,
-                                   prefer="simplest").fit(s, y)
+                                   prefer="simplest", anchor=None).fit(s, y)
     assert lenient.chosen_ == min(rows, key=lambda r: r["complexity"])["method"] == "platt"
     assert lenient.selection_["rule"] == "one-se"
-    listed = mlcal.get_calibrator("auto", candidates=names[::-1], se_rule=1e9).fit(s, y)
+    listed = mlcal.get_calibrator("auto", candidates=names[::-1], se_rule=1e9,
+                                  anchor=None).fit(s, y)
     assert listed.chosen_ == "enir" and listed.selection_["rule"] == "first-listed-within-se"
     best = min(rows, key=lambda r: r["cv_log_loss"])
     for rule, prefer in ((None, "listed"), (1.0, "listed"), (0.5, "simplest")):
@@ -422,6 +423,9 @@ def test_default_candidates_are_the_registered_defaults():
     assert {"platt", "isotonic", "elite"} <= set(names)
     s, y = step_data(1000)
     info = mlcal.AutoCalibrator().fit(s, y).selection_
+    # the anchor (the default, anchor="beta-temperature") is cross-validated first
+    assert [r["method"] for r in info["candidates"]] == ["beta-temperature"] + names
+    info = mlcal.AutoCalibrator(anchor=None).fit(s, y).selection_
     assert [r["method"] for r in info["candidates"]] == names
 
 
@@ -527,12 +531,12 @@ def failing_method():
 
 def test_a_failing_candidate_is_recorded_and_skipped(failing_method):
     s, y = step_data(800)
-    cal = mlcal.AutoCalibrator(candidates=[failing_method, "isotonic"]).fit(s, y)
+    cal = mlcal.AutoCalibrator(candidates=[failing_method, "isotonic"], anchor=None).fit(s, y)
     rows = {r["method"]: r for r in cal.selection_["candidates"]}
     assert rows[failing_method]["status"].startswith("failed: ValueError")
     assert cal.chosen_ == "isotonic"
     with pytest.raises(ValueError, match="every candidate failed"):
-        mlcal.AutoCalibrator(candidates=[failing_method]).fit(s, y)
+        mlcal.AutoCalibrator(candidates=[failing_method], anchor=None).fit(s, y)
 
 
 @pytest.mark.parametrize("n_folds", [1, 0, 2.5, "3"])
@@ -612,7 +616,7 @@ def test_prior_candidate_cv_matches_hand_fitted_out_of_fold_probabilities(method
     prior = default if prior == "default" else prior
     s, y = bent_data()
     cal = mlcal.AutoCalibrator(candidates=[method, "platt"], n_folds=4, seed=7,
-                               **{parameter: prior}).fit(s, y)
+                               **{parameter: prior}).fit(s, y)   # the anchor too: not asked
     params = {} if prior is None else {"smooth_targets": False, "identity_prior": prior}
     folds = np.empty(s.size, dtype=int)
     folds[np.argsort(s)] = assign_folds(s.size, 4, 7)
@@ -623,7 +627,7 @@ def test_prior_candidate_cv_matches_hand_fitted_out_of_fold_probabilities(method
     row = next(r for r in cal.selection_["candidates"] if r["method"] == method)
     assert row["cv_log_loss"] == pytest.approx(log_loss(y, np.clip(p, EPS, 1 - EPS)),
                                                rel=1e-9)
-    only = mlcal.AutoCalibrator(candidates=[method], **{parameter: prior}).fit(s, y)
+    only = mlcal.AutoCalibrator(candidates=[method], anchor=None, **{parameter: prior}).fit(s, y)
     assert only.selection_["chosen_params"] == params
     assert only.map_ == mlcal.get_calibrator(method, **params).fit(s, y).map_
 

@@ -1,6 +1,7 @@
-"""auto's opt-in temperature anchor (``anchor="beta-temperature"``, issue 26): the choice
-against an independent recomputation from hand-fitted out-of-fold predictions, the guard,
-``anchor=None`` unchanged, documents (JSON, old documents, the Java evaluator)."""
+"""auto's temperature anchor (``anchor="beta-temperature"``, the default since issue 26): the
+choice against an independent recomputation from hand-fitted out-of-fold predictions, the
+guard, ``anchor=None`` (the rule without it), documents (JSON, old documents, the Java
+evaluator)."""
 
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ def test_anchor_choice_matches_hand_fitted_out_of_fold_recomputation(seed, bend)
     assert info == {"method": ANCHOR, "se_rule": 1.0, "guard": None,
                     "chosen": chosen == ANCHOR, "default_choice": default}
     # the default choice is what auto without the anchor chooses
-    plain = mlcal.AutoCalibrator(candidates=list(HAND)).fit(s, y)
+    plain = mlcal.AutoCalibrator(candidates=list(HAND), anchor=None).fit(s, y)
     assert plain.chosen_ == default
     if chosen != ANCHOR:
         assert cal.map_ == plain.map_
@@ -116,8 +117,8 @@ def test_guard_gives_the_default_choice(kind):
         s = s.copy()
         s[np.argmin(s)] = 1e-30                         # one score beyond the default clamp
         why = "saturated"
-    plain = mlcal.AutoCalibrator().fit(s, y)
-    cal = mlcal.AutoCalibrator(anchor=ANCHOR).fit(s, y)
+    plain = mlcal.AutoCalibrator(anchor=None).fit(s, y)
+    cal = mlcal.AutoCalibrator().fit(s, y)   # the anchor is the default
     info = cal.selection_.pop("anchor")
     assert info["guard"].startswith(why) and not info["chosen"]
     assert info["default_choice"] == plain.chosen_ == cal.chosen_
@@ -137,23 +138,36 @@ def test_no_cross_validation_keeps_the_first_candidate():
 @pytest.mark.parametrize("seed", [31, 32, 33])
 def test_anchor_none_is_the_rule_without_an_anchor(seed):
     s, y = tree_like(600, seed, 0.4)
-    base = mlcal.AutoCalibrator().fit(s, y)
+    plain = mlcal.AutoCalibrator(anchor=None).fit(s, y)
     off = mlcal.AutoCalibrator(anchor=None, anchor_se=3.0, anchor_prior=5.0).fit(s, y)
     assert "anchor" not in off.selection_
-    assert off.selection_ == base.selection_ and off.map_ == base.map_
+    assert off.selection_ == plain.selection_ and off.map_ == plain.map_
     assert ANCHOR not in [r["method"] for r in off.selection_["candidates"]]
+    # the default (with the anchor) records that choice as its default_choice, and makes it
+    # whenever the anchor is passed over
+    anchored = mlcal.AutoCalibrator().fit(s, y)
+    assert anchored.anchor == ANCHOR
+    info = anchored.selection_["anchor"]
+    assert info["default_choice"] == off.chosen_
+    if not info["chosen"]:
+        assert anchored.chosen_ == off.chosen_ and anchored.map_ == off.map_
 
 
 def test_documents_without_the_anchor_parameters_load_without_an_anchor():
     s, y = tree_like(500, 41)
-    cal = mlcal.AutoCalibrator().fit(s, y)
+    cal = mlcal.AutoCalibrator(anchor=None).fit(s, y)   # as auto fitted before the anchor
     doc = json.loads(cal.to_json())
     assert doc["params"]["anchor"] is None
+    assert json.loads(mlcal.AutoCalibrator().fit(s, y).to_json())["params"]["anchor"] == ANCHOR
     for p in ("anchor", "anchor_se", "anchor_prior"):
         del doc["params"][p]
+    # a document written before the anchor existed: the rule it was fitted with, not today's
+    # default, so refitting its parameters reproduces it
     old = mlcal.load_calibrator(json.dumps(doc))
     assert old.anchor is None and old.anchor_se == 1.0 and old.anchor_prior == 300.0
     assert np.array_equal(old.predict(s), cal.predict(s))
+    again = mlcal.AutoCalibrator(**old.get_params()).fit(s, y)
+    assert again.to_json() == cal.to_json()
 
 
 def test_bad_anchor_parameters_and_documents_raise():

@@ -86,8 +86,8 @@ def test_knot_values_by_hand():
 def test_held_out_order_kept_and_log_loss_bound(method):
     s, y = imbalanced(1500, 0)
     s_te, y_te = imbalanced(3000, 1)
-    plain = mlcal.AutoCalibrator(candidates=[method]).fit(s, y)
-    strict = mlcal.AutoCalibrator(candidates=[method], strict_order=EPS).fit(s, y)
+    plain = mlcal.AutoCalibrator(candidates=[method], anchor=None).fit(s, y)
+    strict = mlcal.AutoCalibrator(candidates=[method], anchor=None, strict_order=EPS).fit(s, y)
     assert strict.chosen_ == plain.chosen_ == method
     assert strict.selection_ == plain.selection_
     lo, hi = strict.map_.knots[0], strict.map_.knots[-1]
@@ -114,13 +114,13 @@ def test_selection_and_other_maps_unchanged():
     x = np.linspace(0.0, 1.0, 501)
     if plain.map_.kind != "linear":
         assert np.array_equal(strict.predict(x), plain.predict(x))
-    platt = mlcal.AutoCalibrator(candidates=["platt"], strict_order=EPS).fit(s, y)
-    assert platt.map_ == mlcal.AutoCalibrator(candidates=["platt"]).fit(s, y).map_
+    platt = mlcal.AutoCalibrator(candidates=["platt"], anchor=None, strict_order=EPS).fit(s, y)
+    assert platt.map_ == mlcal.AutoCalibrator(candidates=["platt"], anchor=None).fit(s, y).map_
 
 
 def test_document_round_trip():
     s, y = imbalanced(1000, 3)
-    cal = mlcal.AutoCalibrator(candidates=["isotonic"], strict_order=EPS).fit(s, y)
+    cal = mlcal.AutoCalibrator(candidates=["isotonic"], anchor=None, strict_order=EPS).fit(s, y)
     back = mlcal.load_calibrator(cal.to_json())
     assert back.get_params() == cal.get_params()
     x = np.linspace(0.0, 1.0, 1001)
@@ -139,7 +139,8 @@ def test_java_evaluator_reads_strict_order_documents(jar, tmp_path):
     from tests.test_java_evaluator import assert_bits_equal, run_batch
 
     s, y = imbalanced(1500, 5)
-    cal = mlcal.AutoCalibrator(candidates=["isotonic", "elite"], strict_order=EPS).fit(s, y)
+    cal = mlcal.AutoCalibrator(candidates=["isotonic", "elite"], anchor=None,
+                               strict_order=EPS).fit(s, y)
     x = np.concatenate([np.linspace(0.0, 1.0, 2001), [1e-300, 1 - 1e-16]])
     out = run_batch(jar, tmp_path, [(cal.to_json(), x)])
     assert_bits_equal(out[0], cal.predict(x), "auto with strict_order")

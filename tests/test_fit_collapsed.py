@@ -67,11 +67,13 @@ def test_fold_fit_on_cells_declines_repeated_scores():
 @pytest.mark.parametrize("n, margins", [(300, False), (5000, False), (30000, False),
                                         (3000, True)])
 def test_auto_refit_is_the_chosen_methods_own_fit(method, n, margins):
-    # forced choice (one candidate): auto's refit must be exactly the method's fit on the rows,
-    # in any row order (margins: the sigmoid input transform, where the rows path is used)
+    # forced choice (one candidate, no anchor): auto's refit must be exactly the method's fit
+    # on the rows, in any row order (margins: the sigmoid input transform, where the rows
+    # path is used)
     s, y, w = _rows_data(n, seed=n + 1, margins=margins)
     order = np.random.default_rng(0).permutation(n)
-    auto = mlcal.AutoCalibrator(candidates=[method]).fit(s[order], y[order], w[order])
+    auto = mlcal.AutoCalibrator(candidates=[method], anchor=None).fit(s[order], y[order],
+                                                                     w[order])
     assert auto.chosen_ == method
     own = auto.candidate(method).fit(s, y, w)
     assert auto.calibrator_.to_json() == own.to_json()

@@ -70,12 +70,15 @@ DEFAULT_BETA_PRIOR = 100.0
 #: the candidates whose identity prior is one of auto's parameters (None: the candidate on
 #: Platt's smoothed targets without a prior, as documents without the parameter were fitted)
 PRIOR_PARAMETERS = {"quadratic": "quadratic_prior", "beta": "beta_prior"}
-#: the opt-in anchors (``anchor``): candidate name -> (the registered method, its parameters
+#: the anchors (``anchor``): candidate name -> (the registered method, its parameters
 #: besides ``identity_prior=anchor_prior``). ``"beta-temperature"``: beta calibration on the
 #: 0/1 labels shrunk toward the temperature-scaling fit (``prior_center="temperature"``;
-#: docs/auto.md, "The temperature anchor (opt-in)"). Its map is a plain ``BetaMap``.
+#: docs/auto.md, "The temperature anchor"). Its map is a plain ``BetaMap``.
 ANCHORS = {"beta-temperature": ("beta", {"smooth_targets": False,
                                          "prior_center": "temperature"})}
+#: default ``anchor`` (issue 26, docs/auto.md "The temperature anchor"); documents written
+#: before the anchor existed load with ``anchor=None``, the rule they were fitted with
+DEFAULT_ANCHOR = "beta-temperature"
 #: default ``anchor_se``: the anchor is chosen when its CV log loss is within this many paired
 #: standard errors of the lowest (the replayed rule first on 24 of 24 cells, docs/auto.md)
 DEFAULT_ANCHOR_SE = 1.0
@@ -259,7 +262,8 @@ class AutoCalibrator(BaseCalibrator):
     ----------
     candidates : list of str or None, default=None
         Method names to choose from (any registered method except "auto"). ``None``: those of
-        :data:`DEFAULT_CANDIDATES` registered when ``fit`` runs.
+        :data:`DEFAULT_CANDIDATES` registered when ``fit`` runs. The ``anchor`` is considered
+        besides them (unless ``anchor=None``).
     n_folds : int or None, default=None
         Number of cross-validation folds (>= 2). ``None``: :data:`DEFAULT_FOLDS` (5), or
         :data:`CELL_FOLDS` (3) when the CV runs on cells (see ``cv_max_points``).
@@ -306,12 +310,12 @@ class AutoCalibrator(BaseCalibrator):
         not better than 1 and cost 3x and 5x the CV's time.
     seed : int, default=0
         Seed of the fold assignment (of the first partition).
-    anchor : {"beta-temperature"} or None, default=None
-        Opt-in guarded anchor (docs/auto.md, "The temperature anchor (opt-in)"). ``None``:
-        the rule above, bit for bit. ``"beta-temperature"``: beta calibration on the 0/1 labels
-        shrunk by ``anchor_prior`` rows toward the temperature-scaling fit
-        (``Beta(smooth_targets=False, identity_prior=anchor_prior,
-        prior_center="temperature")``) is cross-validated on the same folds, listed first,
+    anchor : {"beta-temperature"} or None, default="beta-temperature"
+        The guarded anchor (docs/auto.md, "The temperature anchor"). ``None``: the rule above
+        alone (``auto`` before issue 26's anchor, and documents written before it).
+        ``"beta-temperature"``: beta calibration on the 0/1 labels shrunk by ``anchor_prior``
+        rows toward the temperature-scaling fit (``Beta(smooth_targets=False,
+        identity_prior=anchor_prior, prior_center="temperature")``) is cross-validated on the same folds, listed first,
         and chosen whenever its CV log loss is within ``anchor_se`` paired standard errors of
         the lowest (among it and the candidates); otherwise the rule above picks among the
         candidates. Not considered (the rule above alone) where the calibration scores are
@@ -332,8 +336,9 @@ class AutoCalibrator(BaseCalibrator):
         regression weighted by the calibration rows nearest each knot; then mixed with
         weight ``eps`` with the knot ranks, so the map orders the scores between its end
         knots as the base model does (no ties from flat steps, no reversals), at a cost of at
-        most ``-log(1 - eps)`` in log loss per row on top of the isotonic step. The selection is unchanged; the other map
-        kinds (temperature, Platt, beta, quadratic) are kept as they are.
+        most ``-log(1 - eps)`` in log loss per row on top of the isotonic step. The
+        selection is unchanged; the other map kinds (temperature, Platt, beta, quadratic) are
+        kept as they are.
 
     Attributes
     ----------
@@ -386,7 +391,8 @@ class AutoCalibrator(BaseCalibrator):
                  cv_repeats: int = DEFAULT_CV_REPEATS,
                  bound_smoothing: float | None = 0.5, seed: int = 0,
                  quadratic_prior: float | None = DEFAULT_QUADRATIC_PRIOR,
-                 beta_prior: float | None = DEFAULT_BETA_PRIOR, anchor: str | None = None,
+                 beta_prior: float | None = DEFAULT_BETA_PRIOR,
+                 anchor: str | None = DEFAULT_ANCHOR,
                  anchor_se: float = DEFAULT_ANCHOR_SE,
                  anchor_prior: float = DEFAULT_ANCHOR_PRIOR,
                  strict_order: float | None = None):
@@ -712,8 +718,9 @@ class AutoCalibrator(BaseCalibrator):
     @classmethod
     def _params_from_document(cls, params: dict) -> dict:
         # a document written before ``quadratic_prior`` / ``beta_prior`` existed fitted that
-        # candidate on Platt's smoothed targets without a prior
-        return {**{p: None for p in PRIOR_PARAMETERS.values()}, **params}
+        # candidate on Platt's smoothed targets without a prior; one written before ``anchor``
+        # existed chose without the anchor
+        return {**{p: None for p in PRIOR_PARAMETERS.values()}, "anchor": None, **params}
 
     def _extra_to_dict(self) -> dict[str, Any]:
         info = getattr(self, "selection_", None)

@@ -134,8 +134,9 @@ def _rules(doc: dict) -> dict:
 
     table = method_table()
     method = doc["method"]
-    if method == "auto":
-        method = doc["fit_info"]["chosen"]
+    if method == "auto":   # an anchor candidate's rules are its registered method's
+        chosen = doc["fit_info"]["chosen"]
+        method = table["auto"].get("anchors", {}).get(chosen, chosen)
     elif method == "multiclass-auto":
         chosen = doc["fit_info"]["chosen"]
         method = ("multiclass-one-vs-rest" if chosen.startswith(OVR_PREFIX)

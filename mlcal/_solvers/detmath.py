@@ -545,18 +545,19 @@ def clipped_neg_log_pair(p: np.ndarray, lo: float, hi: float) -> tuple[np.ndarra
             out_q[i] = out_q[i - 1]
             continue
         prev = q
-        r = 1.0 - q
-        bits = np.float64(q).view(np.int64)
-        if bits < _MIN_NORMAL_BITS or bits >= _INF_BITS:
-            out_p[i] = -det_log(q)
-        else:
-            out_p[i] = -_log_of_bits(bits, 0.0)
-        bits = np.float64(r).view(np.int64)
-        if bits < _MIN_NORMAL_BITS or bits >= _INF_BITS:
-            out_q[i] = -det_log(r)
-        else:
-            out_q[i] = -_log_of_bits(bits, 0.0)
+        out_p[i] = -_det_log_entry(q)
+        out_q[i] = -_det_log_entry(1.0 - q)
     return out_p, out_q
+
+
+@njit(cache=True, nogil=True)
+def _det_log_entry(v: float) -> float:
+    """One entry of :func:`det_log_array`: a positive normal finite ``v`` from its bits, the
+    others by :func:`det_log` (the same value as ``det_log(v)``)."""
+    bits = np.float64(v).view(np.int64)
+    if bits < _MIN_NORMAL_BITS or bits >= _INF_BITS:
+        return det_log(v)
+    return _log_of_bits(bits, 0.0)
 
 
 @njit(cache=True, nogil=True)

@@ -315,14 +315,14 @@ class AutoCalibrator(BaseCalibrator):
         alone (``auto`` before issue 26's anchor, and documents written before it).
         ``"beta-temperature"``: beta calibration on the 0/1 labels shrunk by ``anchor_prior``
         rows toward the temperature-scaling fit (``Beta(smooth_targets=False,
-        identity_prior=anchor_prior, prior_center="temperature")``) is cross-validated on the same folds, listed first,
-        and chosen whenever its CV log loss is within ``anchor_se`` paired standard errors of
-        the lowest (among it and the candidates); otherwise the rule above picks among the
-        candidates. Not considered (the rule above alone) where the calibration scores are
-        margins (outside [0, 1]) or saturated beyond the default clamp (see
-        :func:`anchor_guard`), nor when no cross-validation is possible. Its candidate name
-        (in ``selection_`` and ``chosen_``) is ``"beta-temperature"``; its map is a
-        ``BetaMap``.
+        identity_prior=anchor_prior, prior_center="temperature")``) is cross-validated on
+        the same folds, listed first, and chosen whenever its CV log loss is within
+        ``anchor_se`` paired standard errors of the lowest (among it and the candidates);
+        otherwise the rule above picks among the candidates. Not considered (the rule above
+        alone) where the calibration scores are margins (outside [0, 1]) or saturated beyond
+        the default clamp (see :func:`anchor_guard`), nor when no cross-validation is
+        possible. Its candidate name (in ``selection_`` and ``chosen_``) is
+        ``"beta-temperature"``; its map is a ``BetaMap``.
     anchor_se : float, default=1.0
         Paired standard errors of the anchor's CV log-loss margin (used with ``anchor``).
     anchor_prior : float, default=300.0
